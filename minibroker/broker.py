@@ -1,0 +1,158 @@
+"""The broker: owns the partition logs and the waiting fetches; handlers call into it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+import structlog
+
+from storage import meta
+from storage.log import FlushPolicy, LogConfig
+from storage.manager import LogManager
+
+from .config import Config
+
+log = structlog.get_logger("minibroker.broker")
+
+TOPIC_CONFIG_KEYS = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+}
+
+
+class Broker:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.host, self.port = config.advertised(config.port)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        self.meta = meta.load_or_create(config.data_dir, config.node_id)
+        self.cluster_id = self.meta["cluster.id"]
+        self.default_log_config = LogConfig(
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
+            retention_ms=config.retention_ms,
+            retention_bytes=config.retention_bytes,
+            flush=FlushPolicy(config.fsync.mode, config.fsync.interval_ms),
+        )
+        self.logs = LogManager(config.data_dir, self.default_log_config)
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
+        self._tasks: list[asyncio.Task] = []
+        log.info("broker.storage_opened", data_dir=str(config.data_dir),
+                 topics=len(self.logs.catalog.list()),
+                 ms=round((time.perf_counter() - t0) * 1000, 1))
+
+        self.bound_port = config.port
+
+    def set_bound_port(self, port: int) -> None:
+        self.bound_port = port
+        self.host, self.port = self.config.advertised(port)
+
+    # -- topics ----------------------------------------------------------------
+    def topic(self, name: str):
+        return self.logs.catalog.get(name)
+
+    def topics(self):
+        return self.logs.catalog.list()
+
+    def topic_by_id(self, topic_id):
+        for info in self.logs.catalog.list():
+            if info.topic_id == topic_id:
+                return info
+        return None
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     reason: str = "create_topics"):
+        info = self.logs.create_topic(name, partitions, configs or {})
+        log.info("topic.created", topic=name, partitions=partitions, configs=configs or {},
+                 reason=reason)
+        return info
+
+    def max_message_bytes(self, info) -> int:
+        value = info.configs.get("max.message.bytes")
+        return int(value) if value is not None else self.config.message_max_bytes
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        # No transactions yet: everything below the high watermark is stable.
+        return self.get_log(topic, partition).high_watermark
+
+    def delete_topic(self, name: str) -> None:
+        self.logs.delete_topic(name)
+        log.info("topic.deleted", topic=name)
+        for (topic, p), futs in list(self._waiters.items()):
+            if topic == name:
+                self._wake(futs)
+
+    def get_log(self, topic: str, partition: int):
+        return self.logs.get_log(topic, partition)
+
+    # -- fetch waiters -----------------------------------------------------------
+    def notify_append(self, topic: str, partition: int) -> None:
+        futs = self._waiters.get((topic, partition))
+        if futs:
+            self._wake(futs)
+
+    @staticmethod
+    def _wake(futs: set[asyncio.Future]) -> None:
+        for fut in futs:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_append(self, partitions: list[tuple[str, int]], timeout: float) -> None:
+        """Return when any of ``partitions`` gets data, or after ``timeout`` seconds."""
+        fut = asyncio.get_running_loop().create_future()
+        for tp in partitions:
+            self._waiters[tp].add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for tp in partitions:
+                s = self._waiters.get(tp)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._waiters[tp]
+
+    # -- background work ---------------------------------------------------------
+    def start_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._retention_loop()))
+        if self.config.fsync.mode == "interval":
+            self._tasks.append(loop.create_task(self._flush_loop(self.config.fsync.interval_ms)))
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.logs.apply_retention(int(time.time() * 1000))
+            except Exception:
+                log.exception("retention.failed")
+
+    async def _flush_loop(self, interval_ms: int) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                self.logs.flush_all()
+            except Exception:
+                log.exception("flush.failed")
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        t0 = time.perf_counter()
+        self.logs.close_all()
+        log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))

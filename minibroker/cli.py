@@ -1,0 +1,46 @@
+"""``minibroker`` command line: serve (the default) and the offline tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import logs
+from .config import add_serve_options, config_from_args
+
+SUBCOMMANDS = ("serve", "dump-log")
+
+
+def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="A Kafka-protocol broker. Without a subcommand it serves on "
+                    "127.0.0.1:9092 with data in ./minibroker-data.",
+        epilog="Other commands: 'minibroker dump-log FILE.log [--print-data-log]' prints a segment "
+               "the way kafka-dump-log.sh does. Every option can also be set by the environment "
+               "variable named after it, e.g. MINIBROKER_PORT=9093.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter if False else argparse.HelpFormatter,
+    )
+    add_serve_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "dump-log":
+        from .dump_log import main as dump_main
+        return dump_main(argv[1:])
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
+    ns = _serve_parser().parse_args(argv)
+    config = config_from_args(ns)
+    logs.configure(config.log_level, config.log_format)
+    from .app import run
+    run(config, started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

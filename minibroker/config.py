@@ -1,0 +1,154 @@
+"""Broker configuration: command-line options, each also read from MINIBROKER_<NAME>."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PORT = 9092
+
+
+@dataclass(frozen=True)
+class FsyncPolicy:
+    mode: str  # "always" | "interval" | "never"
+    interval_ms: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> "FsyncPolicy":
+        text = text.strip().lower()
+        if text in ("always", "never"):
+            return cls(text)
+        if text.endswith("ms"):
+            text = text[:-2]
+        try:
+            ms = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"--fsync must be 'always', 'never' or a number of milliseconds, not {text!r}"
+            ) from None
+        if ms <= 0:
+            raise argparse.ArgumentTypeError("--fsync interval must be > 0 ms")
+        return cls("interval", ms)
+
+    def __str__(self) -> str:
+        return self.mode if self.mode != "interval" else f"{self.interval_ms}ms"
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: Path = Path("minibroker-data")
+    node_id: int = 1
+    num_partitions: int = 1
+    auto_create_topics: bool = True
+    fsync: FsyncPolicy = FsyncPolicy("interval", 1000)
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    retention_check_interval_ms: int = 300_000
+    message_max_bytes: int = 1_048_588
+    max_request_bytes: int = 104_857_600
+    log_level: str = "info"
+    log_format: str = "console"
+
+    def advertised(self, bound_port: int) -> tuple[str, int]:
+        host = self.advertised_host
+        if not host:
+            host = self.host if self.host not in ("0.0.0.0", "::", "") else "localhost"
+        return host, self.advertised_port or bound_port
+
+
+def _env(name: str, default):
+    return os.environ.get("MINIBROKER_" + name.upper().replace("-", "_"), default)
+
+
+def _bool(text) -> bool:
+    if isinstance(text, bool):
+        return text
+    v = str(text).strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def add_serve_options(p: argparse.ArgumentParser) -> None:
+    d = Config()
+    opt = p.add_argument
+    opt("--host", default=_env("host", d.host),
+        help="address to listen on (env MINIBROKER_HOST; default %(default)s)")
+    opt("--port", type=int, default=int(_env("port", d.port)),
+        help="TCP port to listen on; 0 picks a free one (env MINIBROKER_PORT; default %(default)s)")
+    opt("--advertised-host", default=_env("advertised_host", None),
+        help="host name clients are told to connect to in Metadata answers "
+             "(env MINIBROKER_ADVERTISED_HOST; default: --host, or localhost when listening on all addresses)")
+    opt("--advertised-port", type=int, default=_env("advertised_port", None),
+        help="port clients are told to connect to (env MINIBROKER_ADVERTISED_PORT; default: the bound port)")
+    opt("--data-dir", type=Path, default=Path(_env("data_dir", d.data_dir)),
+        help="where topics, segments and broker state live (env MINIBROKER_DATA_DIR; default ./%(default)s)")
+    opt("--node-id", type=int, default=int(_env("node_id", d.node_id)),
+        help="broker id reported in Metadata (env MINIBROKER_NODE_ID; default %(default)s)")
+    opt("--num-partitions", type=int, default=int(_env("num_partitions", d.num_partitions)),
+        help="partitions of auto-created topics, Kafka's num.partitions (env MINIBROKER_NUM_PARTITIONS; default %(default)s)")
+    opt("--auto-create-topics", type=_bool, default=_bool(_env("auto_create_topics", d.auto_create_topics)),
+        metavar="BOOL",
+        help="create unknown topics on Metadata requests, Kafka's auto.create.topics.enable "
+             "(env MINIBROKER_AUTO_CREATE_TOPICS; default true)")
+    opt("--fsync", type=FsyncPolicy.parse, default=FsyncPolicy.parse(str(_env("fsync", "1000"))),
+        metavar="always|never|MS",
+        help="when appended data is forced to disk: 'always' before every produce answer, "
+             "every MS milliseconds in the background, or 'never' (leave it to the OS) "
+             "(env MINIBROKER_FSYNC; default 1000)")
+    opt("--segment-bytes", type=int, default=int(_env("segment_bytes", d.segment_bytes)),
+        help="roll a new segment at this size, Kafka's log.segment.bytes (env MINIBROKER_SEGMENT_BYTES; default %(default)s)")
+    opt("--segment-ms", type=int, default=int(_env("segment_ms", d.segment_ms)),
+        help="roll a new segment after this age, Kafka's log.roll.ms (env MINIBROKER_SEGMENT_MS; default %(default)s)")
+    opt("--retention-ms", type=int, default=int(_env("retention_ms", d.retention_ms)),
+        help="delete segments older than this, -1 keeps forever, Kafka's log.retention.ms "
+             "(env MINIBROKER_RETENTION_MS; default %(default)s = 7 days)")
+    opt("--retention-bytes", type=int, default=int(_env("retention_bytes", d.retention_bytes)),
+        help="delete old segments while a partition is larger than this, -1 = no limit "
+             "(env MINIBROKER_RETENTION_BYTES; default %(default)s)")
+    opt("--retention-check-interval-ms", type=int,
+        default=int(_env("retention_check_interval_ms", d.retention_check_interval_ms)),
+        help="how often retention runs (env MINIBROKER_RETENTION_CHECK_INTERVAL_MS; default %(default)s)")
+    opt("--message-max-bytes", type=int, default=int(_env("message_max_bytes", d.message_max_bytes)),
+        help="largest record batch accepted, Kafka's message.max.bytes (env MINIBROKER_MESSAGE_MAX_BYTES; default %(default)s)")
+    opt("--max-request-bytes", type=int, default=int(_env("max_request_bytes", d.max_request_bytes)),
+        help="largest request frame accepted before the connection is closed, Kafka's "
+             "socket.request.max.bytes (env MINIBROKER_MAX_REQUEST_BYTES; default %(default)s)")
+    opt("--log-level", default=_env("log_level", d.log_level),
+        choices=["debug", "info", "warning", "error"],
+        help="(env MINIBROKER_LOG_LEVEL; default %(default)s)")
+    opt("--log-format", default=_env("log_format", d.log_format), choices=["console", "json"],
+        help="structured log output style (env MINIBROKER_LOG_FORMAT; default %(default)s)")
+
+
+def config_from_args(ns: argparse.Namespace) -> Config:
+    return Config(
+        host=ns.host,
+        port=ns.port,
+        advertised_host=ns.advertised_host,
+        advertised_port=int(ns.advertised_port) if ns.advertised_port else None,
+        data_dir=ns.data_dir,
+        node_id=ns.node_id,
+        num_partitions=ns.num_partitions,
+        auto_create_topics=ns.auto_create_topics,
+        fsync=ns.fsync,
+        segment_bytes=ns.segment_bytes,
+        segment_ms=ns.segment_ms,
+        retention_ms=ns.retention_ms,
+        retention_bytes=ns.retention_bytes,
+        retention_check_interval_ms=ns.retention_check_interval_ms,
+        message_max_bytes=ns.message_max_bytes,
+        max_request_bytes=ns.max_request_bytes,
+        log_level=ns.log_level,
+        log_format=ns.log_format,
+    )

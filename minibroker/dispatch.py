@@ -1,0 +1,151 @@
+"""Request routing: api key and version → handler, with Kafka's answers to bad requests.
+
+What Kafka does with a request it cannot serve (RequestContext.parseRequest,
+SocketServer.processCompletedReceives): an ApiVersions request of a version
+it does not know is answered in the v0 format with UNSUPPORTED_VERSION and the
+ApiVersions range, so the client can retry lower; any other unknown api key,
+unsupported version or unparsable body closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from dataclasses import dataclass
+
+import structlog
+
+from protocol import codec
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+from protocol.header import API_VERSIONS_KEY, HeaderError, peek_header, read_request_header
+
+log = structlog.get_logger("minibroker.dispatch")
+
+ZERO = datetime.timedelta(0)
+
+
+class Disconnect(Exception):
+    def __init__(self, reason: str, detail: str, **fields) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.fields = fields
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    handler: object  # (request_context, request) -> entity | (chunks, size) | coroutine | None
+    decoder: object = None  # custom body decoder (body, version) -> request
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    connection: object
+
+
+class Dispatcher:
+    def __init__(self) -> None:
+        self.apis: dict[int, Api] = {}
+        self.register(Api(API_VERSIONS_KEY, 0, 4, self._api_versions))
+
+    def register(self, api: Api) -> None:
+        cls_min = api.min_version
+        if codec.request_type(api.key, cls_min) is None:
+            raise ValueError(f"kio has no schema for api {api.key} v{cls_min}")
+        self.apis[api.key] = api
+
+    def handle(self, frame, connection):
+        try:
+            api_key, version, corr = peek_header(frame)
+        except HeaderError as e:
+            raise Disconnect("malformed_header", str(e)) from None
+        api = self.apis.get(api_key)
+        if api is None:
+            raise Disconnect("unknown_api_key", f"api key {api_key} is not supported",
+                             api_key=api_key, api_version=version)
+        if not api.min_version <= version <= api.max_version:
+            if api_key == API_VERSIONS_KEY and version > api.max_version:
+                return self._unsupported_api_versions(corr)
+            raise Disconnect("unsupported_version",
+                             f"api key {api_key} v{version} is outside "
+                             f"v{api.min_version}-v{api.max_version}",
+                             api_key=api_key, api_version=version)
+        try:
+            header = read_request_header(frame, codec.is_flexible_request(api_key, version))
+        except HeaderError as e:
+            raise Disconnect("malformed_header", str(e), api_key=api_key) from None
+        body = frame[header.body_offset:]
+        try:
+            if api.decoder is not None:
+                request = api.decoder(body, version)
+            else:
+                request = codec.decode_request(api_key, version, body)
+        except Exception as e:
+            raise Disconnect("malformed_request", str(e), api_key=api_key,
+                             api_version=version) from None
+        ctx = RequestContext(api_key, version, corr, header.client_id, connection)
+        result = api.handler(ctx, request)
+        if result is None or isinstance(result, tuple):
+            return result
+        if asyncio.iscoroutine(result):
+            return self._encode_later(corr, result)
+        return self._encode(corr, result)
+
+    @staticmethod
+    def _encode(corr: int, entity) -> tuple[list, int]:
+        data = codec.encode_response(corr, entity)
+        return [data], len(data)
+
+    async def _encode_later(self, corr: int, coro):
+        result = await coro
+        if result is None or isinstance(result, tuple):
+            return result
+        return self._encode(corr, result)
+
+    # -- ApiVersions -----------------------------------------------------------
+    def _api_keys(self, cls):
+        ApiVersion = nested(cls, "ApiVersion")
+        return tuple(
+            ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            for a in sorted(self.apis.values(), key=lambda a: a.key)
+        )
+
+    def _api_versions(self, ctx: RequestContext, request):
+        cls = codec.response_type(API_VERSIONS_KEY, ctx.api_version)
+        error = ErrorCode.none
+        if ctx.api_version >= 3 and not (
+            _valid_software(request.client_software_name)
+            and _valid_software(request.client_software_version)
+        ):
+            # KIP-511: Kafka refuses malformed client software names.
+            error = ErrorCode.invalid_request
+            log.info("api_versions.invalid_client_software", name=request.client_software_name,
+                     version=request.client_software_version)
+        return build(cls, error_code=error, api_keys=self._api_keys(cls), throttle_time=ZERO)
+
+    def _unsupported_api_versions(self, corr: int):
+        cls = codec.response_type(API_VERSIONS_KEY, 0)
+        ApiVersion = nested(cls, "ApiVersion")
+        api = self.apis[API_VERSIONS_KEY]
+        entity = cls(
+            error_code=ErrorCode.unsupported_version,
+            api_keys=(ApiVersion(api_key=api.key, min_version=api.min_version,
+                                 max_version=api.max_version),),
+        )
+        return self._encode(corr, entity)
+
+
+def _valid_software(s: str) -> bool:
+    # Kafka's ApiVersionsRequest: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+    if not s:
+        return False
+    ok = all(c.isascii() and (c.isalnum() or c in "-.") for c in s)
+    return ok and s[0].isalnum() and s[-1].isalnum()

@@ -1,0 +1,220 @@
+"""CreateTopics, DeleteTopics, DescribeConfigs."""
+
+from __future__ import annotations
+
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+from protocol.topics import is_internal, topic_name_error
+
+from .. import topic_configs as tc
+from ..dispatch import Api
+from .common import ZERO, response_cls
+
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DESCRIBE_CONFIGS = 32
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+
+class AdminHandlers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(CREATE_TOPICS, 2, 7, self.create_topics),
+            Api(DELETE_TOPICS, 1, 6, self.delete_topics),
+            Api(DESCRIBE_CONFIGS, 1, 4, self.describe_configs),
+        ]
+
+    # -- CreateTopics ----------------------------------------------------------
+    def create_topics(self, ctx, req):
+        R = response_cls(ctx)
+        Result = nested(R, "CreatableTopicResult")
+        Cfg = nested(R, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
+        b = self.broker
+        names = [t.name for t in req.topics]
+        results = []
+        for t in req.topics:
+            error, message, partitions = self._check_create(t, names)
+            configs = {c.name: c.value for c in t.configs}
+            topic_id = None
+            if error == ErrorCode.none and not req.validate_only:
+                info = b.create_topic(t.name, partitions, configs, reason="create_topics")
+                topic_id = info.topic_id
+            ok = error == ErrorCode.none
+            results.append(build(
+                Result, name=t.name, topic_id=topic_id, error_code=error, error_message=message,
+                topic_config_error_code=0,
+                num_partitions=partitions if ok else -1,
+                replication_factor=1 if ok else -1,
+                configs=self._creation_configs(Cfg, configs) if ok and Cfg is not None else None,
+            ))
+        return build(R, throttle_time=ZERO, topics=tuple(results))
+
+    def _check_create(self, t, names) -> tuple[ErrorCode, str | None, int]:
+        b = self.broker
+        if names.count(t.name) > 1:
+            return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
+        why = topic_name_error(t.name)
+        if why is not None:
+            return ErrorCode.invalid_topic_exception, why, -1
+        if b.topic(t.name) is not None:
+            return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                return (ErrorCode.invalid_request,
+                        "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                        "Both cannot be used at the same time.", -1)
+            indexes = sorted(a.partition_index for a in t.assignments)
+            if indexes != list(range(len(indexes))):
+                return ErrorCode.invalid_replica_assignment, "Partitions should be numbered 0 to N-1", -1
+            for a in t.assignments:
+                if list(a.broker_ids) != [b.node_id]:
+                    return (ErrorCode.invalid_replica_assignment,
+                            f"Replica assignment {list(a.broker_ids)} names brokers other than "
+                            f"the single broker {b.node_id}", -1)
+            partitions = len(indexes)
+        else:
+            partitions = b.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+            if partitions <= 0:
+                return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
+            if t.replication_factor == 0 or t.replication_factor < -1:
+                return ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.", -1
+            if t.replication_factor > 1:
+                return (ErrorCode.invalid_replication_factor,
+                        f"Unable to replicate the partition {t.replication_factor} time(s): "
+                        "The target replication factor of "
+                        f"{t.replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                        -1)
+        for c in t.configs:
+            why = tc.validate_topic_config(c.name, c.value)
+            if why is not None:
+                return ErrorCode.invalid_config, why, -1
+        return ErrorCode.none, None, partitions
+
+    def _creation_configs(self, Cfg, overrides: dict[str, str]):
+        out = []
+        for name in sorted(tc.TOPIC_CONFIGS):
+            if name in overrides:
+                value, source = overrides[name], tc.DYNAMIC_TOPIC_CONFIG
+            else:
+                value, source = tc.default_for(name, self.broker.config)
+            out.append(build(Cfg, name=name, value=value, read_only=False, config_source=source,
+                             is_sensitive=False))
+        return tuple(out)
+
+    # -- DeleteTopics ------------------------------------------------------------
+    def delete_topics(self, ctx, req):
+        R = response_cls(ctx)
+        Result = nested(R, "DeletableTopicResult")
+        b = self.broker
+        if ctx.api_version >= 6:
+            wanted = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            wanted = [(name, None) for name in req.topic_names]
+        results = []
+        for name, tid in wanted:
+            info = b.topic(name) if name else (b.topic_by_id(tid) if tid else None)
+            if name and tid and info is not None and info.topic_id != tid:
+                info = None
+            if info is None:
+                if name:
+                    err, msg = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                else:
+                    err, msg = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
+                results.append(build(Result, name=name, topic_id=tid, error_code=err, error_message=msg))
+                continue
+            if is_internal(info.name):
+                results.append(build(Result, name=info.name, topic_id=info.topic_id,
+                                     error_code=ErrorCode.invalid_topic_exception,
+                                     error_message="Internal topics cannot be deleted"))
+                continue
+            b.delete_topic(info.name)
+            results.append(build(Result, name=info.name, topic_id=info.topic_id,
+                                 error_code=ErrorCode.none, error_message=None))
+        return build(R, throttle_time=ZERO, responses=tuple(results))
+
+    # -- DescribeConfigs ---------------------------------------------------------
+    def describe_configs(self, ctx, req):
+        R = response_cls(ctx)
+        Result = nested(R, "DescribeConfigsResult")
+        Entry = nested(R, "DescribeConfigsResourceResult")
+        Syn = nested(R, "DescribeConfigsSynonym")
+        synonyms = getattr(req, "include_synonyms", False)
+        docs = getattr(req, "include_documentation", False)
+        results = []
+        for res in req.resources:
+            keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+            if res.resource_type == RESOURCE_TOPIC:
+                error, message, entries = self._topic_configs(res.resource_name)
+            elif res.resource_type == RESOURCE_BROKER:
+                error, message, entries = self._broker_configs(res.resource_name)
+            elif res.resource_type == RESOURCE_BROKER_LOGGER:
+                error, message, entries = ErrorCode.none, None, []
+            else:
+                error, message, entries = (ErrorCode.invalid_request,
+                                           f"Unsupported resource type {res.resource_type}", [])
+            configs = tuple(
+                build(Entry, name=name, value=value, read_only=read_only, config_source=source,
+                      is_sensitive=False, config_type=ctype,
+                      documentation=doc if docs else None,
+                      synonyms=(build(Syn, name=name, value=value, source=source),) if synonyms else ())
+                for name, value, source, read_only, ctype, doc in entries
+                if keys is None or name in keys
+            )
+            results.append(build(Result, error_code=error, error_message=message,
+                                 resource_type=res.resource_type, resource_name=res.resource_name,
+                                 configs=configs))
+        return build(R, throttle_time=ZERO, results=tuple(results))
+
+    def _topic_configs(self, name: str):
+        info = self.broker.topic(name)
+        if info is None:
+            why = topic_name_error(name)
+            if why is not None:
+                return ErrorCode.invalid_topic_exception, why, []
+            return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", []
+        entries = []
+        for key in sorted(tc.TOPIC_CONFIGS):
+            d = tc.TOPIC_CONFIGS[key]
+            if key in info.configs:
+                value, source = info.configs[key], tc.DYNAMIC_TOPIC_CONFIG
+            else:
+                value, source = tc.default_for(key, self.broker.config)
+            entries.append((key, value, source, False, d.type, d.doc or None))
+        return ErrorCode.none, None, entries
+
+    def _broker_configs(self, name: str):
+        b = self.broker
+        if name not in ("", str(b.node_id)):
+            return ErrorCode.invalid_request, f"Unexpected broker id, expected {b.node_id} but received {name}", []
+        c = b.config
+        S = tc.STATIC_BROKER_CONFIG
+        rows = [
+            ("node.id", str(b.node_id), tc.INT),
+            ("broker.id", str(b.node_id), tc.INT),
+            ("listeners", f"PLAINTEXT://{c.host}:{b.bound_port}", tc.LIST),
+            ("advertised.listeners", f"PLAINTEXT://{b.host}:{b.port}", tc.LIST),
+            ("log.dirs", str(c.data_dir), tc.STRING),
+            ("num.partitions", str(c.num_partitions), tc.INT),
+            ("auto.create.topics.enable", str(c.auto_create_topics).lower(), tc.BOOLEAN),
+            ("default.replication.factor", "1", tc.INT),
+            ("min.insync.replicas", "1", tc.INT),
+            ("offsets.topic.replication.factor", "1", tc.SHORT),
+            ("transaction.state.log.replication.factor", "1", tc.SHORT),
+            ("transaction.state.log.min.isr", "1", tc.INT),
+            ("log.segment.bytes", str(c.segment_bytes), tc.INT),
+            ("log.roll.ms", str(c.segment_ms), tc.LONG),
+            ("log.retention.ms", str(c.retention_ms), tc.LONG),
+            ("log.retention.bytes", str(c.retention_bytes), tc.LONG),
+            ("log.retention.check.interval.ms", str(c.retention_check_interval_ms), tc.LONG),
+            ("log.flush.interval.ms", "0" if c.fsync.mode == "always" else
+             str(c.fsync.interval_ms) if c.fsync.mode == "interval" else str(2**63 - 1), tc.LONG),
+            ("message.max.bytes", str(c.message_max_bytes), tc.INT),
+            ("socket.request.max.bytes", str(c.max_request_bytes), tc.INT),
+        ]
+        return ErrorCode.none, None, [(k, v, S, True, t, None) for k, v, t in rows]

@@ -1,0 +1,189 @@
+"""Fetch (long poll) and ListOffsets.
+
+Fetch answers are encoded by hand (protocol.fetch) as header bytes plus
+memoryviews of the segments, so no record byte is copied in Python.
+Sessions (KIP-227) are declined by answering session id 0, which every
+client handles by sending full fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from protocol import fetch as wire
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+from storage.log import OffsetOutOfRange
+
+from ..dispatch import Api
+from .common import ZERO, response_cls
+
+log = structlog.get_logger("minibroker.fetch")
+
+FETCH = 1
+LIST_OFFSETS = 2
+
+READ_COMMITTED = 1
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+class FetchHandlers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(FETCH, wire.MIN_VERSION, wire.MAX_VERSION, self.fetch),
+            Api(LIST_OFFSETS, 1, 10, self.list_offsets),
+        ]
+
+    # -- Fetch -------------------------------------------------------------------
+    def fetch(self, ctx, req):
+        version = ctx.api_version
+        topics, total, any_error = self._read(req, version)
+        max_wait_ms = int(req.max_wait.total_seconds() * 1000)
+        if total >= req.min_bytes or max_wait_ms <= 0 or any_error or not topics:
+            return self._encode(ctx, topics)
+        return self._long_poll(ctx, req, version, max_wait_ms)
+
+    async def _long_poll(self, ctx, req, version, max_wait_ms):
+        deadline = time.monotonic() + max_wait_ms / 1000
+        watched = [(t.name, p.partition) for t, parts in self._resolved(req, version)
+                   for p in parts]
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await self.broker.wait_for_append(watched, remaining)
+            topics, total, any_error = self._read(req, version)
+            if total >= req.min_bytes or any_error:
+                return self._encode(ctx, topics)
+        topics, _total, _err = self._read(req, version)
+        return self._encode(ctx, topics)
+
+    def _encode(self, ctx, topics):
+        return wire.encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
+
+    def _resolved(self, req, version):
+        """(topic info or a stand-in with the requested name/id, partitions) pairs."""
+        b = self.broker
+        out = []
+        for t in req.topics:
+            if version >= 13:
+                info = b.topic_by_id(t.topic_id)
+            else:
+                info = b.topic(t.topic)
+            out.append((info if info is not None else _Missing(getattr(t, "topic", None),
+                                                                 getattr(t, "topic_id", None)),
+                        t.partitions))
+        return out
+
+    def _read(self, req, version):
+        b = self.broker
+        committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+        remaining = req.max_bytes if version >= 3 else 2**31 - 1
+        min_one = True
+        total = 0
+        any_error = False
+        topics = []
+        for info, parts in self._resolved(req, version):
+            ft = wire.FetchTopic(info.name, info.topic_id)
+            for p in parts:
+                fp = wire.FetchPartition(p.partition)
+                ft.partitions.append(fp)
+                if isinstance(info, _Missing) or not 0 <= p.partition < info.partitions:
+                    fp.error_code = (ErrorCode.unknown_topic_id if version >= 13 and isinstance(info, _Missing)
+                                     else ErrorCode.unknown_topic_or_partition)
+                    any_error = True
+                    continue
+                plog = b.get_log(info.name, p.partition)
+                hw = plog.high_watermark
+                lso = b.last_stable_offset(info.name, p.partition)
+                fp.high_watermark = hw
+                fp.last_stable_offset = lso
+                fp.log_start_offset = plog.log_start_offset
+                fp.aborted = [] if committed else None
+                limit = min(p.partition_max_bytes, remaining)
+                try:
+                    data = plog.read(p.fetch_offset, max(limit, 0),
+                                     upper_bound=lso if committed else hw, min_one=min_one)
+                except OffsetOutOfRange:
+                    fp.error_code = ErrorCode.offset_out_of_range
+                    fp.records = b""
+                    any_error = True
+                    continue
+                fp.records = data
+                n = len(data)
+                if n:
+                    min_one = False
+                    total += n
+                    remaining -= n
+            topics.append(ft)
+        return topics, total, any_error
+
+    # -- ListOffsets ---------------------------------------------------------------
+    def list_offsets(self, ctx, req):
+        R = response_cls(ctx)
+        T = nested(R, "ListOffsetsTopicResponse")
+        P = nested(R, "ListOffsetsPartitionResponse")
+        b = self.broker
+        committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+        seen: set[tuple[str, int]] = set()
+        topics = []
+        for t in req.topics:
+            info = b.topic(t.name)
+            parts = []
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                if key in seen:
+                    parts.append(build(P, partition_index=p.partition_index,
+                                       error_code=ErrorCode.invalid_request, timestamp=-1, offset=-1,
+                                       leader_epoch=-1))
+                    continue
+                seen.add(key)
+                if info is None or not 0 <= p.partition_index < info.partitions:
+                    parts.append(build(P, partition_index=p.partition_index,
+                                       error_code=ErrorCode.unknown_topic_or_partition,
+                                       timestamp=-1, offset=-1, leader_epoch=-1))
+                    continue
+                ts, offset = self._lookup(t.name, p.partition_index, p.timestamp, committed,
+                                          ctx.api_version)
+                parts.append(build(P, partition_index=p.partition_index, error_code=ErrorCode.none,
+                                   timestamp=ts, offset=offset, leader_epoch=0))
+            topics.append(build(T, name=t.name, partitions=tuple(parts)))
+        return build(R, throttle_time=ZERO, topics=tuple(topics))
+
+    def _lookup(self, topic: str, partition: int, target: int, committed: bool, version: int):
+        b = self.broker
+        plog = b.get_log(topic, partition)
+        if target in (EARLIEST, EARLIEST_LOCAL):
+            return -1, plog.log_start_offset
+        if target == LATEST:
+            return -1, (b.last_stable_offset(topic, partition) if committed else plog.high_watermark)
+        if target == LATEST_TIERED:
+            return -1, -1  # no tiered storage: Kafka answers "no offset"
+        if target == MAX_TIMESTAMP:
+            found = plog.max_timestamp_offset()
+        else:
+            found = plog.offset_for_timestamp(target)
+        if found is None:
+            return -1, -1
+        offset, ts = found
+        return ts, offset
+
+
+class _Missing:
+    __slots__ = ("name", "topic_id", "partitions")
+
+    def __init__(self, name, topic_id) -> None:
+        self.name = name or ""
+        self.topic_id = topic_id
+        self.partitions = 0

@@ -1,0 +1,116 @@
+"""Metadata and DescribeCluster: one broker that leads every partition."""
+
+from __future__ import annotations
+
+import structlog
+
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+from protocol.topics import is_internal, topic_name_error
+
+from ..dispatch import Api
+from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, response_cls
+
+log = structlog.get_logger("minibroker.metadata")
+
+METADATA = 3
+DESCRIBE_CLUSTER = 60
+
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes)
+_TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+_CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+class MetadataHandlers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(METADATA, 0, 12, self.metadata),
+            Api(DESCRIBE_CLUSTER, 0, 1, self.describe_cluster),
+        ]
+
+    def metadata(self, ctx, req):
+        R = response_cls(ctx)
+        Broker = nested(R, "MetadataResponseBroker")
+        Topic = nested(R, "MetadataResponseTopic")
+        Partition = nested(R, "MetadataResponsePartition")
+        b = self.broker
+        node = b.node_id
+        include_ops = getattr(req, "include_topic_authorized_operations", False)
+
+        def topic_entry(name, info=None, error=ErrorCode.none, topic_id=None):
+            parts = ()
+            if info is not None:
+                parts = tuple(
+                    build(Partition, error_code=ErrorCode.none, partition_index=i, leader_id=node,
+                          leader_epoch=0, replica_nodes=(node,), isr_nodes=(node,),
+                          offline_replicas=())
+                    for i in range(info.partitions)
+                )
+                topic_id = info.topic_id
+            return build(Topic, error_code=error, name=name, topic_id=topic_id,
+                         is_internal=bool(name and is_internal(name)), partitions=parts,
+                         topic_authorized_operations=_TOPIC_OPS if include_ops
+                         else AUTHORIZED_OPERATIONS_OMITTED)
+
+        topics = []
+        requested = req.topics
+        if requested is None or (ctx.api_version == 0 and not requested):
+            for info in sorted(b.topics(), key=lambda t: t.name):
+                topics.append(topic_entry(info.name, info))
+        else:
+            allow_auto = getattr(req, "allow_auto_topic_creation", True)
+            for t in requested:
+                name = t.name
+                tid = getattr(t, "topic_id", None)
+                if name is None:
+                    info = b.topic_by_id(tid) if tid is not None else None
+                    if info is None:
+                        topics.append(topic_entry(None, error=ErrorCode.unknown_topic_id, topic_id=tid))
+                    else:
+                        topics.append(topic_entry(info.name, info))
+                    continue
+                info = b.topic(name)
+                if info is None:
+                    why = topic_name_error(name)
+                    if why is not None:
+                        topics.append(topic_entry(name, error=ErrorCode.invalid_topic_exception))
+                        continue
+                    if allow_auto and b.config.auto_create_topics and not is_internal(name):
+                        info = b.create_topic(name, b.config.num_partitions, {}, reason="auto_create")
+                    else:
+                        topics.append(topic_entry(name, error=ErrorCode.unknown_topic_or_partition))
+                        continue
+                topics.append(topic_entry(name, info))
+        return build(
+            R,
+            throttle_time=ZERO,
+            brokers=(build(Broker, node_id=node, host=b.host, port=b.port, rack=None),),
+            cluster_id=b.cluster_id,
+            controller_id=node,
+            topics=tuple(topics),
+            cluster_authorized_operations=_CLUSTER_OPS if getattr(
+                req, "include_cluster_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    def describe_cluster(self, ctx, req):
+        R = response_cls(ctx)
+        B = nested(R, "DescribeClusterBroker")
+        b = self.broker
+        endpoint_type = getattr(req, "endpoint_type", 1)
+        if endpoint_type != 1:
+            # KIP-919: a broker answers for brokers only; controllers are asked directly.
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_endpoint_type,
+                         error_message="The broker only handles endpoint type BROKERS",
+                         endpoint_type=endpoint_type, cluster_id=b.cluster_id, controller_id=-1,
+                         brokers=(), cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        return build(
+            R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
+            endpoint_type=1, cluster_id=b.cluster_id, controller_id=b.node_id,
+            brokers=(build(B, broker_id=b.node_id, host=b.host, port=b.port, rack=None),),
+            cluster_authorized_operations=_CLUSTER_OPS if req.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED,
+        )

@@ -1,0 +1,105 @@
+"""Topic-level configs: the names Kafka accepts, their types and where defaults come from.
+
+Only the ones marked ``honoured`` change broker behaviour; the rest are
+accepted and reported so tools that set them (Connect, Streams, Schema
+Registry) work, as the README's support table says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# DescribeConfigs config_type values (ConfigResource / ConfigDef.Type)
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(1, 10)
+
+# DescribeConfigs config_source values
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: int
+    default: str
+    honoured: bool = False
+    broker_attr: str | None = None  # Config attribute supplying the default
+    choices: tuple[str, ...] | None = None
+    doc: str = ""
+
+
+_LONG_MAX = str(2**63 - 1)
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in [
+        TopicConfigDef("cleanup.policy", LIST, "delete", choices=("delete", "compact", "compact,delete", "delete,compact"),
+                       doc="Retention policy; compaction is not performed by minibroker yet."),
+        TopicConfigDef("compression.type", STRING, "producer",
+                       choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+                       doc="Batches are stored as the producer compressed them."),
+        TopicConfigDef("delete.retention.ms", LONG, "86400000"),
+        TopicConfigDef("file.delete.delay.ms", LONG, "60000"),
+        TopicConfigDef("flush.messages", LONG, _LONG_MAX),
+        TopicConfigDef("flush.ms", LONG, _LONG_MAX),
+        TopicConfigDef("index.interval.bytes", INT, "4096", honoured=True),
+        TopicConfigDef("max.compaction.lag.ms", LONG, _LONG_MAX),
+        TopicConfigDef("max.message.bytes", INT, "1048588", honoured=True, broker_attr="message_max_bytes",
+                       doc="Largest record batch accepted."),
+        TopicConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime",),
+                       doc="LogAppendTime is not supported yet."),
+        TopicConfigDef("message.timestamp.before.max.ms", LONG, _LONG_MAX),
+        TopicConfigDef("message.timestamp.after.max.ms", LONG, _LONG_MAX),
+        TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, "0.5"),
+        TopicConfigDef("min.compaction.lag.ms", LONG, "0"),
+        TopicConfigDef("min.insync.replicas", INT, "1"),
+        TopicConfigDef("preallocate", BOOLEAN, "false"),
+        TopicConfigDef("retention.bytes", LONG, "-1", honoured=True, broker_attr="retention_bytes"),
+        TopicConfigDef("retention.ms", LONG, "604800000", honoured=True, broker_attr="retention_ms"),
+        TopicConfigDef("segment.bytes", INT, "1073741824", honoured=True, broker_attr="segment_bytes"),
+        TopicConfigDef("segment.index.bytes", INT, "10485760"),
+        TopicConfigDef("segment.jitter.ms", LONG, "0"),
+        TopicConfigDef("segment.ms", LONG, "604800000", honoured=True, broker_attr="segment_ms"),
+        TopicConfigDef("unclean.leader.election.enable", BOOLEAN, "false"),
+        TopicConfigDef("remote.storage.enable", BOOLEAN, "false", choices=("false",)),
+    ]
+}
+
+
+def validate_topic_config(name: str, value: str | None) -> str | None:
+    """Why the setting is refused (Kafka answers INVALID_CONFIG), or None."""
+    d = TOPIC_CONFIGS.get(name)
+    if d is None:
+        return f"Unknown topic config name: {name}"
+    if value is None:
+        return f"Null value not supported for topic config {name}"
+    if d.type in (INT, LONG, SHORT):
+        try:
+            v = int(value)
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type {'INT' if d.type == INT else 'LONG'}"
+        if d.type == INT and not -(2**31) <= v < 2**31:
+            return f"Invalid value {value} for configuration {name}: out of range"
+        if name == "segment.bytes" and v < 14:
+            return f"Invalid value {value} for configuration segment.bytes: Value must be at least 14"
+    elif d.type == BOOLEAN and value.lower() not in ("true", "false"):
+        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    elif d.type == DOUBLE:
+        try:
+            float(value)
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
+    if d.choices is not None and value not in d.choices:
+        return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
+    return None
+
+
+def default_for(name: str, broker_config) -> tuple[str, int]:
+    """(value, source) of a topic config with no override."""
+    d = TOPIC_CONFIGS[name]
+    if d.broker_attr is not None:
+        value = getattr(broker_config, d.broker_attr)
+        if str(value) != d.default:
+            return str(value), STATIC_BROKER_CONFIG
+    return d.default, DEFAULT_CONFIG

@@ -1,0 +1,181 @@
+"""RecordBatch v2 header view: the only part of a batch the broker reads.
+
+Layout (Kafka's DefaultRecordBatch): the 61-byte header below, then the records.
+The CRC-32C covers bytes 21..end (attributes onwards), so the broker may rewrite
+baseOffset (bytes 0..7) and partitionLeaderEpoch (bytes 12..15) without
+recomputing it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from .errors import ErrorCode
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
+CRC_START = 21
+MAGIC_OFFSET = 16
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # a batch with zero records
+
+_I64 = struct.Struct(">q")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+
+class InvalidBatch(Exception):
+    """A produced batch that must be rejected; carries Kafka's error code."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    position: int  # where the batch starts in the buffer it was read from
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def end(self) -> int:
+        return self.position + self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return 1 if self.attributes & TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # Sequences wrap at Int32.MAX (Kafka DefaultRecordBatch.incrementSequence).
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def read_header(buf, position: int = 0) -> BatchHeader:
+    """Parse the header at ``position``; the caller guarantees 61 bytes exist."""
+    return BatchHeader(position, *HEADER.unpack_from(buf, position))
+
+
+def crc_ok(buf, header: BatchHeader) -> bool:
+    start = header.position + CRC_START
+    return crc32c(memoryview(buf)[start : header.end]) == header.crc
+
+
+def validate_produce_records(buf) -> BatchHeader:
+    """Check a Produce partition's records the way Kafka does for Produce v3+.
+
+    Exactly one magic-2 batch with a sane length and a matching CRC
+    (ProduceRequest.validateRecords, LogValidator). Raises InvalidBatch.
+    """
+    size = len(buf)
+    if size < HEADER_SIZE:
+        raise InvalidBatch(
+            ErrorCode.corrupt_message,
+            f"records of {size} bytes are shorter than a batch header",
+        )
+    magic = buf[MAGIC_OFFSET]
+    if magic != 2:
+        raise InvalidBatch(
+            ErrorCode.invalid_record,
+            f"only magic 2 record batches are accepted, got magic {magic}",
+        )
+    header = read_header(buf, 0)
+    if header.batch_length < MIN_BATCH_LENGTH or header.size > size:
+        raise InvalidBatch(
+            ErrorCode.corrupt_message,
+            f"batch length {header.batch_length} does not fit the {size} bytes sent",
+        )
+    if header.size != size:
+        raise InvalidBatch(
+            ErrorCode.invalid_record,
+            "produce requests may carry exactly one record batch per partition",
+        )
+    if header.record_count <= 0 or header.last_offset_delta < 0:
+        raise InvalidBatch(
+            ErrorCode.invalid_record,
+            f"batch claims {header.record_count} records, last offset delta "
+            f"{header.last_offset_delta}",
+        )
+    if not crc_ok(buf, header):
+        raise InvalidBatch(ErrorCode.corrupt_message, "record batch CRC-32C mismatch")
+    return header
+
+
+def iter_headers(buf, start: int = 0, end: int | None = None, check_crc: bool = False):
+    """Yield the headers of consecutive complete batches in ``buf[start:end]``.
+
+    Stops quietly at the first incomplete, zeroed (preallocated space) or,
+    with ``check_crc``, corrupt batch; the caller learns where by comparing
+    the last header's ``end`` with ``end``.
+    """
+    if end is None:
+        end = len(buf)
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        header = read_header(buf, pos)
+        if (
+            header.batch_length < MIN_BATCH_LENGTH
+            or header.magic != 2
+            or header.end > end
+        ):
+            return
+        if check_crc and not crc_ok(buf, header):
+            return
+        yield header
+        pos = header.end
+
+
+def set_base_offset(buf, position: int, base_offset: int) -> None:
+    _I64.pack_into(buf, position, base_offset)

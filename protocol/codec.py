@@ -1,0 +1,93 @@
+"""Typed request/response bodies through kio (Kafka's own JSON schemas).
+
+Readers and writers are built lazily and cached: building all of them up front
+costs seconds of start-up time.
+"""
+
+from __future__ import annotations
+
+import io
+from functools import lru_cache
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from .header import API_VERSIONS_KEY, response_header
+
+
+class DecodeError(Exception):
+    """The body does not match the schema of its api key and version."""
+
+
+@lru_cache(maxsize=None)
+def request_type(api_key: int, version: int):
+    """The kio request class, or None when kio has no such key/version."""
+    try:
+        return load_request_schema(api_key, version)
+    except (UnknownAPIKey, UnknownEntity):
+        return None
+
+
+@lru_cache(maxsize=None)
+def response_type(api_key: int, version: int):
+    return load_response_schema(api_key, version)
+
+
+@lru_cache(maxsize=None)
+def _reader(api_key: int, version: int):
+    return entity_reader(request_type(api_key, version))
+
+
+@lru_cache(maxsize=None)
+def _writer(cls):
+    return entity_writer(cls)
+
+
+def is_flexible_request(api_key: int, version: int) -> bool:
+    cls = request_type(api_key, version)
+    return bool(cls is not None and cls.__flexible__)
+
+
+def is_flexible_response(api_key: int, version: int) -> bool:
+    if api_key == API_VERSIONS_KEY:
+        return False
+    return bool(response_type(api_key, version).__flexible__)
+
+
+def decode_request(api_key: int, version: int, body):
+    try:
+        entity, size = _reader(api_key, version)(body, 0)
+    except Exception as e:  # kio raises KeyError, ValueError and its own DecodeErrors
+        raise DecodeError(f"cannot decode api {api_key} v{version}: {e!r}") from e
+    if size != len(body):
+        raise DecodeError(
+            f"api {api_key} v{version}: {len(body) - size} trailing bytes after the body"
+        )
+    return entity
+
+
+def encode_body(entity) -> bytes:
+    buf = io.BytesIO()
+    _writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def encode_response(correlation_id: int, entity) -> bytes:
+    """Response header + body, without the size prefix."""
+    flexible = is_flexible_response(entity.__api_key__, entity.__version__)
+    return response_header(correlation_id, flexible) + encode_body(entity)
+
+
+def encode_request(entity, correlation_id: int, client_id: str | None = "minibroker") -> bytes:
+    """Header + body of a request, for tests and tools that craft raw traffic."""
+    import struct
+
+    flexible = bool(entity.__flexible__)
+    cid = b"" if client_id is None else client_id.encode()
+    head = struct.pack(
+        ">hhih", entity.__api_key__, entity.__version__, correlation_id,
+        -1 if client_id is None else len(cid),
+    ) + cid
+    if flexible:
+        head += b"\x00"
+    return head + encode_body(entity)
