@@ -13,6 +13,7 @@ from .broker import Broker
 from .config import Config
 from .dispatch import Dispatcher
 from .handlers.admin import AdminHandlers
+from .handlers.coordinator import CoordinatorHandlers
 from .handlers.fetch import FetchHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
@@ -23,7 +24,8 @@ log = structlog.get_logger("minibroker")
 
 def build_dispatcher(broker: Broker) -> Dispatcher:
     d = Dispatcher()
-    for family in (ProduceHandlers, FetchHandlers, MetadataHandlers, AdminHandlers):
+    for family in (ProduceHandlers, FetchHandlers, MetadataHandlers, AdminHandlers,
+                   CoordinatorHandlers):
         for api in family(broker).apis():
             d.register(api)
     return d

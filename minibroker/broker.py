@@ -9,7 +9,7 @@ from collections import defaultdict
 import structlog
 
 from storage import meta
-from storage.log import FlushPolicy, LogConfig
+from storage.config import FlushPolicy, LogConfig
 from storage.manager import LogManager
 
 from .config import Config
@@ -45,7 +45,7 @@ class Broker:
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
         log.info("broker.storage_opened", data_dir=str(config.data_dir),
-                 topics=len(self.logs.catalog.list()),
+                 topics=len(self.logs.topics()),
                  ms=round((time.perf_counter() - t0) * 1000, 1))
 
         self.bound_port = config.port
@@ -56,16 +56,13 @@ class Broker:
 
     # -- topics ----------------------------------------------------------------
     def topic(self, name: str):
-        return self.logs.catalog.get(name)
+        return self.logs.topic(name)
 
     def topics(self):
-        return self.logs.catalog.list()
+        return self.logs.topics()
 
     def topic_by_id(self, topic_id):
-        for info in self.logs.catalog.list():
-            if info.topic_id == topic_id:
-                return info
-        return None
+        return self.logs.topic_by_id(topic_id)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      reason: str = "create_topics"):

@@ -79,9 +79,14 @@ def main(argv: list[str]) -> int:
                    help="also print every record: offset, timestamp, sizes, key and payload")
     ns = p.parse_args(argv)
     bad = 0
-    for f in ns.files:
-        if not f.exists():
-            print(f"minibroker dump-log: {f}: no such file", file=sys.stderr)
-            return 2
-        bad += dump(f, ns.print_data_log)
+    try:
+        for f in ns.files:
+            if not f.exists():
+                print(f"minibroker dump-log: {f}: no such file", file=sys.stderr)
+                return 2
+            bad += dump(f, ns.print_data_log)
+    except BrokenPipeError:
+        # `dump-log ... | head` closed the pipe: not an error of ours.
+        sys.stderr.close()
+        return 0
     return 1 if bad else 0

@@ -16,7 +16,7 @@ import structlog
 from protocol import fetch as wire
 from protocol.build import build, nested
 from protocol.errors import ErrorCode
-from storage.log import OffsetOutOfRange
+from storage.errors import OffsetOutOfRange
 
 from ..dispatch import Api
 from .common import ZERO, response_cls
