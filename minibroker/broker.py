@@ -16,14 +16,6 @@ from .config import Config
 
 log = structlog.get_logger("minibroker.broker")
 
-TOPIC_CONFIG_KEYS = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-}
-
 
 class Broker:
     def __init__(self, config: Config) -> None:

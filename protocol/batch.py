@@ -142,10 +142,12 @@ def validate_produce_records(buf) -> BatchHeader:
             ErrorCode.invalid_record,
             "produce requests may carry exactly one record batch per partition",
         )
-    if header.record_count <= 0 or header.last_offset_delta < 0:
+    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
+        # LogValidator: "Inconsistent batch offset range"; offsets are assigned
+        # from lastOffsetDelta, so a mismatch would corrupt the offset space.
         raise InvalidBatch(
             ErrorCode.invalid_record,
-            f"batch claims {header.record_count} records, last offset delta "
+            f"batch claims {header.record_count} records but a last offset delta of "
             f"{header.last_offset_delta}",
         )
     if not crc_ok(buf, header):

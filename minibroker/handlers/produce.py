@@ -14,6 +14,7 @@ from protocol.batch import InvalidBatch, validate_produce_records
 from protocol.build import build, nested
 from protocol.errors import ErrorCode
 from protocol.topics import is_internal
+from storage.errors import StorageError
 
 from ..dispatch import Api, Disconnect
 from .common import ZERO, response_cls
@@ -102,6 +103,11 @@ class ProduceHandlers:
             log.warning("produce.rejected", topic=topic, partition=p.index, reason=e.error_code.name,
                         detail=e.message, size=len(records))
             return (p.index, e.error_code, -1, plog.log_start_offset, e.message)
-        appended = plog.append(records, header)
+        try:
+            appended = plog.append(records, header)
+        except StorageError as e:
+            log.error("produce.append_failed", topic=topic, partition=p.index,
+                      error=e.error_code.name, detail=str(e))
+            return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         b.notify_append(topic, p.index)
         return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)

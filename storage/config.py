@@ -1,0 +1,100 @@
+"""Per-log configuration, and its mapping to Kafka's topic config names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from .errors import InvalidConfig
+
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+# Kafka's floor for segment.bytes (LegacyRecord.RECORD_OVERHEAD_V0).
+MIN_SEGMENT_BYTES = 14
+
+FlushMode = Literal["always", "interval", "never"]
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPolicy:
+    # "never" is Kafka's default: leave write-back to the OS (flush.messages and
+    # flush.ms both Long.MAX). "always" msyncs each append before it is acked.
+    mode: FlushMode = "never"
+    interval_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("always", "interval", "never"):
+            raise InvalidConfig(f"unknown flush mode {self.mode!r}")
+        if self.interval_ms < 0:
+            raise InvalidConfig(f"flush interval {self.interval_ms} ms is negative")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000  # -1 = keep forever
+    retention_bytes: int = -1  # -1 = no size limit
+    index_interval_bytes: int = 4096
+    flush: FlushPolicy = field(default_factory=FlushPolicy)
+
+    def __post_init__(self) -> None:
+        # Index positions are int32, so a segment can never exceed 2 GiB.
+        if not MIN_SEGMENT_BYTES <= self.segment_bytes <= INT32_MAX:
+            raise InvalidConfig(
+                f"segment.bytes {self.segment_bytes} is outside "
+                f"[{MIN_SEGMENT_BYTES}, {INT32_MAX}]"
+            )
+        if self.segment_ms < 1:
+            raise InvalidConfig(f"segment.ms {self.segment_ms} must be at least 1")
+        if self.retention_ms < -1:
+            raise InvalidConfig(f"retention.ms {self.retention_ms} must be -1 or more")
+        if self.index_interval_bytes < 0:
+            raise InvalidConfig(
+                f"index.interval.bytes {self.index_interval_bytes} is negative"
+            )
+
+    def with_overrides(self, overrides: Mapping[str, object] | None) -> LogConfig:
+        """This config with Kafka topic-config overrides applied.
+
+        Names this layer does not use are ignored: the catalog keeps them for
+        DescribeConfigs, and whether a name is legal is the admin handler's call.
+        """
+        if not overrides:
+            return self
+        changes: dict[str, object] = {}
+        for name, attr in _KAFKA_NAMES.items():
+            if name in overrides:
+                changes[attr] = _long(name, overrides[name])
+        flush = self.flush
+        if "flush.messages" in overrides and _long("flush.messages", overrides["flush.messages"]) == 1:
+            flush = FlushPolicy("always", flush.interval_ms)
+        elif "flush.ms" in overrides:
+            interval = _long("flush.ms", overrides["flush.ms"])
+            flush = FlushPolicy("never", flush.interval_ms) if interval >= LONG_MAX else FlushPolicy("interval", interval)
+        return replace(self, flush=flush, **changes)
+
+    def to_kafka(self) -> dict[str, str]:
+        """The storage configs under Kafka's names, as DescribeConfigs shows them."""
+        out = {name: str(getattr(self, attr)) for name, attr in _KAFKA_NAMES.items()}
+        mode = self.flush.mode
+        out["flush.messages"] = "1" if mode == "always" else str(LONG_MAX)
+        out["flush.ms"] = str(self.flush.interval_ms) if mode == "interval" else str(LONG_MAX)
+        return out
+
+
+_KAFKA_NAMES = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+}
+
+
+def _long(name: str, value: object) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise InvalidConfig(f"{name}={value!r} is not an integer") from None

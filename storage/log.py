@@ -1,0 +1,480 @@
+"""One partition's log: ``<data>/<topic>-<partition>/``, a list of segments.
+
+Offsets are assigned here and only here. A batch is appended as the bytes the
+producer sent, with baseOffset rewritten in place; records are never decoded
+on the append or fetch paths.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import NamedTuple
+
+import structlog
+
+from protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
+
+from .config import INT32_MAX, FlushPolicy, LogConfig
+from .errors import LogClosed, OffsetOutOfRange, RecordBatchTooLarge, StorageError
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+
+__all__ = [
+    "AppendInfo",
+    "CLEAN_SHUTDOWN_FILE",
+    "FlushPolicy",
+    "LogConfig",
+    "OffsetOutOfRange",
+    "PartitionLog",
+]
+
+_log = structlog.get_logger(__name__)
+
+# Kafka's name for the marker; here it lives in each partition directory.
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_EMPTY = memoryview(b"")
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendInfo(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int = -1
+    start_position: int = 0  # byte position of the batch in its segment file
+
+
+class PartitionLog:
+    """Not thread-safe: the broker drives it from its one event loop."""
+
+    def __init__(
+        self,
+        path: str,
+        config: LogConfig,
+        segments: list[Segment],
+        clock: Callable[[], int],
+    ) -> None:
+        self.path = path
+        self.config = config
+        self._clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._active = segments[-1]
+        self._next_offset = self._active.next_offset
+        self._start_offset = segments[0].base_offset
+        self._closed = False
+        self._unflushed: list[Segment] = []  # sealed since the last flush
+        self._dir_dirty = False
+        self._last_flush_ms = clock()
+        self._logger = _log.bind(log=os.path.basename(path))
+        self._apply_config(config)
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        config: LogConfig | None = None,
+        now_ms: int | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> PartitionLog:
+        config = config or LogConfig()
+        clock = clock or wall_clock_ms
+        now = clock() if now_ms is None else now_ms
+        started = time.perf_counter()
+        os.makedirs(path, exist_ok=True)
+        marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        bases = _segment_bases(path)
+        segments: list[Segment] = []
+        if not bases:
+            segments.append(Segment.create(path, 0, config, now))
+        for i, base in enumerate(bases):
+            last = i == len(bases) - 1
+            # Only the segment being written when the broker died can have a
+            # torn tail; earlier ones were trimmed when they rolled.
+            seg = Segment.load(
+                path, base, config, now, recover=last and not clean, check_crc=not clean
+            )
+            if not last:
+                seg.seal()
+            segments.append(seg)
+        if bases:
+            segments[-1].activate(config.segment_bytes)
+        if clean:
+            # Gone, durably, before the first append, so a kill -9 from now on
+            # is noticed at the next open.
+            os.unlink(marker)
+            _fsync_dir(path)
+        self = cls(path, config, segments, clock)
+        self._logger.info(
+            "log opened",
+            clean_shutdown=clean or not bases,
+            segments=len(segments),
+            log_start_offset=self._start_offset,
+            log_end_offset=self._next_offset,
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return self
+
+    def _apply_config(self, config: LogConfig) -> None:
+        self.config = config
+        self._segment_bytes = config.segment_bytes
+        self._segment_ms = config.segment_ms
+        self._sync_each = config.flush.mode == "always"
+        self._flush_interval = config.flush.interval_ms if config.flush.mode == "interval" else -1
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply new topic configs (AlterConfigs) to the open log."""
+        self._apply_config(config)
+        active = self._active
+        if active.capacity:
+            # A smaller segment.bytes rolls the active segment early; a larger
+            # one waits for the next segment, whose file is mapped at that size.
+            active.capacity = min(active.capacity, max(config.segment_bytes, active.size))
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        # A single replica: everything appended is replicated.
+        return self._next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._active
+
+    # ---------------------------------------------------------------- append
+
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: BatchHeader | None = None,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Append one validated RecordBatch v2, assigning its offsets.
+
+        ``header`` is the batch's parsed header when the caller already has it
+        (protocol.batch.validate_produce_records); the CRC is not re-checked.
+        """
+        if header is None:
+            header = _parse(batch)
+        size = len(batch)
+
+        # Checks on the header that may refuse the batch go here, before a
+        # byte is written: producer state (epoch fencing, sequence numbers,
+        # duplicates answered with their original AppendInfo) and transaction
+        # state. The batch is still untouched at this point.
+
+        seg = self._active
+        base = self._next_offset
+        last = base + header.last_offset_delta
+        if seg.size + size > seg.capacity or last - seg.base_offset > INT32_MAX:
+            seg = self._roll_for(size, now_ms)
+        elif seg.size:
+            first = seg.first_batch_timestamp
+            if first >= 0:
+                waited = header.max_timestamp - first
+            else:
+                if now_ms is None:
+                    now_ms = self._clock()
+                waited = now_ms - seg.created_ms
+            if waited > self._segment_ms:
+                seg = self._roll("segment.ms", now_ms, waited_ms=waited)
+
+        position = seg.append(batch, base, last, header.max_timestamp)
+        self._next_offset = last + 1
+
+        # Bookkeeping of what was just written goes here: producer state update
+        # and, for control batches, the .txnindex entry and the LSO.
+
+        if self._sync_each:
+            seg.sync()
+        elif self._flush_interval >= 0:
+            if now_ms is None:
+                now_ms = self._clock()
+            if now_ms - self._last_flush_ms >= self._flush_interval:
+                self.flush(now_ms)
+        return AppendInfo(base, last, -1, position)
+
+    def _roll_for(self, size: int, now_ms: int | None) -> Segment:
+        if self._closed:
+            raise LogClosed(f"{self.path} is closed")
+        if size > self._segment_bytes:
+            raise RecordBatchTooLarge(
+                f"batch of {size} bytes exceeds the segment size of {self._segment_bytes} bytes"
+            )
+        reason = "segment.bytes" if self._active.size + size > self._active.capacity else "offset range"
+        return self._roll(reason, now_ms)
+
+    def roll(self, now_ms: int | None = None) -> Segment:
+        """Start a new segment now (a no-op on an empty active segment)."""
+        if self._closed:
+            raise LogClosed(f"{self.path} is closed")
+        if self._active.size == 0:
+            return self._active
+        return self._roll("requested", now_ms)
+
+    def _roll(self, reason: str, now_ms: int | None, **details: int) -> Segment:
+        old = self._active
+        now = self._clock() if now_ms is None else now_ms
+        durable = self._sync_each
+        old.seal(fsync=durable)
+        if not durable:
+            self._unflushed.append(old)
+        new = Segment.create(self.path, self._next_offset, self.config, now)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._active = new
+        if durable:
+            _fsync_dir(self.path)
+        else:
+            self._dir_dirty = True
+        self._logger.info(
+            "segment rolled",
+            reason=reason,
+            old_base_offset=old.base_offset,
+            old_size=old.size,
+            new_base_offset=new.base_offset,
+            **details,
+        )
+        return new
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        upper_bound: int | None = None,
+        min_one: bool = True,
+    ) -> memoryview:
+        """Whole batches from the one holding ``offset``, from a single segment.
+
+        At most ``max_bytes``, except that with ``min_one`` the first batch
+        comes whole however large (KIP-74); none whose base offset is
+        >= ``upper_bound`` (high watermark or last stable offset). The view
+        points into the segment's map: send it, do not keep it.
+        """
+        if offset == self._next_offset and offset >= self._start_offset:
+            return _EMPTY
+        if offset < self._start_offset or offset > self._next_offset:
+            raise OffsetOutOfRange(offset, self._start_offset, self._next_offset)
+        segments = self._segments
+        i = bisect_right(self._bases, offset) - 1
+        while i < len(segments):
+            seg = segments[i]
+            pos = seg.find(offset)
+            if pos >= 0:
+                return seg.slice(pos, max_bytes, upper_bound, min_one)
+            i += 1
+        return _EMPTY
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp is >=
+        ``timestamp`` (ListOffsets with a timestamp), None if there is none."""
+        for seg in self._segments:
+            hit = seg.find_timestamp(timestamp)
+            if hit is None:
+                continue
+            batch = seg.view(*hit)
+            header = read_header(batch)
+            records = _decode(batch)
+            if records is None:
+                # protocol.records is missing: answer at batch granularity.
+                return header.base_offset, header.max_timestamp
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= self._start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the record with the largest timestamp
+        (ListOffsets MAX_TIMESTAMP, KIP-734); the earliest one on ties."""
+        best = None
+        for seg in self._segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        max_ts, offset = best.max_timestamp, best.offset_of_max_timestamp
+        pos = best.find(offset)
+        if pos < 0:
+            return offset, max_ts
+        header = read_header(best.view(pos, pos + HEADER_SIZE))
+        records = _decode(best.view(pos, pos + header.size))
+        for record in records or ():
+            if record.timestamp == max_ts:
+                return record.offset, max_ts
+        return offset, max_ts
+
+    # ------------------------------------------------------------- retention
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments past retention.ms or retention.bytes,
+        oldest first and never the active one; returns how many went."""
+        now = self._clock() if now_ms is None else now_ms
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            while len(self._segments) > 1:
+                age = now - self._segments[0].largest_timestamp()
+                if age <= retention_ms:
+                    break
+                self._delete_oldest("retention.ms", age_ms=age, retention_ms=retention_ms)
+                deleted += 1
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes
+            while len(self._segments) > 1 and excess >= self._segments[0].size:
+                excess -= self._segments[0].size
+                self._delete_oldest(
+                    "retention.bytes", log_size=self.size_bytes, retention_bytes=retention_bytes
+                )
+                deleted += 1
+        return deleted
+
+    def _delete_oldest(self, reason: str, **details: int) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        if seg in self._unflushed:
+            self._unflushed.remove(seg)
+        self._start_offset = self._segments[0].base_offset
+        seg.delete()
+        self._logger.info(
+            "segment deleted",
+            reason=reason,
+            base_offset=seg.base_offset,
+            next_offset=seg.next_offset,
+            size=seg.size,
+            log_start_offset=self._start_offset,
+            **details,
+        )
+
+    # ------------------------------------------------------------ durability
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """Make everything appended so far durable."""
+        for seg in self._unflushed:
+            seg.fsync()
+        self._unflushed.clear()
+        if not self._closed:
+            self._active.sync()
+        if self._dir_dirty:
+            _fsync_dir(self.path)
+            self._dir_dirty = False
+        self._last_flush_ms = self._clock() if now_ms is None else now_ms
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """For a periodic timer: flush if flush.ms has passed (interval mode)."""
+        if self._flush_interval < 0 or self._closed:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        if now - self._last_flush_ms < self._flush_interval:
+            return False
+        self.flush(now)
+        return True
+
+    def close(self) -> None:
+        """Flush, trim the active segment, write indexes, mark the shutdown clean."""
+        if self._closed:
+            return
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+        fd = os.open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        _fsync_dir(self.path)
+        self._logger.info("log closed", log_end_offset=self._next_offset)
+
+    def release(self) -> None:
+        """Drop every file handle and map without writing anything (the log
+        is about to be deleted); the log is unusable afterwards."""
+        for seg in self._segments:
+            seg.release()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.release()
+        shutil.rmtree(self.path, ignore_errors=True)
+        self._logger.info("log deleted")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _parse(batch) -> BatchHeader:
+    if len(batch) < HEADER_SIZE:
+        raise StorageError(f"a batch of {len(batch)} bytes is shorter than its header")
+    header = read_header(batch, 0)
+    if header.magic != 2 or header.batch_length < MIN_BATCH_LENGTH or header.size != len(batch):
+        raise StorageError(
+            f"not one magic-2 batch: magic {header.magic}, length {header.batch_length}, "
+            f"{len(batch)} bytes"
+        )
+    if header.last_offset_delta < 0:
+        raise StorageError(f"negative last offset delta {header.last_offset_delta}")
+    return header
+
+
+def _decode(batch):
+    try:
+        from protocol.records import decode_batch
+    except ImportError:
+        return None
+    return decode_batch(batch)
+
+
+def _segment_bases(path: str) -> list[int]:
+    """Base offsets of the segments in ``path``, after removing leftovers of an
+    interrupted run: temporary files and indexes whose ``.log`` is gone."""
+    names = os.listdir(path)
+    bases = set()
+    for name in names:
+        stem, dot, suffix = name.partition(".")
+        if suffix == "log" and len(stem) == 20 and stem.isdigit():
+            bases.add(int(stem))
+    for name in names:
+        stem, _, suffix = name.partition(".")
+        leftover = name.endswith(".tmp") or (
+            "." + suffix in _SEGMENT_SUFFIXES[1:] and stem.isdigit() and int(stem) not in bases
+        )
+        if leftover:
+            os.unlink(os.path.join(path, name))
+            _log.info("leftover file removed", path=os.path.join(path, name))
+    return sorted(bases)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,508 @@
+"""One log segment: ``<base:020d>.log`` plus its ``.index`` and ``.timeindex``.
+
+The active segment's file is preallocated (sparse) to ``segment.bytes`` and
+mapped read/write, so an append is one slice assignment into the map. Reads
+hand out ``memoryview`` slices of the map without copying; such a slice keeps
+the map exported, so a map is never resized and closing one that is still
+exported just drops our reference (the last view frees it). Sealed segments
+are trimmed to their data and mapped read-only, lazily, at their exact size.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+
+import structlog
+from crc32c import crc32c
+
+from protocol.batch import (
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    iter_headers,
+)
+
+from .config import LogConfig
+from .errors import StorageError
+from .index import IndexCorrupt, OffsetIndex, TimeIndex
+
+log = structlog.get_logger(__name__)
+
+_PAGE = mmap.PAGESIZE
+# Blocks are reserved ahead of the write position with fallocate so that a full
+# disk surfaces as an error on append, not as SIGBUS when a page is touched.
+_RESERVE_AHEAD = 4 << 20
+_I64 = struct.Struct(">q")
+_WALK = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
+_WALK_TS = struct.Struct(">qi11xi8xq")  # ... and maxTimestamp
+_SCAN = struct.Struct(">qi4xbI2xi8xq")  # + magic, crc
+_EMPTY = memoryview(b"")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+
+def file_stem(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, f"{base_offset:020d}")
+
+
+def scan(buf, start: int, end: int, check_crc: bool = False, expect_base: int | None = None):
+    """Yield ``(position, base_offset, last_offset, max_timestamp, end)`` of the
+    consecutive well-formed batches in ``buf[start:end]``.
+
+    Stops at the first batch that is incomplete, zeroed, not magic 2, (with
+    ``check_crc``) corrupt, or whose base offset breaks the offset sequence:
+    a batch copied but not yet given its offset when the broker died still
+    carries the producer's base offset.
+    """
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        base, length, magic, crc, delta, max_ts = _SCAN.unpack_from(buf, pos)
+        stop = pos + length + LOG_OVERHEAD
+        if length < MIN_BATCH_LENGTH or magic != 2 or stop > end or delta < 0:
+            return
+        if expect_base is not None and base != expect_base:
+            return
+        if check_crc and crc32c(buf[pos + CRC_START : stop]) != crc:
+            return
+        last = base + delta
+        yield pos, base, last, max_ts, stop
+        expect_base = last + 1
+        pos = stop
+
+
+def iter_file_batches(path: str, check_crc: bool = False) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Read-only walk of a ``.log`` file for tools: ``(header, whole batch)``.
+
+    Stops at the first incomplete or zeroed batch (preallocated space of a
+    segment that was not closed cleanly); compare the last header's ``end``
+    with the file size to see what was left.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return
+        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        for header in iter_headers(view, 0, size, check_crc):
+            yield header, view[header.position : header.end]
+    finally:
+        view.release()
+        try:
+            mm.close()
+        except BufferError:
+            pass  # the caller still holds batches; the last one frees the map
+
+
+class Segment:
+    __slots__ = (
+        "directory",
+        "base_offset",
+        "path",
+        "index",
+        "time_index",
+        "size",
+        "next_offset",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "first_batch_timestamp",
+        "created_ms",
+        "capacity",
+        "_interval",
+        "_since_index",
+        "_fd",
+        "_mm",
+        "_view",
+        "_reserved",
+        "_synced",
+        "_dirty",
+    )
+
+    def __init__(self, directory: str, base_offset: int, index_interval: int, now_ms: int) -> None:
+        stem = file_stem(directory, base_offset)
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = stem + LOG_SUFFIX
+        self.index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset)
+        self.size = 0
+        self.next_offset = base_offset
+        # Kafka's maxTimestampSoFar and the (last) offset of the batch holding it.
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        # segment.ms counts from the first batch's timestamp, as Kafka's
+        # rollingBasedTimestamp does, or from creation when it has none.
+        self.first_batch_timestamp = -1
+        self.created_ms = now_ms
+        self.capacity = 0  # bytes appendable; 0 once sealed
+        self._interval = index_interval
+        self._since_index = 0
+        self._fd = -1
+        self._mm: mmap.mmap | None = None
+        self._view: memoryview | None = None
+        self._reserved = 0
+        self._synced = 0
+        self._dirty = False  # written since the last fsync
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path!r}, offsets {self.base_offset}..{self.next_offset}, {self.size} bytes)"
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> Segment:
+        seg = cls(directory, base_offset, config.index_interval_bytes, now_ms)
+        # O_EXCL: a new segment must never adopt a file that holds data.
+        fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        seg.index.rewrite()
+        seg.time_index.rewrite()
+        seg._activate(fd, config.segment_bytes)
+        return seg
+
+    @classmethod
+    def load(
+        cls,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        now_ms: int,
+        *,
+        recover: bool = False,
+        check_crc: bool = False,
+    ) -> Segment:
+        """Open an existing segment.
+
+        With ``recover`` every batch is validated (and CRC-checked) and the file
+        cut after the last good one, then the indexes are rebuilt. Otherwise
+        the indexes are trusted if they are consistent and only the batches
+        after the last index entry are walked.
+        """
+        seg = cls(directory, base_offset, config.index_interval_bytes, now_ms)
+        seg.size = os.path.getsize(seg.path)
+        if recover:
+            seg._rebuild(check_crc=True, reason="unclean shutdown")
+            return seg
+        try:
+            seg._load_indexes(check_crc)
+        except IndexCorrupt as exc:
+            seg._rebuild(check_crc, reason=str(exc))
+        return seg
+
+    def activate(self, capacity: int) -> None:
+        """Make a loaded segment the one appended to."""
+        self._activate(os.open(self.path, os.O_RDWR), capacity)
+
+    def _activate(self, fd: int, capacity: int) -> None:
+        capacity = max(capacity, self.size)
+        self._release_map()
+        os.ftruncate(fd, capacity)
+        self._fd = fd
+        self._mm = mmap.mmap(fd, capacity)
+        self._view = memoryview(self._mm)
+        self.capacity = capacity
+        self._reserved = self.size
+        self._synced = self.size
+
+    def _load_indexes(self, check_crc: bool) -> None:
+        index = OffsetIndex.load(self.index.path, self.base_offset, self.size)
+        if index is None:
+            raise IndexCorrupt(f"{self.index.path} is missing")
+        start = 0
+        last_entry = index.last()
+        if last_entry is not None:
+            offset, start = last_entry
+            if start + HEADER_SIZE > self.size:
+                raise IndexCorrupt(f"{index.path}: last entry points past the log")
+            base, _, delta = _WALK.unpack_from(self._buffer(), start)
+            if base + delta != offset:
+                raise IndexCorrupt(
+                    f"{index.path}: last entry says offset {offset} at {start}, "
+                    f"the log has {base}..{base + delta} there"
+                )
+        expect = self.base_offset if start == 0 else None
+        tail = list(scan(self._buffer(), start, self.size, check_crc, expect)) if self.size else []
+        if start and not tail:
+            raise IndexCorrupt(f"{index.path}: last entry points at an invalid batch")
+        self.next_offset = tail[-1][2] + 1 if tail else self.base_offset
+        time_index = TimeIndex.load(self.time_index.path, self.base_offset, self.next_offset)
+        if time_index is None:
+            raise IndexCorrupt(f"{self.time_index.path} is missing")
+        self.index, self.time_index = index, time_index
+        last_time = time_index.last()
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        for _, _, last, max_ts, _ in tail:
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
+        self._since_index = (tail[-1][4] - start) if tail else 0
+        self._read_first_timestamp()
+        valid_end = tail[-1][4] if tail else start
+        if valid_end != self.size:
+            self._truncate(valid_end, self.size)
+
+    def _rebuild(self, check_crc: bool, reason: str) -> None:
+        self.index = OffsetIndex(self.index.path, self.base_offset)
+        self.time_index = TimeIndex(self.time_index.path, self.base_offset)
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self._since_index = 0
+        file_size = self.size
+        valid_end = 0
+        self.next_offset = self.base_offset
+        if file_size:
+            for pos, _, last, max_ts, end in scan(
+                self._buffer(), 0, file_size, check_crc, expect_base=self.base_offset
+            ):
+                self._note(pos, last, max_ts, end - pos)  # sets self.size
+                self.next_offset = last + 1
+                valid_end = end
+        self._read_first_timestamp()
+        if valid_end != file_size:
+            self._truncate(valid_end, file_size)
+        self.index.rewrite()
+        self.time_index.rewrite()
+        # Expected after a crash; a damaged index on a clean start is not.
+        (log.info if check_crc else log.warning)(
+            "index rebuilt",
+            segment=self.path,
+            reason=reason,
+            index_entries=len(self.index),
+            time_index_entries=len(self.time_index),
+            next_offset=self.next_offset,
+        )
+
+    def _read_first_timestamp(self) -> None:
+        if self.size >= HEADER_SIZE:
+            self.first_batch_timestamp = _WALK_TS.unpack_from(self._buffer(), 0)[3]
+
+    def _truncate(self, valid_end: int, file_size: int) -> None:
+        dropped = file_size - valid_end
+        self._release_map()
+        self.size = file_size
+        probe = bytes(self._buffer()[valid_end : valid_end + min(dropped, 1 << 20)])
+        # A tail of zeros is preallocated space the last run never trimmed;
+        # anything else is a torn or corrupt batch, and data is being dropped.
+        zeroed = probe.count(0) == len(probe)
+        self._release_map()
+        os.truncate(self.path, valid_end)
+        self.size = valid_end
+        (log.info if zeroed else log.warning)(
+            "log tail truncated",
+            segment=self.path,
+            valid_bytes=valid_end,
+            dropped_bytes=dropped,
+            zeroed_tail=zeroed,
+            next_offset=self.next_offset,
+        )
+
+    # ---------------------------------------------------------------- append
+
+    def append(self, batch, base_offset: int, last_offset: int, max_timestamp: int) -> int:
+        """Copy one batch in and give it ``base_offset``; returns its position.
+
+        The caller has checked that it fits (``size + len(batch) <= capacity``).
+        """
+        pos = self.size
+        end = pos + len(batch)
+        if end > self._reserved:
+            self._reserve(end)
+        mm = self._mm
+        mm[pos:end] = batch
+        _I64.pack_into(mm, pos, base_offset)
+        self._note(pos, last_offset, max_timestamp, end - pos)
+        self.next_offset = last_offset + 1
+        self._dirty = True
+        return pos
+
+    def _note(self, pos: int, last_offset: int, max_timestamp: int, size: int) -> None:
+        # Kafka's LogSegment.append: the index entry is keyed by the batch's
+        # last offset and points at its start; the first batch is never indexed.
+        if pos == 0:
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self._since_index > self._interval:
+            self.index.append(last_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._since_index = 0
+        self._since_index += size
+        self.size = pos + size
+
+    def _reserve(self, end: int) -> None:
+        want = min(self.capacity, max(end, self._reserved + _RESERVE_AHEAD))
+        try:
+            os.posix_fallocate(self._fd, self._reserved, want - self._reserved)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageError(f"{self.path}: no space left to append: {exc}") from exc
+            # This filesystem cannot preallocate; write into the sparse file.
+            want = self.capacity
+        self._reserved = want
+
+    def sync(self) -> None:
+        """msync what was appended since the last sync (page-aligned)."""
+        if self._mm is not None and self.capacity and self._synced < self.size:
+            start = self._synced & ~(_PAGE - 1)
+            self._mm.flush(start, self.size - start)
+            self._synced = self.size
+
+    def fsync(self) -> None:
+        """Make the data, the file size and the indexes durable."""
+        if self.capacity:
+            self.sync()
+            os.fsync(self._fd)
+        elif self._dirty:
+            # Pages written through a map that is gone are still in the page
+            # cache; fsync on any descriptor of the file writes them.
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._dirty = False
+        self.index.persist(fsync=True)
+        self.time_index.persist(fsync=True)
+
+    def seal(self, fsync: bool = False) -> None:
+        """No more appends: final time index entry, file trimmed, indexes written."""
+        # Kafka's onBecomeInactiveSegment: the time index ends with the
+        # segment's largest timestamp, so it can be read back on load.
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.capacity:
+            if fsync:
+                self.sync()
+            # Views handed out only cover written bytes, so trimming under them is safe.
+            os.ftruncate(self._fd, self.size)
+            if fsync:
+                os.fsync(self._fd)
+                self._dirty = False
+            os.close(self._fd)
+            self._fd = -1
+            self.capacity = 0
+            self._release_map()
+        if fsync:
+            self.fsync()
+        else:
+            self.index.persist()
+            self.time_index.persist()
+
+    def close(self) -> None:
+        self.seal(fsync=True)
+        self._release_map()
+
+    def release(self) -> None:
+        """Drop the file handle and the map without writing anything."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.capacity = 0
+        self._release_map()
+
+    def delete(self) -> None:
+        self.release()
+        # The .log goes first: an index without its log is cleaned up on open.
+        for path in (self.path, self.index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.index.delete()
+        self.time_index.delete()
+
+    # ------------------------------------------------------------------ read
+
+    def _buffer(self) -> memoryview:
+        if self._view is None:
+            if self.size == 0:
+                return _EMPTY
+            with open(self.path, "rb") as f:
+                self._mm = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
+            self._view = memoryview(self._mm)
+        return self._view
+
+    def _release_map(self) -> None:
+        if self._view is not None:
+            try:
+                self._view.release()
+            except BufferError:
+                pass
+            self._view = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # fetch responses still hold slices; the last one frees the map
+            self._mm = None
+
+    def view(self, start: int, end: int) -> memoryview:
+        return self._buffer()[start:end]
+
+    def find(self, offset: int) -> int:
+        """Position of the batch holding ``offset``, or -1 if it is past this segment."""
+        if offset >= self.next_offset:
+            return -1
+        view = self._buffer()
+        pos = self.index.lookup(offset)
+        size = self.size
+        while pos < size:
+            base, length, delta = _WALK.unpack_from(view, pos)
+            if base + delta >= offset:
+                return pos
+            pos += length + LOG_OVERHEAD
+        return -1
+
+    def slice(self, pos: int, max_bytes: int, upper_bound: int | None, min_one: bool) -> memoryview:
+        """Whole batches from ``pos``: at most ``max_bytes`` (the first one
+        whole anyway with ``min_one``), none whose base offset >= ``upper_bound``."""
+        view = self._buffer()
+        size = self.size
+        limit = pos + max_bytes
+        # Jump over the batches the index already shows to be inside both
+        # limits, so a large read walks only the last index interval.
+        end = self.index.floor_position(limit)
+        if upper_bound is not None:
+            end = min(end, self.index.lookup(upper_bound - 1))
+        if end <= pos:
+            end = pos
+        while end < size:
+            base, length, _ = _WALK.unpack_from(view, end)
+            if upper_bound is not None and base >= upper_bound:
+                break
+            stop = end + length + LOG_OVERHEAD
+            if stop > limit and (end > pos or not min_one):
+                break
+            end = stop
+        return view[pos:end]
+
+    def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(position, end)`` of the first batch whose max timestamp >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        view = self._buffer()
+        pos = self.index.lookup(self.time_index.lookup(timestamp))
+        size = self.size
+        while pos < size:
+            _, length, _, max_ts = _WALK_TS.unpack_from(view, pos)
+            end = pos + length + LOG_OVERHEAD
+            if max_ts >= timestamp:
+                return pos, end
+            pos = end
+        return None
+
+    def largest_timestamp(self) -> int:
+        """Kafka's LogSegment.largestTimestamp: the max record timestamp, or
+        the file's modification time when no batch carries one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return os.stat(self.path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
