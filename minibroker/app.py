@@ -6,8 +6,11 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import dataclass, field
 
 import structlog
+
+from storage.errors import StorageError
 
 from .broker import Broker
 from .config import Config
@@ -31,8 +34,25 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
     return d
 
 
-async def serve(config: Config, started_at: float | None = None) -> None:
-    started_at = started_at or time.perf_counter()
+@dataclass
+class RunningBroker:
+    broker: Broker
+    server: asyncio.base_events.Server
+    port: int
+    connections: set = field(default_factory=set)
+
+    async def close(self) -> None:
+        log.info("broker.stopping", connections=len(self.connections))
+        self.server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        await self.server.wait_closed()
+        await self.broker.stop()
+        log.info("broker.stopped")
+
+
+async def start(config: Config) -> RunningBroker:
     loop = asyncio.get_running_loop()
     broker = Broker(config)
     dispatcher = build_dispatcher(broker)
@@ -42,28 +62,35 @@ async def serve(config: Config, started_at: float | None = None) -> None:
             lambda: KafkaConnection(dispatcher, config.max_request_bytes, connections),
             config.host, config.port, reuse_address=True, backlog=1024,
         )
-    except OSError as e:
-        log.error("broker.listen_failed", host=config.host, port=config.port, error=str(e))
+    except OSError:
         await broker.stop()
-        raise SystemExit(1) from None
+        raise
     port = server.sockets[0].getsockname()[1]
     broker.set_bound_port(port)
     broker.start_background()
+    return RunningBroker(broker, server, port, connections)
+
+
+async def serve(config: Config, started_at: float | None = None) -> None:
+    started_at = started_at or time.perf_counter()
+    loop = asyncio.get_running_loop()
+    try:
+        running = await start(config)
+    except OSError as e:
+        log.error("broker.listen_failed", host=config.host, port=config.port, error=str(e))
+        raise SystemExit(1) from None
+    except StorageError as e:
+        log.error("broker.storage_failed", data_dir=str(config.data_dir), error=str(e))
+        raise SystemExit(1) from None
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("broker.started", listen=f"{config.host}:{port}", advertised=f"{broker.host}:{broker.port}",
+    b = running.broker
+    log.info("broker.started", listen=f"{config.host}:{running.port}", advertised=f"{b.host}:{b.port}",
              data_dir=str(config.data_dir.resolve()), fsync=str(config.fsync), pid=os.getpid(),
              startup_ms=round((time.perf_counter() - started_at) * 1000, 1))
     await stop.wait()
-    log.info("broker.stopping", connections=len(connections))
-    server.close()
-    for conn in list(connections):
-        if conn.transport is not None:
-            conn.transport.close()
-    await server.wait_closed()
-    await broker.stop()
-    log.info("broker.stopped")
+    await running.close()
 
 
 def run(config: Config, started_at: float | None = None) -> None:

@@ -58,10 +58,9 @@ class Broker:
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      reason: str = "create_topics"):
-        info = self.logs.create_topic(name, partitions, configs or {})
-        log.info("topic.created", topic=name, partitions=partitions, configs=configs or {},
-                 reason=reason)
-        return info
+        # storage logs the creation with the topic id; the reason is only worth a debug line
+        log.debug("topic.create", topic=name, reason=reason)
+        return self.logs.create_topic(name, partitions, configs or {})
 
     def max_message_bytes(self, info) -> int:
         value = info.configs.get("max.message.bytes")
@@ -73,7 +72,6 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)
-        log.info("topic.deleted", topic=name)
         for (topic, p), futs in list(self._waiters.items()):
             if topic == name:
                 self._wake(futs)
