@@ -12,6 +12,7 @@ from functools import lru_cache
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from . import guard
 from .header import API_VERSIONS_KEY, response_header
 
 
@@ -55,6 +56,13 @@ def is_flexible_response(api_key: int, version: int) -> bool:
 
 
 def decode_request(api_key: int, version: int, body):
+    cls = request_type(api_key, version)
+    if cls is None:
+        raise DecodeError(f"no schema for api {api_key} v{version}")
+    try:
+        guard.check(cls, body)
+    except guard.GuardError as e:
+        raise DecodeError(f"api {api_key} v{version}: {e}") from None
     try:
         entity, size = _reader(api_key, version)(body, 0)
     except Exception as e:  # kio raises KeyError, ValueError and its own DecodeErrors

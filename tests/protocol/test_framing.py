@@ -1,0 +1,202 @@
+"""FrameDecoder: size-prefixed frames however the transport slices them."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.framing import DEFAULT_MAX_FRAME, FrameDecoder, InvalidFrame, frame, size_prefix
+
+
+def wire(*payloads: bytes) -> bytes:
+    return b"".join(frame(p) for p in payloads)
+
+
+def feed_all(decoder: FrameDecoder, pieces) -> list[bytes]:
+    out = []
+    for piece in pieces:
+        frames = decoder.feed(piece)
+        assert all(isinstance(f, memoryview) for f in frames)
+        out.extend(bytes(f) for f in frames)
+    return out
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def test_frame_and_size_prefix():
+    assert frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert frame(b"") == b"\x00\x00\x00\x00"
+    assert size_prefix(258) == b"\x00\x00\x01\x02"
+    assert DEFAULT_MAX_FRAME == 104_857_600
+
+
+# -- whole deliveries ---------------------------------------------------------------
+
+
+def test_whole_frame():
+    d = FrameDecoder()
+    frames = d.feed(frame(b"hello kafka"))
+    assert [bytes(f) for f in frames] == [b"hello kafka"]
+    assert d.buffered == 0
+
+
+def test_whole_frame_is_a_view_of_the_delivery():
+    data = frame(b"payload")
+    (f,) = FrameDecoder().feed(data)
+    assert isinstance(f, memoryview)
+    assert f.obj is data  # no copy
+
+
+def test_several_frames_in_one_delivery():
+    payloads = [b"one", b"", b"three" * 100, b"\x00\xff"]
+    d = FrameDecoder()
+    assert feed_all(d, [wire(*payloads)]) == payloads
+    assert d.buffered == 0
+
+
+def test_empty_delivery():
+    d = FrameDecoder()
+    assert d.feed(b"") == []
+    assert d.buffered == 0
+    d.feed(b"\x00\x00")
+    assert d.feed(b"") == []
+    assert d.buffered == 2
+
+
+# -- split deliveries ---------------------------------------------------------------
+
+
+def test_byte_by_byte():
+    payloads = [b"abc", b"", b"x" * 300, b"z"]
+    data = wire(*payloads)
+    d = FrameDecoder()
+    out = []
+    for i in range(len(data)):
+        out.extend(bytes(f) for f in d.feed(data[i : i + 1]))
+        assert d.buffered == i + 1 - sum(4 + len(p) for p in out)
+    assert out == payloads
+    assert d.buffered == 0
+
+
+def test_partial_header_is_kept():
+    d = FrameDecoder()
+    data = frame(b"hello")
+    assert d.feed(data[:3]) == []
+    assert d.buffered == 3
+    assert [bytes(f) for f in d.feed(data[3:])] == [b"hello"]
+    assert d.buffered == 0
+
+
+def test_partial_body_is_kept():
+    d = FrameDecoder()
+    data = frame(b"hello world")
+    assert d.feed(data[:6]) == []
+    assert d.buffered == 6
+    assert d.feed(data[6:9]) == []
+    assert d.buffered == 9
+    assert [bytes(f) for f in d.feed(data[9:])] == [b"hello world"]
+    assert d.buffered == 0
+
+
+def test_frame_then_partial_next_frame():
+    d = FrameDecoder()
+    data = wire(b"first", b"second")
+    cut = len(frame(b"first")) + 2
+    assert feed_all(d, [data[:cut]]) == [b"first"]
+    assert d.buffered == 2
+    assert feed_all(d, [data[cut:]]) == [b"second"]
+    assert d.buffered == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    payloads=st.lists(st.binary(max_size=40), max_size=6),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+)
+def test_any_slicing_gives_back_the_payloads(payloads, cuts):
+    data = wire(*payloads)
+    points = sorted({c for c in cuts if c <= len(data)} | {0, len(data)})
+    pieces = [data[a:b] for a, b in zip(points, points[1:])]
+    d = FrameDecoder()
+    assert feed_all(d, pieces) == payloads
+    assert d.buffered == 0
+
+
+@pytest.mark.parametrize("payloads", [[b"hello"], [b"", b"ab", b""], [b"x" * 70, b"y"]])
+def test_split_at_every_position(payloads):
+    data = wire(*payloads)
+    for a in range(len(data) + 1):
+        for b in range(a, len(data) + 1):
+            d = FrameDecoder()
+            assert feed_all(d, [data[:a], data[a:b], data[b:]]) == payloads, (a, b)
+            assert d.buffered == 0
+
+
+def test_decoder_is_reusable_after_many_frames():
+    d = FrameDecoder()
+    for i in range(50):
+        payload = bytes([i]) * i
+        data = frame(payload)
+        half = len(data) // 2
+        assert feed_all(d, [data[:half], data[half:]]) == [payload]
+    assert d.buffered == 0
+
+
+# -- zero-size and invalid sizes ---------------------------------------------------
+
+
+def test_zero_size_frame():
+    d = FrameDecoder()
+    assert feed_all(d, [frame(b"")]) == [b""]
+    assert feed_all(d, [frame(b"") * 3]) == [b"", b"", b""]
+    data = frame(b"")
+    assert feed_all(d, [data[:1], data[1:2], data[2:3], data[3:]]) == [b""]
+    assert d.buffered == 0
+
+
+def test_negative_size():
+    with pytest.raises(InvalidFrame):
+        FrameDecoder().feed(struct.pack(">i", -1) + b"abc")
+    with pytest.raises(InvalidFrame):
+        FrameDecoder().feed(struct.pack(">i", -(2**31)))
+
+
+def test_negative_size_after_a_partial_header():
+    d = FrameDecoder()
+    data = struct.pack(">i", -5)
+    assert d.feed(data[:2]) == []
+    with pytest.raises(InvalidFrame):
+        d.feed(data[2:])
+
+
+def test_negative_size_after_a_good_frame():
+    d = FrameDecoder()
+    with pytest.raises(InvalidFrame):
+        d.feed(frame(b"ok") + struct.pack(">i", -1))
+
+
+def test_size_above_the_maximum():
+    d = FrameDecoder(max_size=10)
+    with pytest.raises(InvalidFrame):
+        d.feed(size_prefix(11))
+    with pytest.raises(InvalidFrame):
+        FrameDecoder().feed(size_prefix(DEFAULT_MAX_FRAME + 1))
+    with pytest.raises(InvalidFrame):
+        FrameDecoder().feed(size_prefix(2**31 - 1))
+
+
+def test_size_above_the_maximum_is_refused_before_the_body_arrives():
+    d = FrameDecoder(max_size=10)
+    assert d.feed(b"\x00\x00") == []
+    with pytest.raises(InvalidFrame):
+        d.feed(b"\x00\x0b")
+
+
+def test_size_at_the_maximum_is_accepted():
+    d = FrameDecoder(max_size=10)
+    assert feed_all(d, [frame(b"0123456789")]) == [b"0123456789"]
+    assert FrameDecoder().feed(size_prefix(DEFAULT_MAX_FRAME)) == []  # waits for the body
