@@ -17,7 +17,8 @@ def _payload(b: bytes | None) -> str:
     return "" if b is None else b.decode("utf-8", errors="replace")
 
 
-def dump(path: Path, print_data: bool, out=sys.stdout) -> int:
+def dump(path: Path, print_data: bool, out=None) -> int:
+    out = out or sys.stdout
     out.write(f"Dumping {path}\n")
     try:
         start = int(path.stem)
