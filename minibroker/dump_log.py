@@ -79,6 +79,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--print-data-log", action="store_true",
                    help="also print every record: offset, timestamp, sizes, key and payload")
     ns = p.parse_args(argv)
+    from . import logs
+    logs.configure("warning")  # stdout carries the dump; diagnostics go to stderr
     bad = 0
     try:
         for f in ns.files:
