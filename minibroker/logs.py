@@ -11,6 +11,21 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "error": logging.ERROR}
 
 
+class _StderrLogger:
+    """Looks sys.stderr up on every event, so a replaced stream (pytest's capture,
+    a daemon's redirect) never leaves cached loggers writing to a closed file."""
+
+    def msg(self, message: str) -> None:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
+def _stderr_factory(*_args) -> _StderrLogger:
+    return _StderrLogger()
+
+
 def configure(level: str = "info", fmt: str = "console") -> None:
     renderer = (
         structlog.processors.JSONRenderer()
@@ -26,6 +41,6 @@ def configure(level: str = "info", fmt: str = "console") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_factory,
         cache_logger_on_first_use=True,
     )

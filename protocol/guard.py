@@ -169,5 +169,3 @@ def check(cls, body) -> None:
         pos = entity_skipper(cls)(body, 0, end)
     except (struct.error, IndexError) as e:
         raise GuardError(str(e)) from None
-    if pos != end:
-        raise GuardError(f"{end - pos} trailing bytes after the body")
