@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Install what the test suite needs and run all of it (unit + integration):
+#
+#   bash tests/run.sh [extra pytest arguments...]
+#
+# Works from a fresh clone on Debian with Python >= 3.11 and node/npm:
+#   - creates .venv (if missing) and installs the project with its [test] extras;
+#   - installs kcat with apt-get if it is not on PATH (sudo only when not root);
+#   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
+#   - runs `python -m pytest -p no:cacheprovider tests "$@"`; the exit code is pytest's.
+# Integration tests then fail (instead of skipping) when kcat, node or kafkajs is missing.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf 'tests/run.sh: %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+APT_UPDATED=0
+apt_install() {
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        log "apt-get update"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    log "apt-get install $*"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- Python >= 3.11 and the virtualenv --------------------------------------------------
+find_python() {
+    local candidate
+    for candidate in "${PYTHON:-}" python3 python3.13 python3.12 python3.11; do
+        [ -n "$candidate" ] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+    PY="$(find_python)" || { log "need Python >= 3.11 (set PYTHON=/path/to/python3.11)"; exit 2; }
+    log "creating .venv with $PY"
+    if ! "$PY" -m venv .venv 2>/dev/null; then
+        rm -rf .venv
+        apt_install python3-venv
+        "$PY" -m venv .venv
+    fi
+fi
+VENV_PY="$ROOT/.venv/bin/python"
+log "pip install -e '.[test]'"
+"$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+# --- kcat (Debian's package: librdkafka 2.0.2) -----------------------------------------------
+if ! command -v kcat >/dev/null 2>&1; then
+    apt_install kcat
+fi
+
+# --- KafkaJS ---------------------------------------------------------------------------
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    apt_install nodejs npm
+fi
+log "npm ci (tests/js)"
+(
+    cd tests/js
+    if [ -f package-lock.json ]; then
+        npm ci --no-audit --no-fund --loglevel=error
+    else
+        npm install --no-audit --no-fund --loglevel=error
+    fi
+)
+
+# --- the suite ---------------------------------------------------------------------------
+export MINIBROKER_TEST_REQUIRE_TOOLS=1
+log "python -m pytest -p no:cacheprovider tests $*"
+set +e
+"$VENV_PY" -m pytest -p no:cacheprovider tests "$@"
+status=$?
+set -e
+exit "$status"
