@@ -11,6 +11,7 @@ import structlog
 from storage import meta
 from storage.config import FlushPolicy, LogConfig
 from storage.manager import LogManager
+from storage.producer_ids import ProducerIdAllocator
 
 from .config import Config
 
@@ -31,9 +32,11 @@ class Broker:
             segment_ms=config.segment_ms,
             retention_ms=config.retention_ms,
             retention_bytes=config.retention_bytes,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
             flush=FlushPolicy(config.fsync.mode, config.fsync.interval_ms),
         )
         self.logs = LogManager(config.data_dir, self.default_log_config)
+        self.producer_ids = ProducerIdAllocator(config.data_dir)
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
         log.info("broker.storage_opened", data_dir=str(config.data_dir),
@@ -112,6 +115,7 @@ class Broker:
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
+        self._tasks.append(loop.create_task(self._producer_expiration_loop()))
         if self.config.fsync.mode == "interval":
             self._tasks.append(loop.create_task(self._flush_loop(self.config.fsync.interval_ms)))
 
@@ -123,6 +127,15 @@ class Broker:
                 self.logs.apply_retention(int(time.time() * 1000))
             except Exception:
                 log.exception("retention.failed")
+
+    async def _producer_expiration_loop(self) -> None:
+        interval = self.config.producer_id_expiration_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.logs.expire_producers(int(time.time() * 1000))
+            except Exception:
+                log.exception("producer_expiration.failed")
 
     async def _flush_loop(self, interval_ms: int) -> None:
         while True:

@@ -53,6 +53,8 @@ class Config:
     retention_bytes: int = -1
     retention_check_interval_ms: int = 300_000
     message_max_bytes: int = 1_048_588
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     max_request_bytes: int = 104_857_600
     log_level: str = "info"
     log_format: str = "console"
@@ -119,6 +121,15 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
     opt("--retention-check-interval-ms", type=int,
         default=int(_env("retention_check_interval_ms", d.retention_check_interval_ms)),
         help="how often retention runs (env MINIBROKER_RETENTION_CHECK_INTERVAL_MS; default %(default)s)")
+    opt("--producer-id-expiration-ms", type=int,
+        default=int(_env("producer_id_expiration_ms", d.producer_id_expiration_ms)),
+        help="forget an idempotent producer's state after this long without a write, Kafka's "
+             "producer.id.expiration.ms (env MINIBROKER_PRODUCER_ID_EXPIRATION_MS; default %(default)s = 1 day)")
+    opt("--producer-id-expiration-check-interval-ms", type=int,
+        default=int(_env("producer_id_expiration_check_interval_ms",
+                         d.producer_id_expiration_check_interval_ms)),
+        help="how often expired producer state is removed "
+             "(env MINIBROKER_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS; default %(default)s)")
     opt("--message-max-bytes", type=int, default=int(_env("message_max_bytes", d.message_max_bytes)),
         help="largest record batch accepted, Kafka's message.max.bytes (env MINIBROKER_MESSAGE_MAX_BYTES; default %(default)s)")
     opt("--max-request-bytes", type=int, default=int(_env("max_request_bytes", d.max_request_bytes)),
@@ -148,6 +159,8 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         retention_bytes=ns.retention_bytes,
         retention_check_interval_ms=ns.retention_check_interval_ms,
         message_max_bytes=ns.message_max_bytes,
+        producer_id_expiration_ms=ns.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=ns.producer_id_expiration_check_interval_ms,
         max_request_bytes=ns.max_request_bytes,
         log_level=ns.log_level,
         log_format=ns.log_format,

@@ -38,6 +38,9 @@ class LogConfig:
     retention_bytes: int = -1  # -1 = no size limit
     index_interval_bytes: int = 4096
     flush: FlushPolicy = field(default_factory=FlushPolicy)
+    # Kafka's producer.id.expiration.ms: a broker-level setting, not a topic
+    # config, so it has no entry in _KAFKA_NAMES and overrides leave it alone.
+    producer_id_expiration_ms: int = 86400000
 
     def __post_init__(self) -> None:
         # Index positions are int32, so a segment can never exceed 2 GiB.
@@ -53,6 +56,10 @@ class LogConfig:
         if self.index_interval_bytes < 0:
             raise InvalidConfig(
                 f"index.interval.bytes {self.index_interval_bytes} is negative"
+            )
+        if self.producer_id_expiration_ms < 1:
+            raise InvalidConfig(
+                f"producer.id.expiration.ms {self.producer_id_expiration_ms} must be at least 1"
             )
 
     def with_overrides(self, overrides: Mapping[str, object] | None) -> LogConfig:

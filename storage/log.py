@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import structlog
@@ -19,7 +19,15 @@ import structlog
 from protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 
 from .config import INT32_MAX, FlushPolicy, LogConfig
-from .errors import LogClosed, OffsetOutOfRange, RecordBatchTooLarge, StorageError
+from .errors import LogClosed, OffsetOutOfRange, ProducerStateError, RecordBatchTooLarge, StorageError
+from .producer_state import (
+    ORIGINS,
+    AppendOrigin,
+    CompletedTxn,
+    ProducerStateEntry,
+    ProducerStateManager,
+    read_control_marker,
+)
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
 
 __all__ = [
@@ -47,7 +55,12 @@ class AppendInfo(NamedTuple):
     base_offset: int
     last_offset: int
     log_append_time_ms: int = -1
-    start_position: int = 0  # byte position of the batch in its segment file
+    start_position: int = 0  # byte position of the batch in its segment file; -1 for a duplicate
+    # A retry of one of the producer's last 5 batches: nothing was written and
+    # the offsets are the original batch's. Answer it as a success.
+    duplicate: bool = False
+    # The transaction an end-transaction marker closed (for .txnindex / LSO).
+    completed_txn: CompletedTxn | None = None
 
 
 class PartitionLog:
@@ -72,7 +85,9 @@ class PartitionLog:
         self._unflushed: list[Segment] = []  # sealed since the last flush
         self._dir_dirty = False
         self._last_flush_ms = clock()
-        self._logger = _log.bind(log=os.path.basename(path))
+        self._name = os.path.basename(path)
+        self._logger = _log.bind(log=self._name)
+        self._producers = ProducerStateManager(path, self._name, config.producer_id_expiration_ms)
         self._apply_config(config)
 
     # ------------------------------------------------------------------ open
@@ -114,6 +129,7 @@ class PartitionLog:
             os.unlink(marker)
             _fsync_dir(path)
         self = cls(path, config, segments, clock)
+        self._producers.load(segments, self._start_offset, self._next_offset, now)
         self._logger.info(
             "log opened",
             clean_shutdown=clean or not bases,
@@ -126,6 +142,7 @@ class PartitionLog:
 
     def _apply_config(self, config: LogConfig) -> None:
         self.config = config
+        self._producers.expiration_ms = config.producer_id_expiration_ms
         self._segment_bytes = config.segment_bytes
         self._segment_ms = config.segment_ms
         self._sync_each = config.flush.mode == "always"
@@ -167,6 +184,25 @@ class PartitionLog:
     def active_segment(self) -> Segment:
         return self._active
 
+    @property
+    def producer_state(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only view of the producers, id → entry (DescribeProducers)."""
+        return self._producers.producers
+
+    @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        return self._producers
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, None if none is open."""
+        return self._producers.first_unstable_offset()
+
+    def expire_producers(self, now_ms: int | None = None, expiration_ms: int | None = None) -> list[int]:
+        """Forget producers without an open transaction whose last batch is
+        ``expiration_ms`` (default producer.id.expiration.ms) old; their ids."""
+        now = self._clock() if now_ms is None else now_ms
+        return self._producers.expire(now, expiration_ms)
+
     # ---------------------------------------------------------------- append
 
     def append(
@@ -174,23 +210,54 @@ class PartitionLog:
         batch: bytes | bytearray | memoryview,
         header: BatchHeader | None = None,
         now_ms: int | None = None,
+        origin: AppendOrigin = "client",
     ) -> AppendInfo:
         """Append one validated RecordBatch v2, assigning its offsets.
 
         ``header`` is the batch's parsed header when the caller already has it
         (protocol.batch.validate_produce_records); the CRC is not re-checked.
+        ``origin`` is "client" for Produce requests and "coordinator" for
+        batches the broker writes itself (markers, __consumer_offsets), which
+        skip the sequence checks but not the epoch checks.
+
+        Raises a ``ProducerStateError`` (with the Kafka error code) when the
+        producer state refuses the batch; returns ``duplicate=True`` and the
+        original offsets, writing nothing, for a retry of a recent batch.
         """
         if header is None:
             header = _parse(batch)
         size = len(batch)
+        if self._closed:
+            raise LogClosed(f"{self.path} is closed")
+        base = self._next_offset
 
-        # Checks on the header that may refuse the batch go here, before a
-        # byte is written: producer state (epoch fencing, sequence numbers,
-        # duplicates answered with their original AppendInfo) and transaction
-        # state. The batch is still untouched at this point.
+        # Checks on the header that may refuse the batch, before a byte is
+        # written: producer state (epoch fencing, sequence numbers, duplicates
+        # answered with their original offsets) and transaction state.
+        marker = None
+        if header.producer_id >= 0:
+            if origin not in ORIGINS:
+                raise ValueError(f"unknown append origin {origin!r}")
+            if header.is_control:
+                marker = read_control_marker(batch, header)
+            try:
+                dup = self._producers.check(header, marker, origin)
+            except ProducerStateError as exc:
+                exc.log_start_offset = self._start_offset
+                raise
+            if dup is not None:
+                self._logger.info(
+                    "duplicate batch dropped",
+                    producer_id=header.producer_id,
+                    epoch=header.producer_epoch,
+                    first_sequence=dup.first_seq,
+                    last_sequence=dup.last_seq,
+                    original_base_offset=dup.first_offset,
+                    original_last_offset=dup.last_offset,
+                )
+                return AppendInfo(dup.first_offset, dup.last_offset, -1, -1, True)
 
         seg = self._active
-        base = self._next_offset
         last = base + header.last_offset_delta
         if seg.size + size > seg.capacity or last - seg.base_offset > INT32_MAX:
             seg = self._roll_for(size, now_ms)
@@ -208,8 +275,11 @@ class PartitionLog:
         position = seg.append(batch, base, last, header.max_timestamp)
         self._next_offset = last + 1
 
-        # Bookkeeping of what was just written goes here: producer state update
-        # and, for control batches, the .txnindex entry and the LSO.
+        # Bookkeeping of what was just written: producer state update and, for
+        # control batches, the .txnindex entry and the LSO (``completed``).
+        completed = None
+        if header.producer_id >= 0:
+            completed = self._producers.update(header, base, marker)
 
         if self._sync_each:
             seg.sync()
@@ -218,6 +288,8 @@ class PartitionLog:
                 now_ms = self._clock()
             if now_ms - self._last_flush_ms >= self._flush_interval:
                 self.flush(now_ms)
+        if completed is not None:
+            return AppendInfo(base, last, -1, position, False, completed)
         return AppendInfo(base, last, -1, position)
 
     def _roll_for(self, size: int, now_ms: int | None) -> Segment:
@@ -249,6 +321,9 @@ class PartitionLog:
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._active = new
+        # The producer state after every batch below the new segment, so a
+        # restart replays at most the active segment (Kafka's LocalLog.roll).
+        self._producers.take_snapshot(new.base_offset)
         if durable:
             _fsync_dir(self.path)
         else:
@@ -355,6 +430,11 @@ class PartitionLog:
                     "retention.bytes", log_size=self.size_bytes, retention_bytes=retention_bytes
                 )
                 deleted += 1
+        if deleted:
+            # Kafka 2.x ProducerStateManager.truncateHead: producers whose last
+            # batch went with the deleted segments are forgotten.
+            self._producers.truncate_head(self._start_offset)
+            self._dir_dirty = True
         return deleted
 
     def _delete_oldest(self, reason: str, **details: int) -> None:
@@ -406,6 +486,11 @@ class PartitionLog:
         for seg in self._segments:
             seg.close()
         self._closed = True
+        # Skipped when there is nothing to remember and no snapshot yet: every
+        # roll writes one, so such a log never rolled and its replay at the
+        # next open covers a single segment.
+        if len(self._producers) or self._producers.snapshot_offsets:
+            self._producers.take_snapshot(self._next_offset)
         fd = os.open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)
         os.close(fd)

@@ -165,6 +165,12 @@ class LogManager:
         now = self._clock() if now_ms is None else now_ms
         return sum(plog.apply_retention(now) for plog in self._logs.values())
 
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """For the broker's periodic task: forget producers idle longer than
+        producer.id.expiration.ms in every partition; how many went."""
+        now = self._clock() if now_ms is None else now_ms
+        return sum(len(plog.expire_producers(now)) for plog in self._logs.values())
+
     def flush_all(self) -> None:
         for plog in self._logs.values():
             plog.flush()

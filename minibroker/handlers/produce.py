@@ -14,7 +14,7 @@ from protocol.batch import InvalidBatch, validate_produce_records
 from protocol.build import build, nested
 from protocol.errors import ErrorCode
 from protocol.topics import is_internal
-from storage.errors import StorageError
+from storage.errors import ProducerStateError, StorageError
 
 from ..dispatch import Api, Disconnect
 from .common import ZERO, response_cls
@@ -103,11 +103,30 @@ class ProduceHandlers:
             log.warning("produce.rejected", topic=topic, partition=p.index, reason=e.error_code.name,
                         detail=e.message, size=len(records))
             return (p.index, e.error_code, -1, plog.log_start_offset, e.message)
+        if header.is_control:
+            # LogValidator: clients are not allowed to write control records.
+            log.warning("produce.rejected", topic=topic, partition=p.index,
+                        reason="control batch from a client", producer_id=header.producer_id)
+            return (p.index, ErrorCode.invalid_record, -1, plog.log_start_offset,
+                    "Clients are not allowed to write control records")
+        if header.is_transactional:
+            # Until the transaction coordinator exists no partition can have
+            # been added to a transaction (AddPartitionsToTxn), so Kafka's answer
+            # applies: the producer is not in a valid transactional state.
+            log.warning("produce.rejected", topic=topic, partition=p.index,
+                        reason="transactional batch without a transaction",
+                        producer_id=header.producer_id, epoch=header.producer_epoch)
+            return (p.index, ErrorCode.invalid_txn_state, -1, plog.log_start_offset,
+                    "transactional batch for a partition not in a transaction")
         try:
             appended = plog.append(records, header)
+        except ProducerStateError as e:
+            log.warning("produce.rejected", topic=topic, **e.log_fields())
+            return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         except StorageError as e:
             log.error("produce.append_failed", topic=topic, partition=p.index,
                       error=e.error_code.name, detail=str(e))
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
-        b.notify_append(topic, p.index)
+        if not appended.duplicate:
+            b.notify_append(topic, p.index)
         return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)

@@ -264,3 +264,12 @@ async def test_find_coordinator(broker):
     assert resp.node_id == 1 and resp.port == broker.port
     resp = await c.call(rq.req(10, 1, key="g", key_type=7))
     assert resp.error_code == ErrorCode.invalid_request
+
+
+async def test_client_control_batches_are_refused(broker):
+    from protocol.records import build_control_batch
+    c = await broker.connect()
+    await c.call(rq.metadata(["ctl"]))
+    marker = build_control_batch(producer_id=1, producer_epoch=0, commit=True, coordinator_epoch=0)
+    resp = await c.call(rq.produce("ctl", 0, marker))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
