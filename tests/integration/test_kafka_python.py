@@ -64,10 +64,8 @@ def test_kafka_python_produce_consume(broker, topic, compression):
             assert value == make_value(i, tag), (p, off, value[:40])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "not implemented yet: kafka-python 3 enables idempotence by default and needs InitProducerId "
-    "(IncompatibleBrokerVersion until the idempotence issue lands)"))
 def test_kafka_python_default_config(broker, topic):
+    # kafka-python 3 enables idempotence by default: InitProducerId + sequenced batches.
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=10000, request_timeout_ms=10000)
