@@ -20,7 +20,7 @@ from .handlers.coordinator import CoordinatorHandlers
 from .handlers.fetch import FetchHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
-from .handlers.producer_id import ProducerIdHandlers
+from .handlers.txn import TxnHandlers
 from .server import KafkaConnection
 
 log = structlog.get_logger("minibroker")
@@ -29,7 +29,7 @@ log = structlog.get_logger("minibroker")
 def build_dispatcher(broker: Broker) -> Dispatcher:
     d = Dispatcher()
     for family in (ProduceHandlers, FetchHandlers, MetadataHandlers, AdminHandlers,
-                   CoordinatorHandlers, ProducerIdHandlers):
+                   CoordinatorHandlers, TxnHandlers):
         for api in family(broker).apis():
             d.register(api)
     return d

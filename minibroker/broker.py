@@ -13,7 +13,10 @@ from storage.config import FlushPolicy, LogConfig
 from storage.manager import LogManager
 from storage.producer_ids import ProducerIdAllocator
 
+from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+
 from .config import Config
+from .coordinator.transaction import TransactionCoordinator
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -37,8 +40,12 @@ class Broker:
         )
         self.logs = LogManager(config.data_dir, self.default_log_config)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
+        self.txn_coordinator = TransactionCoordinator(
+            self, max_timeout_ms=config.transaction_max_timeout_ms,
+            id_expiration_ms=config.transactional_id_expiration_ms)
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
+        self.txn_coordinator.load()
         log.info("broker.storage_opened", data_dir=str(config.data_dir),
                  topics=len(self.logs.topics()),
                  ms=round((time.perf_counter() - t0) * 1000, 1))
@@ -65,13 +72,32 @@ class Broker:
         log.debug("topic.create", topic=name, reason=reason)
         return self.logs.create_topic(name, partitions, configs or {})
 
+    # -- internal topics -------------------------------------------------------------
+    def existing_log(self, topic: str, partition: int):
+        return self.get_log(topic, partition) if self.topic(topic) is not None else None
+
+    def internal_log(self, topic: str, partition: int):
+        """A partition of __transaction_state / __consumer_offsets, created on first use."""
+        if self.topic(topic) is None:
+            count = (self.config.offsets_topic_partitions if topic == GROUP_METADATA_TOPIC
+                     else self.config.transaction_state_partitions)
+            self.logs.create_topic(topic, count, {"cleanup.policy": "compact"})
+        return self.get_log(topic, partition)
+
+    def offsets_partition_for(self, group_id: str) -> int:
+        """Kafka's GroupCoordinator.partitionFor: abs(groupId.hashCode) % partitions."""
+        info = self.topic(GROUP_METADATA_TOPIC)
+        if info is None:
+            self.internal_log(GROUP_METADATA_TOPIC, 0)
+            info = self.topic(GROUP_METADATA_TOPIC)
+        return (java_string_hash(group_id) & 0x7FFFFFFF) % info.partitions
+
     def max_message_bytes(self, info) -> int:
         value = info.configs.get("max.message.bytes")
         return int(value) if value is not None else self.config.message_max_bytes
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
-        # No transactions yet: everything below the high watermark is stable.
-        return self.get_log(topic, partition).high_watermark
+        return self.get_log(topic, partition).last_stable_offset
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)
@@ -116,6 +142,12 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._retention_loop()))
         self._tasks.append(loop.create_task(self._producer_expiration_loop()))
+        self._tasks.append(loop.create_task(self._every(
+            self.config.transaction_abort_check_interval_ms, self.txn_coordinator.abort_timed_out,
+            "txn_timeout_check")))
+        self._tasks.append(loop.create_task(self._every(
+            self.config.transactional_id_expiration_check_interval_ms,
+            self.txn_coordinator.expire_ids, "txn_id_expiration")))
         if self.config.fsync.mode == "interval":
             self._tasks.append(loop.create_task(self._flush_loop(self.config.fsync.interval_ms)))
 
@@ -127,6 +159,14 @@ class Broker:
                 self.logs.apply_retention(int(time.time() * 1000))
             except Exception:
                 log.exception("retention.failed")
+
+    async def _every(self, interval_ms: int, fn, name: str) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                fn()
+            except Exception:
+                log.exception("background.failed", task=name)
 
     async def _producer_expiration_loop(self) -> None:
         interval = self.config.producer_id_expiration_check_interval_ms / 1000
@@ -156,3 +196,12 @@ class Broker:
         t0 = time.perf_counter()
         self.logs.close_all()
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (UTF-16 code units), as Kafka hashes group ids."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h

@@ -54,6 +54,12 @@ class Config:
     retention_check_interval_ms: int = 300_000
     message_max_bytes: int = 1_048_588
     producer_id_expiration_ms: int = 86_400_000
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_check_interval_ms: int = 10_000
+    transactional_id_expiration_check_interval_ms: int = 3_600_000
+    transaction_state_partitions: int = 1
+    offsets_topic_partitions: int = 1
     producer_id_expiration_check_interval_ms: int = 600_000
     max_request_bytes: int = 104_857_600
     log_level: str = "info"
@@ -130,6 +136,25 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
                          d.producer_id_expiration_check_interval_ms)),
         help="how often expired producer state is removed "
              "(env MINIBROKER_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS; default %(default)s)")
+    opt("--transaction-max-timeout-ms", type=int,
+        default=int(_env("transaction_max_timeout_ms", d.transaction_max_timeout_ms)),
+        help="largest transaction.timeout.ms a producer may ask for, Kafka's "
+             "transaction.max.timeout.ms (env MINIBROKER_TRANSACTION_MAX_TIMEOUT_MS; default %(default)s)")
+    opt("--transactional-id-expiration-ms", type=int,
+        default=int(_env("transactional_id_expiration_ms", d.transactional_id_expiration_ms)),
+        help="forget a transactional id idle this long, Kafka's transactional.id.expiration.ms "
+             "(env MINIBROKER_TRANSACTIONAL_ID_EXPIRATION_MS; default %(default)s = 7 days)")
+    opt("--transaction-abort-check-interval-ms", type=int,
+        default=int(_env("transaction_abort_check_interval_ms", d.transaction_abort_check_interval_ms)),
+        help="how often transactions past their timeout are aborted, Kafka's "
+             "transaction.abort.timed.out.transaction.cleanup.interval.ms "
+             "(env MINIBROKER_TRANSACTION_ABORT_CHECK_INTERVAL_MS; default %(default)s)")
+    opt("--transactional-id-expiration-check-interval-ms", type=int,
+        default=int(_env("transactional_id_expiration_check_interval_ms",
+                         d.transactional_id_expiration_check_interval_ms)),
+        help="how often expired transactional ids are removed, Kafka's "
+             "transaction.remove.expired.transaction.cleanup.interval.ms "
+             "(env MINIBROKER_TRANSACTIONAL_ID_EXPIRATION_CHECK_INTERVAL_MS; default %(default)s)")
     opt("--message-max-bytes", type=int, default=int(_env("message_max_bytes", d.message_max_bytes)),
         help="largest record batch accepted, Kafka's message.max.bytes (env MINIBROKER_MESSAGE_MAX_BYTES; default %(default)s)")
     opt("--max-request-bytes", type=int, default=int(_env("max_request_bytes", d.max_request_bytes)),
@@ -160,6 +185,10 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         retention_check_interval_ms=ns.retention_check_interval_ms,
         message_max_bytes=ns.message_max_bytes,
         producer_id_expiration_ms=ns.producer_id_expiration_ms,
+        transaction_max_timeout_ms=ns.transaction_max_timeout_ms,
+        transactional_id_expiration_ms=ns.transactional_id_expiration_ms,
+        transaction_abort_check_interval_ms=ns.transaction_abort_check_interval_ms,
+        transactional_id_expiration_check_interval_ms=ns.transactional_id_expiration_check_interval_ms,
         producer_id_expiration_check_interval_ms=ns.producer_id_expiration_check_interval_ms,
         max_request_bytes=ns.max_request_bytes,
         log_level=ns.log_level,

@@ -29,8 +29,10 @@ from .log import AppendInfo, PartitionLog
 from .manager import LogManager
 from .producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
 from .segment import Segment, iter_file_batches
+from .txn_index import AbortedTxn, TxnIndex
 
 __all__ = [
+    "AbortedTxn",
     "AppendInfo",
     "BatchMetadata",
     "Catalog",
@@ -58,6 +60,7 @@ __all__ = [
     "TopicExists",
     "TopicInfo",
     "TransactionCoordinatorFenced",
+    "TxnIndex",
     "UnknownProducerId",
     "UnknownTopic",
     "iter_file_batches",

@@ -29,6 +29,7 @@ from .producer_state import (
     read_control_marker,
 )
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = [
     "AppendInfo",
@@ -44,7 +45,7 @@ _log = structlog.get_logger(__name__)
 # Kafka's name for the marker; here it lives in each partition directory.
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _EMPTY = memoryview(b"")
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def wall_clock_ms() -> int:
@@ -129,7 +130,7 @@ class PartitionLog:
             os.unlink(marker)
             _fsync_dir(path)
         self = cls(path, config, segments, clock)
-        self._producers.load(segments, self._start_offset, self._next_offset, now)
+        self._load_producers_and_txn_indexes(now)
         self._logger.info(
             "log opened",
             clean_shutdown=clean or not bases,
@@ -139,6 +140,53 @@ class PartitionLog:
             ms=round((time.perf_counter() - started) * 1000, 2),
         )
         return self
+
+    def _load_producers_and_txn_indexes(self, now: int) -> None:
+        """Producer state from its snapshot and the log after it; on the way,
+        the .txnindex entries of the aborted transactions whose markers that
+        replay visits are restored if missing (Kafka rebuilds the indexes of
+        the segments it recovers the same way, LogSegment.recover).
+
+        A .txnindex that is missing or corrupt is rebuilt from scratch: the
+        replay then starts at a snapshot no later than its segment (or at the
+        log start). An entry whose marker was cut off with a torn tail is
+        already gone (``TxnIndex.load``). After a kill -9 every entry below
+        the snapshot was written, the ones after it are restored here.
+        """
+        stale = [s for s in self._segments if s.txn_index.stale]
+        reasons = sorted({s.txn_index.stale for s in stale})
+        for seg in stale:
+            seg.txn_index.reset()
+        restored = [0]
+
+        def restore(txn: CompletedTxn) -> None:
+            if not txn.is_aborted:
+                return
+            seg = self._segments[bisect_right(self._bases, txn.last_offset) - 1]
+            index = seg.txn_index
+            if txn.last_offset <= index.last_offset:
+                return  # written before the crash
+            index.append(
+                AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, self._lso_below(txn.last_offset + 1))
+            )
+            restored[0] += 1
+
+        replayed_from = self._producers.load(
+            self._segments,
+            self._start_offset,
+            self._next_offset,
+            now,
+            max_snapshot_offset=stale[0].base_offset if stale else None,
+            on_completed=restore,
+        )
+        if stale or restored[0]:
+            self._logger.info(
+                "transaction index rebuilt",
+                segments=[s.base_offset for s in stale][:20],
+                reasons=reasons,
+                entries_restored=restored[0],
+                replayed_from=replayed_from,
+            )
 
     def _apply_config(self, config: LogConfig) -> None:
         self.config = config
@@ -196,6 +244,49 @@ class PartitionLog:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction, None if none is open."""
         return self._producers.first_unstable_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: below it every transaction is decided, so READ_COMMITTED
+        fetches stop there. The first offset of the oldest open transaction
+        (no lower than the log start, UnifiedLog.maybeIncrementFirstUnstableOffset),
+        or the high watermark when that is lower or nothing is open."""
+        return self._lso_below(self._next_offset)
+
+    def _lso_below(self, high_watermark: int) -> int:
+        first = self._producers.first_unstable_offset()
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return first if first > self._start_offset else self._start_offset
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of every aborted transaction that
+        overlaps ``[fetch_offset, upper_offset)``: the AbortedTransactions a
+        READ_COMMITTED fetch returning that range must carry (oldest marker
+        first). ``upper_offset`` is the end of the data returned, or the LSO.
+
+        Kafka's LocalLog.collectAbortedTransactions: an entry lives with its
+        marker, which is at or after ``fetch_offset`` for any overlapping
+        transaction, so the search starts at the segment holding
+        ``fetch_offset`` and goes on until an entry's LSO reaches
+        ``upper_offset``.
+        """
+        out: list[tuple[int, int]] = []
+        if upper_offset <= fetch_offset:
+            return out
+        segments = self._segments
+        i = bisect_right(self._bases, fetch_offset) - 1
+        if i < 0:
+            i = 0
+        for j in range(i, len(segments)):
+            index = segments[j].txn_index
+            if index.entries and index.collect(fetch_offset, upper_offset, out):
+                break
+        return out
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """Every entry of every .txnindex, oldest first (tools, tests)."""
+        return [e for s in self._segments for e in s.txn_index.entries]
 
     def expire_producers(self, now_ms: int | None = None, expiration_ms: int | None = None) -> list[int]:
         """Forget producers without an open transaction whose last batch is
@@ -280,6 +371,12 @@ class PartitionLog:
         completed = None
         if header.producer_id >= 0:
             completed = self._producers.update(header, base, marker)
+            if completed is not None and completed.is_aborted:
+                # Kafka's UnifiedLog.append: the entry goes to the segment the
+                # marker went to, with the LSO once the transaction is over.
+                seg.txn_index.append(
+                    AbortedTxn(completed.producer_id, completed.first_offset, last, self._lso_below(last + 1))
+                )
 
         if self._sync_each:
             seg.sync()
@@ -350,9 +447,10 @@ class PartitionLog:
         """Whole batches from the one holding ``offset``, from a single segment.
 
         At most ``max_bytes``, except that with ``min_one`` the first batch
-        comes whole however large (KIP-74); none whose base offset is
-        >= ``upper_bound`` (high watermark or last stable offset). The view
-        points into the segment's map: send it, do not keep it.
+        comes whole however large (KIP-74); none holding an offset at or
+        past ``upper_bound`` (high watermark, or last stable offset for
+        READ_COMMITTED). The view points into the segment's map: send it, do
+        not keep it.
         """
         if offset == self._next_offset and offset >= self._start_offset:
             return _EMPTY

@@ -25,7 +25,7 @@ import os
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -322,6 +322,9 @@ class ProducerStateManager:
         self.partition = partition or os.path.basename(directory)
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # Producers with an open transaction → its first offset (Kafka's
+        # ongoingTxns), so the first unstable offset costs O(open transactions).
+        self._ongoing: dict[int, int] = {}
         self._snapshots: list[int] = []  # offsets of the snapshot files, ascending
         self._logger = _log.bind(log=self.partition)
 
@@ -345,12 +348,22 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction, None when none is open
         (with one replica, a decided transaction is stable at once)."""
-        first = None
-        for e in self._producers.values():
-            o = e.current_txn_first_offset
-            if o >= 0 and (first is None or o < first):
-                first = o
-        return first
+        ongoing = self._ongoing
+        if not ongoing:
+            return None
+        return min(ongoing.values()) if len(ongoing) > 1 else next(iter(ongoing.values()))
+
+    @property
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Read-only view, producer id → first offset of its open transaction."""
+        return MappingProxyType(self._ongoing)
+
+    def _sync_ongoing(self) -> None:
+        """Recompute ``_ongoing`` from the entries, oldest transaction first."""
+        open_txns = [(e.current_txn_first_offset, pid) for pid, e in self._producers.items()
+                     if e.current_txn_first_offset >= 0]
+        open_txns.sort()
+        self._ongoing = {pid: first for first, pid in open_txns}
 
     # ----------------------------------------------------------- validation
 
@@ -479,6 +492,7 @@ class ProducerStateManager:
                 completed = CompletedTxn(
                     pid, entry.current_txn_first_offset, first_offset, marker.is_abort
                 )
+                self._ongoing.pop(pid, None)
             entry._set_epoch(header.producer_epoch)
             entry.coordinator_epoch = marker.coordinator_epoch
             entry.current_txn_first_offset = -1
@@ -499,6 +513,7 @@ class ProducerStateManager:
         entry.last_timestamp = header.max_timestamp
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
+            self._ongoing[pid] = first_offset
         return None
 
     # ------------------------------------------------------ expiry, retention
@@ -514,6 +529,7 @@ class ProducerStateManager:
         gone = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms, limit)]
         for pid in gone:
             e = self._producers.pop(pid)
+            self._ongoing.pop(pid, None)  # never there: open transactions do not expire
             self._logger.info(
                 "producer expired",
                 producer_id=pid,
@@ -539,6 +555,7 @@ class ProducerStateManager:
         ]
         for pid in gone:
             del self._producers[pid]
+            self._ongoing.pop(pid, None)
         if gone:
             self._logger.info(
                 "producers removed by retention",
@@ -592,14 +609,27 @@ class ProducerStateManager:
         log_start_offset: int,
         log_end_offset: int,
         now_ms: int,
-    ) -> None:
+        *,
+        max_snapshot_offset: int | None = None,
+        on_completed: Callable[[CompletedTxn], None] | None = None,
+    ) -> int:
         """Rebuild the state: newest usable snapshot, then replay of the log
-        after it (headers only, plus each marker's record)."""
+        after it (headers only, plus each marker's record). Returns the offset
+        the replay started from.
+
+        ``max_snapshot_offset``: use no snapshot above it (kept on disk), so the
+        replay covers the log from there on. ``on_completed`` is called with
+        each transaction a replayed marker ends, right after the state has
+        applied it (the partition log rebuilds its .txnindex from these).
+        """
         started = time.perf_counter()
         self._producers.clear()
+        self._ongoing.clear()
         self._snapshots = list_snapshots(self.directory)
         loaded_from = None
         for offset in reversed(list(self._snapshots)):
+            if max_snapshot_offset is not None and offset > max_snapshot_offset:
+                continue
             if offset > log_end_offset or offset < log_start_offset:
                 # Above the end: written before the log lost its tail; using it
                 # would resurrect batches that are gone. Below the start: stale.
@@ -625,7 +655,8 @@ class ProducerStateManager:
             loaded_from = offset
             break
         start = log_start_offset if loaded_from is None else loaded_from
-        replayed = self._replay(segments, start)
+        self._sync_ongoing()
+        replayed = self._replay(segments, start, on_completed)
         # The rules that would have removed producers while running apply to
         # what was loaded as well (Kafka filters expired snapshot entries).
         removed = [
@@ -642,6 +673,7 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self._producers[pid]
+        self._sync_ongoing()
         self._logger.info(
             "producer state loaded",
             snapshot_offset=loaded_from,
@@ -652,8 +684,14 @@ class ProducerStateManager:
             expired=len(expired),
             ms=round((time.perf_counter() - started) * 1000, 2),
         )
+        return start
 
-    def _replay(self, segments: list[Segment], start: int) -> int:
+    def _replay(
+        self,
+        segments: list[Segment],
+        start: int,
+        on_completed: Callable[[CompletedTxn], None] | None = None,
+    ) -> int:
         replayed = 0
         for seg in segments:
             if seg.next_offset <= start or seg.size == 0:
@@ -679,7 +717,9 @@ class ProducerStateManager:
                                 reason=str(exc),
                             )
                             continue
-                    self.update(header, header.base_offset, marker)
+                    completed = self.update(header, header.base_offset, marker)
+                    if completed is not None and on_completed is not None:
+                        on_completed(completed)
             finally:
                 view.release()
         return replayed

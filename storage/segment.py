@@ -1,4 +1,4 @@
-"""One log segment: ``<base:020d>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base:020d>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The active segment's file is preallocated (sparse) to ``segment.bytes`` and
 mapped read/write, so an append is one slice assignment into the map. Reads
@@ -31,6 +31,7 @@ from protocol.batch import (
 from .config import LogConfig
 from .errors import StorageError
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
 
 log = structlog.get_logger(__name__)
 
@@ -109,6 +110,7 @@ class Segment:
         "path",
         "index",
         "time_index",
+        "txn_index",
         "size",
         "next_offset",
         "max_timestamp",
@@ -133,6 +135,9 @@ class Segment:
         self.path = stem + LOG_SUFFIX
         self.index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset)
+        # Aborted transactions whose marker is here; the partition log fills
+        # it (and rebuilds it when ``txn_index.stale`` after loading).
+        self.txn_index = TxnIndex(stem + TXN_INDEX_SUFFIX, base_offset)
         self.size = 0
         self.next_offset = base_offset
         # Kafka's maxTimestampSoFar and the (last) offset of the batch holding it.
@@ -164,6 +169,7 @@ class Segment:
         fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         seg.index.rewrite()
         seg.time_index.rewrite()
+        seg.txn_index.create()
         seg._activate(fd, config.segment_bytes)
         return seg
 
@@ -189,11 +195,13 @@ class Segment:
         seg.size = os.path.getsize(seg.path)
         if recover:
             seg._rebuild(check_crc=True, reason="unclean shutdown")
-            return seg
-        try:
-            seg._load_indexes(check_crc)
-        except IndexCorrupt as exc:
-            seg._rebuild(check_crc, reason=str(exc))
+        else:
+            try:
+                seg._load_indexes(check_crc)
+            except IndexCorrupt as exc:
+                seg._rebuild(check_crc, reason=str(exc))
+        # Entries for markers in a torn tail that recovery cut off go too.
+        seg.txn_index = TxnIndex.load(seg.txn_index.path, base_offset, seg.next_offset)
         return seg
 
     def activate(self, capacity: int) -> None:
@@ -370,6 +378,7 @@ class Segment:
         self._dirty = False
         self.index.persist(fsync=True)
         self.time_index.persist(fsync=True)
+        self.txn_index.flush(fsync=True)
 
     def seal(self, fsync: bool = False) -> None:
         """No more appends: final time index entry, file trimmed, indexes written."""
@@ -409,13 +418,14 @@ class Segment:
     def delete(self) -> None:
         self.release()
         # The .log goes first: an index without its log is cleaned up on open.
-        for path in (self.path, self.index.path, self.time_index.path):
+        for path in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     # ------------------------------------------------------------------ read
 
@@ -461,7 +471,8 @@ class Segment:
 
     def slice(self, pos: int, max_bytes: int, upper_bound: int | None, min_one: bool) -> memoryview:
         """Whole batches from ``pos``: at most ``max_bytes`` (the first one
-        whole anyway with ``min_one``), none whose base offset >= ``upper_bound``."""
+        whole anyway with ``min_one``), none holding an offset >= ``upper_bound``
+        (a batch straddling the bound stays out: it is above the LSO)."""
         view = self._buffer()
         size = self.size
         limit = pos + max_bytes
@@ -473,8 +484,8 @@ class Segment:
         if end <= pos:
             end = pos
         while end < size:
-            base, length, _ = _WALK.unpack_from(view, end)
-            if upper_bound is not None and base >= upper_bound:
+            base, length, delta = _WALK.unpack_from(view, end)
+            if upper_bound is not None and base + delta >= upper_bound:
                 break
             stop = end + length + LOG_OVERHEAD
             if stop > limit and (end > pos or not min_one):

@@ -110,7 +110,9 @@ class FetchHandlers:
                 fp.high_watermark = hw
                 fp.last_stable_offset = lso
                 fp.log_start_offset = plog.log_start_offset
-                fp.aborted = [] if committed else None
+                # Only READ_COMMITTED gets the list: the Java consumer drops aborted
+                # batches solely through it; read_uncommitted sees everything.
+                fp.aborted = plog.aborted_transactions(p.fetch_offset, lso) if committed else None
                 limit = min(p.partition_max_bytes, remaining)
                 try:
                     data = plog.read(p.fetch_offset, max(limit, 0),

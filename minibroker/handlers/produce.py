@@ -110,14 +110,17 @@ class ProduceHandlers:
             return (p.index, ErrorCode.invalid_record, -1, plog.log_start_offset,
                     "Clients are not allowed to write control records")
         if header.is_transactional:
-            # Until the transaction coordinator exists no partition can have
-            # been added to a transaction (AddPartitionsToTxn), so Kafka's answer
-            # applies: the producer is not in a valid transactional state.
-            log.warning("produce.rejected", topic=topic, partition=p.index,
-                        reason="transactional batch without a transaction",
-                        producer_id=header.producer_id, epoch=header.producer_epoch)
-            return (p.index, ErrorCode.invalid_txn_state, -1, plog.log_start_offset,
-                    "transactional batch for a partition not in a transaction")
+            # The coordinator is local, so the partition-leader check of
+            # KIP-890 part 1 is exact: the partition must be in the producer's
+            # open transaction.
+            error = b.txn_coordinator.verify_produce(header.producer_id, header.producer_epoch,
+                                                     topic, p.index)
+            if error is not None:
+                log.warning("produce.rejected", topic=topic, partition=p.index,
+                            reason="transactional batch outside its transaction", error=error.name,
+                            producer_id=header.producer_id, epoch=header.producer_epoch)
+                return (p.index, error, -1, plog.log_start_offset,
+                        "transactional batch for a partition not in the producer's transaction")
         try:
             appended = plog.append(records, header)
         except ProducerStateError as e:

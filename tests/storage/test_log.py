@@ -94,8 +94,12 @@ def test_read_upper_bound(open_log):
     log = open_log()
     fill(log, 10)  # batches at 0, 3, 6, ...
     assert [base_offset_of(b) for b in split_batches(log.read(0, 1 << 20, upper_bound=9))] == [0, 3, 6]
-    assert [base_offset_of(b) for b in split_batches(log.read(0, 1 << 20, upper_bound=10))] == [0, 3, 6, 9]
+    # A batch straddling the bound (9..11) stays out whole, as in Kafka, where
+    # the bound's offset metadata is the position of the batch holding it.
+    assert [base_offset_of(b) for b in split_batches(log.read(0, 1 << 20, upper_bound=10))] == [0, 3, 6]
+    assert [base_offset_of(b) for b in split_batches(log.read(0, 1 << 20, upper_bound=12))] == [0, 3, 6, 9]
     assert len(log.read(9, 1 << 20, upper_bound=9)) == 0
+    assert len(log.read(10, 1 << 20, upper_bound=11)) == 0
 
 
 def test_read_upper_bound_with_index_jump(open_log):
@@ -103,7 +107,7 @@ def test_read_upper_bound_with_index_jump(open_log):
     fill(log, 200, count=2, value_size=50)
     for bound in (1, 2, 3, 50, 51, 52, 200, 399, 400):
         got = split_batches(log.read(0, 1 << 20, upper_bound=bound))
-        assert [base_offset_of(b) for b in got] == list(range(0, bound, 2))
+        assert [base_offset_of(b) for b in got] == list(range(0, bound - 1, 2))
     sizes = len(make_batch(2, 50))
     for limit in (sizes * 7, sizes * 7 + 1, sizes * 100 - 1):
         got = split_batches(log.read(10, limit))

@@ -231,6 +231,7 @@ def test_leftover_files_are_removed(tmp_path, open_log):
     part = tmp_path / "t-0"
     (part / "00000000000000000777.index").write_bytes(b"x" * 8)
     (part / "00000000000000000777.timeindex").write_bytes(b"x" * 12)
+    (part / "00000000000000000777.txnindex").write_bytes(b"x" * 34)
     (part / "00000000000000000000.index.tmp").write_bytes(b"x")
     (part / "partition.metadata").write_text("version: 0\n")
     log = open_log(CONFIG)
@@ -240,5 +241,6 @@ def test_leftover_files_are_removed(tmp_path, open_log):
         "00000000000000000000.index",
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
+        "00000000000000000000.txnindex",
         "partition.metadata",
     ]

@@ -1,0 +1,358 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator, transaction.version 0/1).
+
+State lives in memory and every transition is appended to the internal
+``__transaction_state`` topic before it takes effect, so a restart replays
+the topic and rolls forward what was prepared. Handlers run on the one event
+loop and every step here is synchronous, so a transition is never observed
+half-done by another request; markers are local appends.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from protocol import txn_log as tl
+from protocol.errors import ErrorCode
+from protocol.records import build_batch, build_control_batch, decode_batch
+from protocol.batch import iter_headers
+from protocol.topics import TRANSACTION_STATE_TOPIC
+from storage.errors import ProducerStateError, StorageError
+
+log = structlog.get_logger("minibroker.txn")
+
+# Kafka: a producer epoch is exhausted one short of Short.MAX_VALUE, so that a
+# fencing bump is always possible (TransactionMetadata.isEpochExhausted).
+MAX_EPOCH = 32767
+COORDINATOR_EPOCH = 0
+
+_ALLOWED_FROM = {
+    tl.EMPTY: {tl.EMPTY, tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT},
+    tl.ONGOING: {tl.ONGOING, tl.EMPTY, tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT},
+    tl.PREPARE_COMMIT: {tl.ONGOING},
+    tl.PREPARE_ABORT: {tl.ONGOING, tl.PREPARE_EPOCH_FENCE},
+    tl.COMPLETE_COMMIT: {tl.PREPARE_COMMIT},
+    tl.COMPLETE_ABORT: {tl.PREPARE_ABORT},
+    tl.DEAD: {tl.EMPTY, tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT},
+    tl.PREPARE_EPOCH_FENCE: {tl.ONGOING},
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: int = tl.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = 0
+    last_producer_epoch: int = -1  # before the last bump: lets a retried InitProducerId through
+
+    @property
+    def state_name(self) -> str:
+        return tl.STATE_NAMES[self.state]
+
+    def value(self) -> tl.TxnLogValue:
+        return tl.TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                              tuple(sorted(self.partitions)), self.last_update_ms, self.start_ms)
+
+
+class TxnError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TransactionCoordinator:
+    def __init__(self, broker, *, max_timeout_ms: int, id_expiration_ms: int) -> None:
+        self.broker = broker
+        self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
+        self.txns: dict[str, TxnMetadata] = {}
+        self._by_pid: dict[int, str] = {}
+
+    # -- persistence ---------------------------------------------------------------
+    def _log(self):
+        return self.broker.internal_log(TRANSACTION_STATE_TOPIC, 0)
+
+    def _persist(self, meta: TxnMetadata, new_state: int, **changes) -> None:
+        """Write the transition, then apply it; an illegal transition is a bug."""
+        if meta.state not in _ALLOWED_FROM[new_state] and not (
+            new_state == meta.state == tl.EMPTY
+        ):
+            raise AssertionError(
+                f"illegal transaction transition {meta.state_name} -> {tl.STATE_NAMES[new_state]} "
+                f"for {meta.transactional_id}")
+        for k, v in changes.items():
+            setattr(meta, k, v)
+        meta.state = new_state
+        meta.last_update_ms = now_ms()
+        value = None if new_state == tl.DEAD else tl.encode_value(meta.value())
+        batch = build_batch([{"key": tl.encode_key(meta.transactional_id), "value": value}])
+        self._log().append(batch, origin="coordinator")
+        log.debug("txn.transition", transactional_id=meta.transactional_id,
+                  producer_id=meta.producer_id, epoch=meta.producer_epoch, state=meta.state_name,
+                  partitions=len(meta.partitions))
+
+    def load(self) -> None:
+        """Replay ``__transaction_state``; finish what was prepared before a crash."""
+        plog = self.broker.existing_log(TRANSACTION_STATE_TOPIC, 0)
+        if plog is None:
+            return
+        t0 = time.perf_counter()
+        records = 0
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            view = plog.read(offset, 1 << 20)
+            if not len(view):
+                break
+            for header in iter_headers(view):
+                for rec in decode_batch(view, header.position):
+                    records += 1
+                    tid = tl.decode_key(rec.key)
+                    if rec.value is None:
+                        self._forget(tid)
+                        continue
+                    v = tl.decode_value(rec.value)
+                    meta = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.state,
+                                       set(v.partitions), v.start_ms, v.last_update_ms)
+                    old = self.txns.get(tid)
+                    if old is not None:
+                        self._by_pid.pop(old.producer_id, None)
+                    self.txns[tid] = meta
+                    self._by_pid[meta.producer_id] = tid
+                offset = header.next_offset
+        rolled = 0
+        for meta in list(self.txns.values()):
+            if meta.state in (tl.PREPARE_COMMIT, tl.PREPARE_ABORT):
+                log.info("txn.roll_forward", transactional_id=meta.transactional_id,
+                         producer_id=meta.producer_id, epoch=meta.producer_epoch,
+                         state=meta.state_name, partitions=len(meta.partitions),
+                         reason="prepared before the broker stopped")
+                self._complete(meta)
+                rolled += 1
+            elif meta.state == tl.PREPARE_EPOCH_FENCE:
+                self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
+                rolled += 1
+        log.info("txn.coordinator_loaded", transactional_ids=len(self.txns), records=records,
+                 rolled_forward=rolled, ms=round((time.perf_counter() - t0) * 1000, 1))
+
+    def _forget(self, tid: str) -> None:
+        old = self.txns.pop(tid, None)
+        if old is not None:
+            self._by_pid.pop(old.producer_id, None)
+
+    # -- InitProducerId ------------------------------------------------------------
+    def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int = -1,
+                         expected_epoch: int = -1) -> tuple[int, int]:
+        if not tid:
+            raise TxnError(ErrorCode.invalid_request, "transactional.id must not be empty")
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            raise TxnError(ErrorCode.invalid_transaction_timeout,
+                           f"transaction.timeout.ms {timeout_ms} is outside (0, "
+                           f"transaction.max.timeout.ms={self.max_timeout_ms}]")
+        meta = self.txns.get(tid)
+        if meta is None:
+            pid = self.broker.producer_ids.next_id()
+            meta = TxnMetadata(tid, pid, -1, timeout_ms)
+            self.txns[tid] = meta
+            self._by_pid[pid] = tid
+            self._persist(meta, tl.EMPTY, producer_epoch=0, timeout_ms=timeout_ms, partitions=set())
+            log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=0,
+                     reason="new transactional id")
+            return pid, 0
+        if expected_pid != -1:
+            # KIP-360: the request names the id/epoch the client holds.
+            retry = (expected_pid == meta.producer_id and expected_epoch == meta.last_producer_epoch
+                     and meta.state in (tl.EMPTY, tl.COMPLETE_ABORT, tl.COMPLETE_COMMIT))
+            if retry:
+                return meta.producer_id, meta.producer_epoch
+            if expected_pid != meta.producer_id or expected_epoch != meta.producer_epoch:
+                log.info("txn.request_fenced", api="InitProducerId", transactional_id=tid,
+                         producer_id=expected_pid, epoch=expected_epoch,
+                         current_producer_id=meta.producer_id, current_epoch=meta.producer_epoch)
+                raise TxnError(ErrorCode.producer_fenced,
+                               f"producer {expected_pid} epoch {expected_epoch} is not the current "
+                               f"instance of {tid} ({meta.producer_id}/{meta.producer_epoch})")
+        if meta.state in (tl.PREPARE_COMMIT, tl.PREPARE_ABORT, tl.PREPARE_EPOCH_FENCE):
+            raise TxnError(ErrorCode.concurrent_transactions, "a transaction is completing")
+        old_pid, old_epoch = meta.producer_id, meta.producer_epoch
+        if meta.state == tl.ONGOING:
+            # The previous instance left a transaction open: fence it and abort
+            # the transaction with the fencing epoch before answering.
+            self._abort(meta, reason="a new instance called InitProducerId", fenced=True)
+        pid, epoch = self._bumped(meta)
+        self._rebind(meta, pid)
+        self._persist(meta, tl.EMPTY, producer_id=pid, producer_epoch=epoch,
+                      last_producer_epoch=meta.producer_epoch if pid == meta.producer_id else -1,
+                      timeout_ms=timeout_ms, partitions=set(), start_ms=-1)
+        log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=epoch,
+                 previous_producer_id=old_pid, previous_epoch=old_epoch,
+                 reason="epoch bump fences the previous instance")
+        return pid, epoch
+
+    def _bumped(self, meta: TxnMetadata) -> tuple[int, int]:
+        if meta.producer_epoch + 1 >= MAX_EPOCH:
+            pid = self.broker.producer_ids.next_id()
+            log.info("txn.producer_id_rotated", transactional_id=meta.transactional_id,
+                     old_producer_id=meta.producer_id, new_producer_id=pid,
+                     reason="producer epoch exhausted")
+            return pid, 0
+        return meta.producer_id, meta.producer_epoch + 1
+
+    def _rebind(self, meta: TxnMetadata, pid: int) -> None:
+        if pid != meta.producer_id:
+            self._by_pid.pop(meta.producer_id, None)
+            self._by_pid[pid] = meta.transactional_id
+
+    # -- checks shared by the transactional APIs ---------------------------------------
+    def _current(self, tid: str, pid: int, epoch: int, api: str) -> TxnMetadata:
+        meta = self.txns.get(tid)
+        if meta is None or meta.state == tl.DEAD:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"no producer id is mapped to transactional id {tid}")
+        if pid != meta.producer_id:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"producer id {pid} is not the one of {tid} ({meta.producer_id})")
+        if epoch != meta.producer_epoch:
+            log.info("txn.request_fenced", api=api, transactional_id=tid, producer_id=pid,
+                     epoch=epoch, current_epoch=meta.producer_epoch,
+                     reason="a newer epoch exists (new instance or timeout abort)")
+            raise TxnError(ErrorCode.producer_fenced,
+                           f"epoch {epoch} of {tid} is fenced by epoch {meta.producer_epoch}")
+        return meta
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------
+    def add_partitions(self, tid: str, pid: int, epoch: int,
+                       partitions: list[tuple[str, int]]) -> None:
+        meta = self._current(tid, pid, epoch, "AddPartitionsToTxn")
+        if meta.state in (tl.PREPARE_COMMIT, tl.PREPARE_ABORT, tl.PREPARE_EPOCH_FENCE):
+            raise TxnError(ErrorCode.concurrent_transactions, "the previous transaction is completing")
+        new = set(partitions) - meta.partitions
+        if meta.state == tl.ONGOING and not new:
+            return
+        start = meta.start_ms if meta.state == tl.ONGOING else now_ms()
+        self._persist(meta, tl.ONGOING, partitions=meta.partitions | new, start_ms=start)
+
+    # -- EndTxn ---------------------------------------------------------------------------
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        meta = self._current(tid, pid, epoch, "EndTxn")
+        want = "commit" if commit else "abort"
+        if meta.state == tl.ONGOING:
+            self._prepare_and_complete(meta, commit, reason=f"client {want}")
+            return
+        if meta.state == (tl.COMPLETE_COMMIT if commit else tl.COMPLETE_ABORT):
+            return  # a retry of the EndTxn that already completed
+        if meta.state == (tl.PREPARE_COMMIT if commit else tl.PREPARE_ABORT):
+            raise TxnError(ErrorCode.concurrent_transactions, "the transaction is completing")
+        raise TxnError(ErrorCode.invalid_txn_state,
+                       f"cannot {want} transactional id {tid} in state {meta.state_name}")
+
+    def _prepare_and_complete(self, meta: TxnMetadata, commit: bool, reason: str) -> None:
+        self._persist(meta, tl.PREPARE_COMMIT if commit else tl.PREPARE_ABORT)
+        self._complete(meta, reason=reason)
+
+    def _complete(self, meta: TxnMetadata, reason: str = "roll forward") -> None:
+        commit = meta.state == tl.PREPARE_COMMIT
+        errors = self.write_markers(meta.producer_id, meta.producer_epoch, commit,
+                                    COORDINATOR_EPOCH, sorted(meta.partitions))
+        failed = {tp: e for tp, e in errors.items() if e != ErrorCode.none}
+        duration = now_ms() - meta.start_ms if meta.start_ms > 0 else -1
+        count = len(meta.partitions)
+        self._persist(meta, tl.COMPLETE_COMMIT if commit else tl.COMPLETE_ABORT,
+                      partitions=set(), start_ms=-1)
+        log.info("txn.committed" if commit else "txn.aborted", transactional_id=meta.transactional_id,
+                 producer_id=meta.producer_id, epoch=meta.producer_epoch, partitions=count,
+                 duration_ms=duration, reason=reason,
+                 marker_errors={f"{t}-{p}": e.name for (t, p), e in failed.items()} or None)
+
+    def _abort(self, meta: TxnMetadata, reason: str, fenced: bool) -> None:
+        """Abort the open transaction with a bumped epoch (Kafka's PrepareEpochFence)."""
+        old_epoch = meta.producer_epoch
+        if meta.state == tl.ONGOING:
+            pid, epoch = meta.producer_id, old_epoch + 1
+            if epoch >= MAX_EPOCH:
+                epoch = old_epoch  # an exhausted epoch aborts as is; InitProducerId rotates the id
+            self._persist(meta, tl.PREPARE_EPOCH_FENCE, producer_epoch=epoch)
+        log.info("txn.fencing_abort", transactional_id=meta.transactional_id,
+                 producer_id=meta.producer_id, old_epoch=old_epoch, new_epoch=meta.producer_epoch,
+                 partitions=len(meta.partitions), reason=reason, fenced=fenced)
+        self._persist(meta, tl.PREPARE_ABORT)
+        self._complete(meta, reason=reason)
+
+    # -- markers (also the WriteTxnMarkers API) ---------------------------------------------
+    def write_markers(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        b = self.broker
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for topic, partition in partitions:
+            plog = b.get_log(topic, partition) if b.topic(topic) is not None else None
+            if plog is None:
+                out[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                continue
+            marker = build_control_batch(producer_id=pid, producer_epoch=epoch, commit=commit,
+                                         coordinator_epoch=coordinator_epoch)
+            try:
+                plog.append(marker, origin="coordinator")
+            except ProducerStateError as e:
+                log.warning("txn.marker_rejected", topic=topic, **e.log_fields())
+                out[(topic, partition)] = e.error_code
+                continue
+            except StorageError as e:
+                log.error("txn.marker_failed", topic=topic, partition=partition, error=str(e))
+                out[(topic, partition)] = e.error_code
+                continue
+            out[(topic, partition)] = ErrorCode.none
+            b.notify_append(topic, partition)
+        return out
+
+    # -- Produce verification ---------------------------------------------------------------
+    def verify_produce(self, pid: int, epoch: int, topic: str, partition: int) -> ErrorCode | None:
+        """A transactional batch may only go to a partition added to its open transaction."""
+        tid = self._by_pid.get(pid)
+        meta = self.txns.get(tid) if tid is not None else None
+        if meta is None:
+            return ErrorCode.invalid_producer_id_mapping
+        if epoch < meta.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if meta.state != tl.ONGOING or (topic, partition) not in meta.partitions:
+            return ErrorCode.invalid_txn_state
+        return None
+
+    # -- timers --------------------------------------------------------------------------
+    def abort_timed_out(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        count = 0
+        for meta in list(self.txns.values()):
+            if meta.state == tl.ONGOING and meta.start_ms > 0 and now - meta.start_ms > meta.timeout_ms:
+                log.warning("txn.timed_out", transactional_id=meta.transactional_id,
+                            producer_id=meta.producer_id, epoch=meta.producer_epoch,
+                            age_ms=now - meta.start_ms, timeout_ms=meta.timeout_ms,
+                            partitions=len(meta.partitions),
+                            consequence="aborted with a bumped epoch; the producer's next call "
+                                        "fails with PRODUCER_FENCED")
+                self._abort(meta, reason="transaction.timeout.ms exceeded", fenced=True)
+                count += 1
+        return count
+
+    def expire_ids(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        count = 0
+        for meta in list(self.txns.values()):
+            if (meta.state in (tl.EMPTY, tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT)
+                    and now - meta.last_update_ms >= self.id_expiration_ms):
+                log.info("txn.id_expired", transactional_id=meta.transactional_id,
+                         producer_id=meta.producer_id, idle_ms=now - meta.last_update_ms,
+                         expiration_ms=self.id_expiration_ms)
+                self._persist(meta, tl.DEAD)
+                self._forget(meta.transactional_id)
+                count += 1
+        return count

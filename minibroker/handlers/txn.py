@@ -1,0 +1,152 @@
+"""InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers.
+
+PRODUCER_FENCED (90) exists only for request versions new enough to know it
+(KIP-588: InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2,
+EndTxn v2); older versions get INVALID_PRODUCER_EPOCH (47), as Kafka's
+KafkaApis does.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+from protocol.topics import GROUP_METADATA_TOPIC
+
+from ..coordinator.transaction import TxnError
+from ..dispatch import Api
+from .common import ZERO, response_cls
+
+log = structlog.get_logger("minibroker.txn")
+
+INIT_PRODUCER_ID = 22
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+WRITE_TXN_MARKERS = 27
+
+_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
+
+
+def _code(ctx, code: ErrorCode) -> ErrorCode:
+    if code == ErrorCode.producer_fenced and ctx.api_version < _FENCED_SINCE.get(ctx.api_key, 0):
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+class TxnHandlers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    @property
+    def coordinator(self):
+        return self.broker.txn_coordinator
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(INIT_PRODUCER_ID, 0, 5, self.init_producer_id),
+            Api(ADD_PARTITIONS_TO_TXN, 0, 3, self.add_partitions),
+            Api(ADD_OFFSETS_TO_TXN, 0, 3, self.add_offsets),
+            Api(END_TXN, 0, 3, self.end_txn),
+            Api(WRITE_TXN_MARKERS, 1, 1, self.write_txn_markers),
+        ]
+
+    # -- InitProducerId --------------------------------------------------------------
+    def init_producer_id(self, ctx, req):
+        R = response_cls(ctx)
+        if req.transactional_id is None:
+            # Kafka hands an idempotent producer a fresh id with epoch 0 whatever
+            # the request carries (KafkaApis: "always blindly accept the request").
+            pid = self.broker.producer_ids.next_id()
+            log.info("init_producer_id.assigned", producer_id=pid, producer_epoch=0,
+                     previous_producer_id=getattr(req, "producer_id", -1),
+                     previous_epoch=getattr(req, "producer_epoch", -1), client_id=ctx.client_id)
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.none, producer_id=pid,
+                         producer_epoch=0)
+        timeout_ms = int(req.transaction_timeout.total_seconds() * 1000)
+        try:
+            pid, epoch = self.coordinator.init_producer_id(
+                req.transactional_id, timeout_ms,
+                getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+        except TxnError as e:
+            log.info("init_producer_id.refused", transactional_id=req.transactional_id,
+                     error=e.code.name, detail=str(e), client_id=ctx.client_id)
+            return build(R, throttle_time=ZERO, error_code=_code(ctx, e.code), producer_id=-1,
+                         producer_epoch=-1)
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none, producer_id=pid,
+                     producer_epoch=epoch)
+
+    # -- AddPartitionsToTxn ----------------------------------------------------------------
+    def add_partitions(self, ctx, req):
+        R = response_cls(ctx)
+        T = nested(R, "AddPartitionsToTxnTopicResult")
+        P = nested(R, "AddPartitionsToTxnPartitionResult")
+        b = self.broker
+        wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        unknown = {(t, p) for t, p in wanted
+                   if (info := b.topic(t)) is None or not 0 <= p < info.partitions}
+        if unknown:
+            # Kafka refuses the whole request: the unknown ones say why, the
+            # rest were not attempted.
+            errors = {tp: (ErrorCode.unknown_topic_or_partition if tp in unknown
+                           else ErrorCode.operation_not_attempted) for tp in wanted}
+        else:
+            try:
+                self.coordinator.add_partitions(req.v3_and_below_transactional_id,
+                                                req.v3_and_below_producer_id,
+                                                req.v3_and_below_producer_epoch, wanted)
+                code = ErrorCode.none
+            except TxnError as e:
+                code = _code(ctx, e.code)
+            errors = {tp: code for tp in wanted}
+        by_topic: dict[str, list] = {}
+        for (t, p), code in errors.items():
+            by_topic.setdefault(t, []).append(build(P, partition_index=p, partition_error_code=code))
+        return build(R, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
+            build(T, name=t, results_by_partition=tuple(parts)) for t, parts in by_topic.items()))
+
+    # -- AddOffsetsToTxn -----------------------------------------------------------------
+    def add_offsets(self, ctx, req):
+        R = response_cls(ctx)
+        partition = self.broker.offsets_partition_for(req.group_id)
+        try:
+            self.coordinator.add_partitions(req.transactional_id, req.producer_id,
+                                            req.producer_epoch, [(GROUP_METADATA_TOPIC, partition)])
+            code = ErrorCode.none
+        except TxnError as e:
+            code = _code(ctx, e.code)
+        return build(R, throttle_time=ZERO, error_code=code)
+
+    # -- EndTxn -----------------------------------------------------------------------------
+    def end_txn(self, ctx, req):
+        R = response_cls(ctx)
+        try:
+            self.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                     req.committed)
+            code = ErrorCode.none
+        except TxnError as e:
+            log.info("end_txn.refused", transactional_id=req.transactional_id,
+                     producer_id=req.producer_id, epoch=req.producer_epoch,
+                     commit=req.committed, error=e.code.name, detail=str(e))
+            code = _code(ctx, e.code)
+        return build(R, throttle_time=ZERO, error_code=code)
+
+    # -- WriteTxnMarkers ---------------------------------------------------------------------
+    def write_txn_markers(self, ctx, req):
+        R = response_cls(ctx)
+        M = nested(R, "WritableTxnMarkerResult")
+        T = nested(R, "WritableTxnMarkerTopicResult")
+        P = nested(R, "WritableTxnMarkerPartitionResult")
+        results = []
+        for m in req.markers:
+            partitions = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+            errors = self.coordinator.write_markers(m.producer_id, m.producer_epoch,
+                                                    m.transaction_result, m.coordinator_epoch,
+                                                    partitions)
+            by_topic: dict[str, list] = {}
+            for (t, p), code in errors.items():
+                by_topic.setdefault(t, []).append(build(P, partition_index=p, error_code=code))
+            results.append(build(M, producer_id=m.producer_id, topics=tuple(
+                build(T, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
+        return build(R, markers=tuple(results))

@@ -1,0 +1,100 @@
+"""Records of the ``__transaction_state`` topic, in Kafka's own layout.
+
+Key (TransactionLogKey v0): int16 version 0, string transactional_id.
+Value (TransactionLogValue v0): int16 version 0, int64 producer_id,
+int16 producer_epoch, int32 transaction_timeout_ms, int8 state, array of
+(string topic, array of int32 partition), int64 last_update_ms,
+int64 start_ms. A null value (tombstone) removes the id (expiry).
+Source: Kafka's TransactionLogKey.json / TransactionLogValue.json.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+_VALUE_HEAD = struct.Struct(">hqhib")
+_TAIL = struct.Struct(">qq")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+# Kafka's TransactionState ids
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, \
+    PREPARE_EPOCH_FENCE = range(8)
+STATE_NAMES = {
+    EMPTY: "Empty", ONGOING: "Ongoing", PREPARE_COMMIT: "PrepareCommit",
+    PREPARE_ABORT: "PrepareAbort", COMPLETE_COMMIT: "CompleteCommit",
+    COMPLETE_ABORT: "CompleteAbort", DEAD: "Dead", PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+
+
+class TxnLogFormatError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TxnLogValue:
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: int
+    partitions: tuple[tuple[str, int], ...]
+    last_update_ms: int
+    start_ms: int
+
+
+def _string(s: str) -> bytes:
+    b = s.encode()
+    return _I16.pack(len(b)) + b
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return _I16.pack(0) + _string(transactional_id)
+
+
+def decode_key(data: bytes) -> str:
+    if len(data) < 4:
+        raise TxnLogFormatError("transaction log key too short")
+    version, n = struct.unpack_from(">hh", data, 0)
+    if version != 0 or n < 0 or 4 + n != len(data):
+        raise TxnLogFormatError(f"unsupported transaction log key (version {version})")
+    return data[4:].decode()
+
+
+def encode_value(v: TxnLogValue) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(v.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    out = bytearray(_VALUE_HEAD.pack(0, v.producer_id, v.producer_epoch, v.timeout_ms, v.state))
+    out += _I32.pack(len(by_topic))
+    for topic, parts in by_topic.items():
+        out += _string(topic) + _I32.pack(len(parts))
+        for p in parts:
+            out += _I32.pack(p)
+    out += _TAIL.pack(v.last_update_ms, v.start_ms)
+    return bytes(out)
+
+
+def decode_value(data: bytes) -> TxnLogValue:
+    try:
+        version, pid, epoch, timeout, state = _VALUE_HEAD.unpack_from(data, 0)
+        if version != 0:
+            raise TxnLogFormatError(f"unsupported transaction log value version {version}")
+        pos = _VALUE_HEAD.size
+        (ntopics,) = _I32.unpack_from(data, pos)
+        pos += 4
+        parts = []
+        for _ in range(max(ntopics, 0)):
+            (n,) = _I16.unpack_from(data, pos)
+            pos += 2
+            topic = data[pos : pos + n].decode()
+            pos += n
+            (np,) = _I32.unpack_from(data, pos)
+            pos += 4
+            for _ in range(np):
+                parts.append((topic, _I32.unpack_from(data, pos)[0]))
+                pos += 4
+        last_update, start = _TAIL.unpack_from(data, pos)
+    except struct.error as e:
+        raise TxnLogFormatError(f"truncated transaction log value: {e}") from None
+    return TxnLogValue(pid, epoch, timeout, state, tuple(parts), last_update, start)

@@ -1,0 +1,215 @@
+"""Kafka's transaction index: ``<base:020d>.txnindex``, one per segment.
+
+It lists the aborted transactions whose ABORT marker is in the segment, so a
+READ_COMMITTED fetch can tell the consumer which producers' batches in the
+range it returns to drop (Kafka's TransactionIndex and AbortedTxn, apache/kafka
+storage/src/main/java/org/apache/kafka/storage/internals/log/). Entries are
+Kafka's, 34 bytes, big-endian, appended in order of their last offset::
+
+    version int16 (0) | producerId int64 | firstOffset int64
+    | lastOffset int64 (the marker's offset) | lastStableOffset int64
+
+``lastStableOffset`` is the partition's LSO right after the marker; a search
+can stop at an entry whose LSO is at or past the end of the fetched range,
+because no transaction ending later can start below it
+(TransactionIndex.collectAbortedTxns).
+
+The entries live in memory; every append is also written to the file at once
+(aborts are rare), and fsynced on flush. Unlike Kafka, an empty file is created
+with each segment, so a missing file means a lost one: the partition log then
+rebuilds it from the log's markers (see ``PartitionLog.open``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_left
+from operator import itemgetter
+from typing import NamedTuple
+
+from .errors import StorageError
+
+__all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TXN_INDEX_SUFFIX", "TxnIndex", "TxnIndexCorrupt"]
+
+TXN_INDEX_SUFFIX = ".txnindex"
+ABORTED_TXN_VERSION = 0
+_ENTRY = struct.Struct(">hqqqq")
+ABORTED_TXN_SIZE = _ENTRY.size  # 34, Kafka's AbortedTxn.TOTAL_SIZE
+_last_offset = itemgetter(2)
+
+
+class TxnIndexCorrupt(Exception):
+    pass
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+    last_stable_offset: int  # the LSO right after the marker
+
+    def to_bytes(self) -> bytes:
+        return _ENTRY.pack(ABORTED_TXN_VERSION, *self)
+
+
+class TxnIndex:
+    __slots__ = ("path", "base_offset", "entries", "stale", "_durable")
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.entries: list[AbortedTxn] = []
+        # Why the file could not be used as it was ("missing", "corrupt: ..."),
+        # None when it is trusted. Set by ``load``; the log rebuilds stale ones.
+        self.stale: str | None = None
+        self._durable = True
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __repr__(self) -> str:
+        return f"TxnIndex({self.path!r}, {len(self.entries)} entries)"
+
+    @property
+    def last_offset(self) -> int:
+        """Last offset of the newest entry, -1 when empty."""
+        return self.entries[-1].last_offset if self.entries else -1
+
+    # ------------------------------------------------------------- writes
+
+    def create(self) -> None:
+        """Start an empty index file (a new segment, or a reset)."""
+        self.entries = []
+        self._write_file(b"", os.O_TRUNC)
+        self.stale = None
+
+    reset = create
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction whose marker is at ``txn.last_offset``."""
+        if txn.last_offset <= self.last_offset:
+            # Kafka's TransactionIndex.append refuses these too.
+            raise ValueError(
+                f"{self.path}: aborted transaction ending at {txn.last_offset} does not "
+                f"follow the last one, ending at {self.last_offset}"
+            )
+        # In memory first: whatever the disk says, this process answers right.
+        self.entries.append(txn)
+        self._write_file(txn.to_bytes(), os.O_APPEND)
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the entries whose marker is at or past ``offset`` (a log tail
+        that is gone); returns how many went."""
+        keep = bisect_left(self.entries, offset, key=_last_offset)
+        dropped = len(self.entries) - keep
+        if dropped:
+            del self.entries[keep:]
+            try:
+                os.truncate(self.path, keep * ABORTED_TXN_SIZE)
+            except OSError as exc:
+                raise StorageError(f"{self.path}: cannot truncate: {exc}") from exc
+            self._durable = False
+        return dropped
+
+    def _write_file(self, data: bytes, mode: int) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | mode, 0o644)
+            try:
+                if data:
+                    os.write(fd, data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StorageError(f"{self.path}: cannot write the transaction index: {exc}") from exc
+        self._durable = False
+
+    def flush(self, fsync: bool = True) -> None:
+        """Make the file durable (the log's flush and close)."""
+        if self._durable or not fsync:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # deleted under us; rebuilt at the next open
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._durable = True
+
+    def delete(self) -> None:
+        self.entries = []
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # -------------------------------------------------------------- reads
+
+    def collect(self, fetch_offset: int, upper_offset: int, out: list) -> bool:
+        """Add to ``out`` every ``(producer_id, first_offset)`` whose transaction
+        overlaps ``[fetch_offset, upper_offset)``; True when no later segment
+        can hold one (Kafka's TxnIndexSearchResult.isComplete)."""
+        entries = self.entries
+        # Entries ending before the range are not wanted; none of them can
+        # be the stopping one either (its LSO is at most fetch_offset).
+        i = bisect_left(entries, fetch_offset, key=_last_offset)
+        for j in range(i, len(entries)):
+            pid, first, _, lso = entries[j]
+            if first < upper_offset:
+                out.append((pid, first))
+            if lso >= upper_offset:
+                return True
+        return False
+
+    def to_bytes(self) -> bytes:
+        return b"".join(e.to_bytes() for e in self.entries)
+
+    # --------------------------------------------------------------- load
+
+    @classmethod
+    def load(cls, path: str, base_offset: int, next_offset: int) -> TxnIndex:
+        """The index on disk for a segment holding ``[base_offset, next_offset)``.
+
+        Entries past the segment's end (its log lost a torn tail) are dropped
+        from the file. A missing or inconsistent file gives an empty index
+        with ``stale`` set: its entries must be rebuilt from the log.
+        """
+        index = cls(path, base_offset)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            index.stale = "missing"
+            return index
+        try:
+            index.entries = _decode(data, path, base_offset)
+        except TxnIndexCorrupt as exc:
+            index.stale = f"corrupt: {exc}"
+            return index
+        index.truncate_to(next_offset)
+        return index
+
+
+def _decode(data: bytes, path: str, base_offset: int) -> list[AbortedTxn]:
+    if len(data) % ABORTED_TXN_SIZE:
+        raise TxnIndexCorrupt(f"{len(data)} bytes is not a whole number of {ABORTED_TXN_SIZE}-byte entries")
+    out: list[AbortedTxn] = []
+    last = -1
+    for version, pid, first, last_offset, lso in _ENTRY.iter_unpack(data):
+        if version != ABORTED_TXN_VERSION:
+            raise TxnIndexCorrupt(f"entry version {version}")
+        # Kafka's TransactionIndex.sanityCheck, plus what must hold of any
+        # entry we write: ordered by marker, first <= marker, LSO <= marker + 1.
+        if last_offset < base_offset:
+            raise TxnIndexCorrupt(f"marker offset {last_offset} is below the segment's base {base_offset}")
+        if last_offset <= last:
+            raise TxnIndexCorrupt(f"marker offsets are not increasing ({last} then {last_offset})")
+        if not 0 <= first <= last_offset or lso > last_offset + 1 or pid < 0:
+            raise TxnIndexCorrupt(
+                f"impossible entry: producer {pid}, offsets {first}..{last_offset}, LSO {lso}"
+            )
+        out.append(AbortedTxn(pid, first, last_offset, lso))
+        last = last_offset
+    return out
