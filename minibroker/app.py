@@ -21,6 +21,7 @@ from .handlers.fetch import FetchHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
 from .handlers.txn import TxnHandlers
+from .handlers.txn_admin import TxnAdminHandlers
 from .server import KafkaConnection
 
 log = structlog.get_logger("minibroker")
@@ -29,7 +30,7 @@ log = structlog.get_logger("minibroker")
 def build_dispatcher(broker: Broker) -> Dispatcher:
     d = Dispatcher()
     for family in (ProduceHandlers, FetchHandlers, MetadataHandlers, AdminHandlers,
-                   CoordinatorHandlers, TxnHandlers):
+                   CoordinatorHandlers, TxnHandlers, TxnAdminHandlers):
         for api in family(broker).apis():
             d.register(api)
     return d

@@ -250,3 +250,38 @@ async def test_read_committed_fetch_and_list_offsets(broker):
     assert (await c2.call(end_txn("t-read", pid, ep, True))).error_code == 0
     woke = await asyncio.wait_for(task, 3)
     assert woke.responses[0].partitions[0].last_stable_offset == 7
+
+
+async def test_admin_views(broker):
+    c = await broker.connect()
+    await c.call(rq.metadata(["tx-admin"]))
+    r = await c.call(init("t-admin", timeout_ms=45_000))
+    pid, ep = r.producer_id, r.producer_epoch
+    await c.call(add_partitions("t-admin", pid, ep, "tx-admin", [1]))
+    await c.call(rq.produce("tx-admin", 1, txn_batch(pid, ep, 0)))
+    d = await c.call(rq.req(65, 0, transactional_ids=("t-admin",)))
+    (a,) = d.transaction_states
+    assert (a.error_code, a.transaction_state, a.producer_id, a.producer_epoch) == (0, "Ongoing", pid, ep)
+    assert a.transaction_timeout == datetime.timedelta(seconds=45)
+    assert [(t.topic, tuple(t.partitions)) for t in a.topics] == [("tx-admin", (1,))]
+    # An unknown id is answered with start time -1, as Kafka does; kio's reader
+    # refuses negative timestamps, so look at the error code in the raw bytes.
+    import struct
+    await c.send_raw(c.frame(rq.req(65, 0, transactional_ids=("nope",))))
+    size = struct.unpack(">i", await c.reader.readexactly(4))[0]
+    raw = await c.reader.readexactly(size)
+    # corr id, header tags, throttle, compact array length, then the error code
+    assert struct.unpack_from(">h", raw, 4 + 1 + 4 + 1)[0] == ErrorCode.transactional_id_not_found
+    lst = await c.call(rq.req(66, 1, state_filters=("Ongoing", "Bogus"), producer_id_filters=(),
+                              duration_filter=-1))
+    assert [(s.transactional_id, s.transaction_state) for s in lst.transaction_states] == [("t-admin", "Ongoing")]
+    assert tuple(lst.unknown_state_filters) == ("Bogus",)
+    from kio.index import load_request_schema
+    from protocol.build import build, nested
+    cls = load_request_schema(61, 0)
+    T = nested(cls, "TopicRequest")
+    dp = await c.call(build(cls, topics=(build(T, name="tx-admin", partition_indexes=(1, 5)),)))
+    p1, p5 = dp.topics[0].partitions
+    (prod,) = p1.active_producers
+    assert (prod.producer_id, prod.producer_epoch, prod.last_sequence, prod.current_txn_start_offset) == (pid, ep, 1, 0)
+    assert p5.error_code == ErrorCode.unknown_topic_or_partition

@@ -1,0 +1,125 @@
+"""DescribeTransactions, ListTransactions, DescribeProducers: the live state, for
+kafka-transactions.sh-style tooling."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+from protocol import txn_log as tl
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+
+from ..coordinator.transaction import now_ms
+from ..dispatch import Api
+from .common import ZERO, response_cls
+
+DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
+
+_STATE_BY_NAME = {name: state for state, name in tl.STATE_NAMES.items()}
+
+
+def _ms_to_datetime(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+
+
+class TxnAdminHandlers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(DESCRIBE_PRODUCERS, 0, 0, self.describe_producers),
+            Api(DESCRIBE_TRANSACTIONS, 0, 0, self.describe_transactions),
+            Api(LIST_TRANSACTIONS, 0, 2, self.list_transactions),
+        ]
+
+    def describe_transactions(self, ctx, req):
+        R = response_cls(ctx)
+        S = nested(R, "TransactionState")
+        T = nested(R, "TopicData")
+        txns = self.broker.txn_coordinator.txns
+        out = []
+        for tid in req.transactional_ids:
+            meta = txns.get(tid)
+            if meta is None or meta.state == tl.DEAD:
+                out.append(build(S, error_code=ErrorCode.transactional_id_not_found,
+                                 transactional_id=tid, transaction_state="",
+                                 transaction_timeout=ZERO, transaction_start_time=_ms_to_datetime(-1),
+                                 producer_id=-1, producer_epoch=-1, topics=()))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for t, p in sorted(meta.partitions):
+                by_topic.setdefault(t, []).append(p)
+            out.append(build(
+                S, error_code=ErrorCode.none, transactional_id=tid,
+                transaction_state=meta.state_name,
+                transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms),
+                transaction_start_time=_ms_to_datetime(meta.start_ms),
+                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                topics=tuple(build(T, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            ))
+        return build(R, throttle_time=ZERO, transaction_states=tuple(out))
+
+    def list_transactions(self, ctx, req):
+        R = response_cls(ctx)
+        S = nested(R, "TransactionState")
+        coord = self.broker.txn_coordinator
+        wanted_states = set(req.state_filters)
+        unknown = tuple(s for s in req.state_filters if s not in _STATE_BY_NAME)
+        pids = set(req.producer_id_filters)
+        min_duration = getattr(req, "duration_filter", -1)
+        pattern = getattr(req, "transactional_id_pattern", None)
+        try:
+            regex = re.compile(pattern) if pattern else None
+        except re.error:
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.invalid_regular_expression,
+                         unknown_state_filters=(), transaction_states=())
+        now = now_ms()
+        out = []
+        for tid, meta in sorted(coord.txns.items()):
+            if meta.state == tl.DEAD:
+                continue
+            if wanted_states and meta.state_name not in wanted_states:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if min_duration >= 0 and (meta.start_ms < 0 or now - meta.start_ms < min_duration):
+                continue
+            if regex is not None and not regex.fullmatch(tid):
+                continue
+            out.append(build(S, transactional_id=tid, producer_id=meta.producer_id,
+                             transaction_state=meta.state_name))
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none,
+                     unknown_state_filters=unknown, transaction_states=tuple(out))
+
+    def describe_producers(self, ctx, req):
+        R = response_cls(ctx)
+        T = nested(R, "TopicResponse")
+        P = nested(R, "PartitionResponse")
+        S = nested(R, "ProducerState")
+        b = self.broker
+        topics = []
+        for t in req.topics:
+            info = b.topic(t.name)
+            parts = []
+            for index in t.partition_indexes:
+                if info is None or not 0 <= index < info.partitions:
+                    parts.append(build(P, partition_index=index,
+                                       error_code=ErrorCode.unknown_topic_or_partition,
+                                       error_message=None, active_producers=()))
+                    continue
+                plog = b.get_log(t.name, index)
+                producers = tuple(
+                    build(S, producer_id=e.producer_id, producer_epoch=e.epoch,
+                          last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
+                          coordinator_epoch=e.coordinator_epoch,
+                          current_txn_start_offset=e.current_txn_first_offset)
+                    for _pid, e in sorted(plog.producer_state.items())
+                )
+                parts.append(build(P, partition_index=index, error_code=ErrorCode.none,
+                                   error_message=None, active_producers=producers))
+            topics.append(build(T, name=t.name, partitions=tuple(parts)))
+        return build(R, throttle_time=ZERO, topics=tuple(topics))
