@@ -9,6 +9,8 @@ half-done by another request; markers are local appends.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -42,6 +44,18 @@ _ALLOWED_FROM = {
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+# Fault injection for crash tests: MINIBROKER_CRASH_AT=txn.after_prepare (or
+# txn.after_first_marker, txn.before_complete) makes the broker SIGKILL itself
+# at that step of EndTxn, so tests can prove the roll-forward at start-up.
+_CRASH_AT = os.environ.get("MINIBROKER_CRASH_AT", "")
+
+
+def _crash_point(name: str) -> None:
+    if _CRASH_AT == name:
+        log.warning("fault_injection.crash", point=name)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -258,12 +272,14 @@ class TransactionCoordinator:
 
     def _prepare_and_complete(self, meta: TxnMetadata, commit: bool, reason: str) -> None:
         self._persist(meta, tl.PREPARE_COMMIT if commit else tl.PREPARE_ABORT)
+        _crash_point("txn.after_prepare")
         self._complete(meta, reason=reason)
 
     def _complete(self, meta: TxnMetadata, reason: str = "roll forward") -> None:
         commit = meta.state == tl.PREPARE_COMMIT
         errors = self.write_markers(meta.producer_id, meta.producer_epoch, commit,
                                     COORDINATOR_EPOCH, sorted(meta.partitions))
+        _crash_point("txn.before_complete")
         failed = {tp: e for tp, e in errors.items() if e != ErrorCode.none}
         duration = now_ms() - meta.start_ms if meta.start_ms > 0 else -1
         count = len(meta.partitions)
@@ -312,6 +328,7 @@ class TransactionCoordinator:
                 continue
             out[(topic, partition)] = ErrorCode.none
             b.notify_append(topic, partition)
+            _crash_point("txn.after_first_marker")
         return out
 
     # -- Produce verification ---------------------------------------------------------------
