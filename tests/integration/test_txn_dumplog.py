@@ -1,0 +1,73 @@
+"""The seeds' kafka-dump-log scenarios (../shared/seeds/002_*.txt), written with the Java client
+exactly as the seed's code does, then printed with ``minibroker dump-log --print-data-log``.
+
+Fixed transactional.id (the "correct" pattern): the second producer's initTransactions fences
+the first one, whose open transaction is aborted with a bumped epoch::
+
+    offset: 0 ... producerId: 0 producerEpoch: 5 ... payload: thisIsMessageValue1
+    offset: 1 ... producerId: 0 producerEpoch: 6 ... endTxnMarker: ABORT coordinatorEpoch: 0
+    offset: 2 ... producerId: 0 producerEpoch: 7 ... payload: thisIsMessageValue2
+    offset: 3 ... producerId: 0 producerEpoch: 7 ... endTxnMarker: COMMIT coordinatorEpoch: 0
+
+Changing transactional.id (the "wrong" pattern): two producer ids, epochs stay 0, no ABORT::
+
+    offset: 0 ... producerId: 0 producerEpoch: 0 ... payload: thisIsMessageValue1
+    offset: 1 ... producerId: 1 producerEpoch: 0 ... payload: thisIsMessageValue2
+    offset: 2 ... producerId: 1 producerEpoch: 0 ... endTxnMarker: COMMIT coordinatorEpoch: 0
+
+The seed's epochs start at 5 (a transactional id used before); on a fresh id they start at 0,
+so the test checks the pattern e, e+1, e+2, e+2 rather than the literal numbers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .broker import BrokerProcess
+from .clients import create_topic
+from .test_txn_support import TXN_BROKER_ARGS, dump_entries, log_events, run_java_txn, txn_id
+
+V1 = "payload:thisIsMessageValue1"
+V2 = "payload:thisIsMessageValue2"
+
+
+@pytest.fixture(scope="module")
+def txn_broker():
+    b = BrokerProcess(TXN_BROKER_ARGS, name="test_txn_dumplog")
+    try:
+        b.start()
+        yield b
+    finally:
+        b.close()
+
+
+def test_dump_log_fixed_transactional_id(txn_broker, topic):
+    b = txn_broker
+    create_topic(b.bootstrap, topic, 1)
+    tid = txn_id("anyValue")
+    res = run_java_txn("dumplog", b.bootstrap, topic, tid, tid)
+    assert not res["errors"] and res["b_committed"], res
+    entries = dump_entries(b, topic, 0)
+    shape = [(off, what) for off, _, _, _, what in entries]
+    assert shape == [(0, V1), (1, "ABORT"), (2, V2), (3, "COMMIT")], entries
+    pids = {pid for _, pid, _, _, _ in entries}
+    assert len(pids) == 1 and -1 not in pids, f"one producer id expected: {entries}"
+    e = entries[0][2]
+    assert [epoch for _, _, epoch, _, _ in entries] == [e, e + 1, e + 2, e + 2], entries
+    assert all(txnl for _, _, _, txnl, _ in entries), f"every batch is transactional: {entries}"
+    init = [x for x in log_events(b, "txn.producer_initialized") if x.get("transactional_id") == tid]
+    assert [x["epoch"] for x in init] == [str(e), str(e + 2)], [x["_line"] for x in init]
+
+
+def test_dump_log_changing_transactional_id(txn_broker, topic):
+    b = txn_broker
+    create_topic(b.bootstrap, topic, 1)
+    res = run_java_txn("dumplog", b.bootstrap, topic, txn_id("anyValue"), txn_id("differentValue"))
+    assert not res["errors"] and res["b_committed"], res
+    entries = dump_entries(b, topic, 0)
+    shape = [(off, what) for off, _, _, _, what in entries]
+    assert shape == [(0, V1), (1, V2), (2, "COMMIT")], entries
+    (_, pid_a, epoch_a, _, _), (_, pid_b, epoch_b, _, _), (_, pid_c, epoch_c, _, _) = entries
+    assert pid_a != pid_b and pid_c == pid_b, f"value1 by producer A, value2 and COMMIT by B: {entries}"
+    assert (epoch_a, epoch_b, epoch_c) == (0, 0, 0), f"epochs are not incremented: {entries}"
+    assert "ABORT" not in [what for *_, what in entries]
