@@ -285,3 +285,92 @@ async def test_admin_views(broker):
     (prod,) = p1.active_producers
     assert (prod.producer_id, prod.producer_epoch, prod.last_sequence, prod.current_txn_start_offset) == (pid, ep, 1, 0)
     assert p5.error_code == ErrorCode.unknown_topic_or_partition
+
+
+async def test_exhausted_epoch_rotates_the_producer_id(broker):
+    c = await broker.connect()
+    r = await c.call(init("t-exhaust"))
+    meta = broker.broker.txn_coordinator.txns["t-exhaust"]
+    meta.producer_epoch = 32766  # as if bumped that many times
+    again = await c.call(init("t-exhaust"))
+    assert again.error_code == 0
+    assert again.producer_id != r.producer_id and again.producer_epoch == 0
+    # the old id no longer maps to the transactional id
+    assert broker.broker.txn_coordinator.verify_produce(r.producer_id, 32766, "x", 0) == \
+        ErrorCode.invalid_producer_id_mapping
+
+
+async def test_idle_transactional_id_expires(tmp_path):
+    cfg = Config(port=0, data_dir=tmp_path / "d", fsync=FsyncPolicy("never"),
+                 transactional_id_expiration_ms=300,
+                 transactional_id_expiration_check_interval_ms=100)
+    running = await start(cfg)
+    c = await RawClient.connect(running.port)
+    first = await c.call(init("t-expire"))
+    await asyncio.sleep(0.8)
+    assert "t-expire" not in running.broker.txn_coordinator.txns
+    await c.close()
+    await running.close()
+    # the tombstone is replayed: the id stays forgotten, and comes back with a new producer id
+    running = await start(cfg)
+    try:
+        assert "t-expire" not in running.broker.txn_coordinator.txns
+        c = await RawClient.connect(running.port)
+        again = await c.call(init("t-expire"))
+        assert again.error_code == 0 and again.producer_id != first.producer_id
+        assert again.producer_epoch == 0
+        await c.close()
+    finally:
+        await running.close()
+
+
+async def test_add_offsets_marks_the_offsets_partition(broker):
+    c = await broker.connect()
+    await c.call(rq.metadata(["tx-offsets"]))
+    r = await c.call(init("t-offsets"))
+    pid, ep = r.producer_id, r.producer_epoch
+    await c.call(add_partitions("t-offsets", pid, ep, "tx-offsets", [0]))
+    resp = await c.call(rq.req(25, 3, transactional_id="t-offsets", producer_id=pid,
+                               producer_epoch=ep, group_id="my-group"))
+    assert resp.error_code == 0
+    meta = broker.broker.txn_coordinator.txns["t-offsets"]
+    assert ("__consumer_offsets", broker.broker.offsets_partition_for("my-group")) in meta.partitions
+    assert (await c.call(end_txn("t-offsets", pid, ep, True))).error_code == 0
+    plog = broker.broker.get_log("__consumer_offsets", broker.broker.offsets_partition_for("my-group"))
+    assert control_types(plog) == [("COMMIT", ep)]
+    # a stale epoch: fenced (v2+) / invalid epoch (v1)
+    stale = await c.call(rq.req(25, 1, transactional_id="t-offsets", producer_id=pid,
+                                producer_epoch=ep + 5, group_id="g"))
+    assert stale.error_code == ErrorCode.invalid_producer_epoch
+
+
+def test_java_string_hash_matches_java():
+    from minibroker.broker import java_string_hash
+    # String.hashCode() values from Java ("polygenelubricants" is the classic Integer.MIN_VALUE)
+    assert java_string_hash("") == 0
+    assert java_string_hash("a") == 97
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -2147483648
+
+
+def test_only_kafkas_transitions_are_legal():
+    from minibroker.coordinator.transaction import _ALLOWED_FROM
+    # TransactionState.validPreviousStates (transaction.version 0/1)
+    assert _ALLOWED_FROM[tl.PREPARE_COMMIT] == {tl.ONGOING}
+    assert _ALLOWED_FROM[tl.PREPARE_ABORT] == {tl.ONGOING, tl.PREPARE_EPOCH_FENCE}
+    assert _ALLOWED_FROM[tl.COMPLETE_COMMIT] == {tl.PREPARE_COMMIT}
+    assert _ALLOWED_FROM[tl.COMPLETE_ABORT] == {tl.PREPARE_ABORT}
+    assert _ALLOWED_FROM[tl.PREPARE_EPOCH_FENCE] == {tl.ONGOING}
+    assert _ALLOWED_FROM[tl.DEAD] == {tl.EMPTY, tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT}
+
+
+async def test_an_illegal_transition_is_refused_before_it_is_written(broker):
+    import pytest
+    coord = broker.broker.txn_coordinator
+    c = await broker.connect()
+    await c.call(init("t-illegal"))
+    meta = coord.txns["t-illegal"]
+    end = coord._log().log_end_offset
+    with pytest.raises(AssertionError):
+        coord._persist(meta, tl.COMPLETE_COMMIT)  # Empty -> CompleteCommit
+    assert meta.state == tl.EMPTY and coord._log().log_end_offset == end
