@@ -18,6 +18,7 @@ from .dispatch import Dispatcher
 from .handlers.admin import AdminHandlers
 from .handlers.coordinator import CoordinatorHandlers
 from .handlers.fetch import FetchHandlers
+from .handlers.group import GroupHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
 from .handlers.txn import TxnHandlers
@@ -30,7 +31,7 @@ log = structlog.get_logger("minibroker")
 def build_dispatcher(broker: Broker) -> Dispatcher:
     d = Dispatcher()
     for family in (ProduceHandlers, FetchHandlers, MetadataHandlers, AdminHandlers,
-                   CoordinatorHandlers, TxnHandlers, TxnAdminHandlers):
+                   CoordinatorHandlers, TxnHandlers, TxnAdminHandlers, GroupHandlers):
         for api in family(broker).apis():
             d.register(api)
     return d

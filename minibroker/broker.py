@@ -16,6 +16,7 @@ from storage.producer_ids import ProducerIdAllocator
 from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 
 from .config import Config
+from .coordinator.group import GroupCoordinator
 from .coordinator.transaction import TransactionCoordinator
 
 log = structlog.get_logger("minibroker.broker")
@@ -45,6 +46,11 @@ class Broker:
             id_expiration_ms=config.transactional_id_expiration_ms)
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
+        self.group_coordinator = GroupCoordinator(
+            self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+        # Offsets first: rolling a prepared transaction forward may complete
+        # transactional offset commits.
+        self.group_coordinator.load()
         self.txn_coordinator.load()
         log.info("broker.storage_opened", data_dir=str(config.data_dir),
                  topics=len(self.logs.topics()),

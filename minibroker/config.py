@@ -60,6 +60,7 @@ class Config:
     transactional_id_expiration_check_interval_ms: int = 3_600_000
     transaction_state_partitions: int = 1
     offsets_topic_partitions: int = 1
+    group_initial_rebalance_delay_ms: int = 3000
     producer_id_expiration_check_interval_ms: int = 600_000
     max_request_bytes: int = 104_857_600
     log_level: str = "info"
@@ -155,6 +156,11 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
         help="how often expired transactional ids are removed, Kafka's "
              "transaction.remove.expired.transaction.cleanup.interval.ms "
              "(env MINIBROKER_TRANSACTIONAL_ID_EXPIRATION_CHECK_INTERVAL_MS; default %(default)s)")
+    opt("--group-initial-rebalance-delay-ms", type=int,
+        default=int(_env("group_initial_rebalance_delay_ms", d.group_initial_rebalance_delay_ms)),
+        help="how long a new group waits for more members before its first rebalance, Kafka's "
+             "group.initial.rebalance.delay.ms (env MINIBROKER_GROUP_INITIAL_REBALANCE_DELAY_MS; "
+             "default %(default)s)")
     opt("--message-max-bytes", type=int, default=int(_env("message_max_bytes", d.message_max_bytes)),
         help="largest record batch accepted, Kafka's message.max.bytes (env MINIBROKER_MESSAGE_MAX_BYTES; default %(default)s)")
     opt("--max-request-bytes", type=int, default=int(_env("max_request_bytes", d.max_request_bytes)),
@@ -185,6 +191,7 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         retention_check_interval_ms=ns.retention_check_interval_ms,
         message_max_bytes=ns.message_max_bytes,
         producer_id_expiration_ms=ns.producer_id_expiration_ms,
+        group_initial_rebalance_delay_ms=ns.group_initial_rebalance_delay_ms,
         transaction_max_timeout_ms=ns.transaction_max_timeout_ms,
         transactional_id_expiration_ms=ns.transactional_id_expiration_ms,
         transaction_abort_check_interval_ms=ns.transaction_abort_check_interval_ms,

@@ -20,7 +20,7 @@ from protocol import txn_log as tl
 from protocol.errors import ErrorCode
 from protocol.records import build_batch, build_control_batch, decode_batch
 from protocol.batch import iter_headers
-from protocol.topics import TRANSACTION_STATE_TOPIC
+from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from storage.errors import ProducerStateError, StorageError
 
 log = structlog.get_logger("minibroker.txn")
@@ -327,6 +327,8 @@ class TransactionCoordinator:
                 out[(topic, partition)] = e.error_code
                 continue
             out[(topic, partition)] = ErrorCode.none
+            if topic == GROUP_METADATA_TOPIC:
+                b.group_coordinator.on_marker(partition, pid, commit)
             b.notify_append(topic, partition)
             _crash_point("txn.after_first_marker")
         return out

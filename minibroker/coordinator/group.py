@@ -1,0 +1,660 @@
+"""The group coordinator: Kafka's classic consumer-group protocol.
+
+Follows Kafka's GroupCoordinator / GroupMetadata (the pre-KIP-848 protocol):
+JoinGroup gathers members until every known member has rejoined or the
+rebalance timeout passes, the leader's SyncGroup hands out the assignment,
+heartbeats keep members alive within their session timeout. Assignment is
+the clients' business: protocols and metadata are relayed untouched.
+Committed offsets and group metadata are records in ``__consumer_offsets``
+(Kafka's layout), replayed at start-up; offsets committed inside a
+transaction stay pending until the transaction's marker lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import structlog
+
+from protocol import group_log as gl
+from protocol.batch import iter_headers
+from protocol.errors import ErrorCode
+from protocol.records import build_batch, decode_batch, parse_control_record
+from protocol.topics import GROUP_METADATA_TOPIC
+
+log = structlog.get_logger("minibroker.group")
+
+EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
+    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+# Kafka's group.min/max.session.timeout.ms defaults
+MIN_SESSION_TIMEOUT_MS = 6_000
+MAX_SESSION_TIMEOUT_MS = 1_800_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupError(Exception):
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+
+
+@dataclass
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_future: asyncio.Future | None = None
+    sync_future: asyncio.Future | None = None
+    expiry: asyncio.TimerHandle | None = None
+    is_new: bool = True
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+@dataclass
+class Offset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending: set[str] = field(default_factory=set)  # member ids handed out by MEMBER_ID_REQUIRED
+    offsets: dict[tuple[str, int], Offset] = field(default_factory=dict)
+    # producer id -> offsets committed in its open transaction (Kafka's pendingTransactionalOffsetCommits)
+    txn_offsets: dict[int, dict[tuple[str, int], Offset]] = field(default_factory=dict)
+    join_timer: asyncio.TimerHandle | None = None
+    initial_delay_until: float = 0.0
+
+    def all_joined(self) -> bool:
+        return not self.pending and all(m.join_future is not None for m in self.members.values())
+
+    def has_pending_txn_offset(self, tp: tuple[str, int]) -> bool:
+        return any(tp in offs for offs in self.txn_offsets.values())
+
+
+class GroupCoordinator:
+    def __init__(self, broker, *, initial_rebalance_delay_ms: int = 3000) -> None:
+        self.broker = broker
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.groups: dict[str, Group] = {}
+
+    # -- persistence ----------------------------------------------------------------
+    def _log_for(self, group_id: str):
+        return self.broker.internal_log(GROUP_METADATA_TOPIC,
+                                        self.broker.offsets_partition_for(group_id))
+
+    def _append(self, group_id: str, records: list[dict], producer: tuple[int, int] | None = None):
+        if producer is None:
+            batch = build_batch(records)
+        else:
+            # A transactional batch of the committing producer, so the transaction's
+            # marker on this partition decides whether the offsets count.
+            batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1],
+                                base_sequence=-1, transactional=True)
+        self._log_for(group_id).append(batch, origin="coordinator")
+
+    def _persist_group(self, g: Group) -> None:
+        value = gl.GroupValue(
+            g.protocol_type or "", g.generation, g.protocol, g.leader, now_ms(),
+            tuple(gl.MemberValue(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                 m.rebalance_timeout_ms, m.session_timeout_ms,
+                                 m.metadata_for(g.protocol) if g.protocol else b"", m.assignment)
+                  for m in g.members.values()))
+        self._append(g.group_id, [{"key": gl.group_key(g.group_id), "value": gl.encode_group(value)}])
+
+    def load(self) -> None:
+        """Replay ``__consumer_offsets``: committed offsets, group generations, pending
+        transactional offsets resolved by the markers that follow them."""
+        info = self.broker.topic(GROUP_METADATA_TOPIC)
+        if info is None:
+            return
+        t0 = time.perf_counter()
+        records = 0
+        for partition in range(info.partitions):
+            plog = self.broker.get_log(GROUP_METADATA_TOPIC, partition)
+            offset = plog.log_start_offset
+            while offset < plog.log_end_offset:
+                view = plog.read(offset, 1 << 20)
+                if not len(view):
+                    break
+                for h in iter_headers(view):
+                    recs = decode_batch(view, h.position)
+                    if h.is_control:
+                        if recs:
+                            _v, kind = parse_control_record(recs[0].key)
+                            self._complete_txn_offsets(h.producer_id, kind == 1, log_it=False)
+                    else:
+                        for rec in recs:
+                            records += 1
+                            self._replay(rec.key, rec.value,
+                                         h.producer_id if h.is_transactional else None)
+                    offset = h.next_offset
+        for g in self.groups.values():
+            if g.state == DEAD:
+                continue
+            # Members do not survive a restart: they rejoin (or, being static,
+            # resume with their instance id) as against a new coordinator.
+            g.members.clear()
+            g.static.clear()
+            g.state = EMPTY
+        log.info("group.coordinator_loaded", groups=len(self.groups), records=records,
+                 ms=round((time.perf_counter() - t0) * 1000, 1))
+
+    def _replay(self, key: bytes, value: bytes | None, txn_pid: int | None) -> None:
+        k = gl.decode_key(key)
+        if k[0] == "offset":
+            _, gid, topic, partition = k
+            g = self.groups.setdefault(gid, Group(gid))
+            if value is None:
+                g.offsets.pop((topic, partition), None)
+                return
+            v = gl.decode_offset(value)
+            off = Offset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+            if txn_pid is not None:
+                g.txn_offsets.setdefault(txn_pid, {})[(topic, partition)] = off
+            else:
+                g.offsets[(topic, partition)] = off
+        else:
+            _, gid = k
+            if value is None:
+                self.groups.pop(gid, None)
+                return
+            v = gl.decode_group(value)
+            g = self.groups.setdefault(gid, Group(gid))
+            g.generation = v.generation
+            g.protocol_type = v.protocol_type or None
+            g.protocol = v.protocol
+
+    # -- JoinGroup --------------------------------------------------------------------
+    async def join(self, *, group_id: str, member_id: str, instance_id: str | None,
+                   client_id: str, client_host: str, session_timeout_ms: int,
+                   rebalance_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], require_known_member_id: bool) -> dict:
+        if not group_id:
+            raise GroupError(ErrorCode.invalid_group_id, "group id must not be empty")
+        if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+            raise GroupError(ErrorCode.invalid_session_timeout,
+                             f"session timeout {session_timeout_ms} ms outside "
+                             f"[{MIN_SESSION_TIMEOUT_MS}, {MAX_SESSION_TIMEOUT_MS}]")
+        g = self.groups.get(group_id)
+        if g is None or g.state == DEAD:
+            g = self.groups[group_id] = Group(group_id)
+        if not protocols or (g.protocol_type is not None and g.members
+                             and protocol_type != g.protocol_type):
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
+        if g.members and not self._supports_a_common_protocol(g, protocols):
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
+
+        if not member_id:
+            if instance_id is not None and instance_id in g.static:
+                return await self._static_rejoin(g, instance_id, client_id, client_host,
+                                                 session_timeout_ms, rebalance_timeout_ms,
+                                                 protocol_type, protocols)
+            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_known_member_id and instance_id is None:
+                # KIP-394: hand out the id first, so a client that dies before
+                # it rejoins leaves no member behind.
+                g.pending.add(new_id)
+                raise GroupError(ErrorCode.member_id_required, new_id)
+            member_id = new_id
+        elif member_id in g.pending:
+            g.pending.discard(member_id)
+        elif member_id not in g.members:
+            if instance_id is not None and g.static.get(instance_id) not in (None, member_id):
+                raise GroupError(ErrorCode.fenced_instance_id)
+            raise GroupError(ErrorCode.unknown_member_id, f"unknown member {member_id}")
+        elif instance_id is not None and g.static.get(instance_id) != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id)
+
+        member = g.members.get(member_id)
+        if member is None:
+            member = Member(member_id, instance_id, client_id, client_host, session_timeout_ms,
+                            rebalance_timeout_ms, protocol_type, list(protocols))
+            g.members[member_id] = member
+            if instance_id is not None:
+                g.static[instance_id] = member_id
+            if g.protocol_type is None:
+                g.protocol_type = protocol_type
+            log.info("group.member_joined", group_id=group_id, member_id=member_id,
+                     instance_id=instance_id, client_id=client_id, members=len(g.members))
+            self._prepare_rebalance(g, reason=f"new member {member_id} joined")
+        else:
+            changed = list(protocols) != member.protocols
+            member.protocols = list(protocols)
+            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+            if g.state in (STABLE, COMPLETING_REBALANCE) and (changed or member_id == g.leader):
+                self._prepare_rebalance(g, reason=f"member {member_id} rejoined"
+                                        + (" with new metadata" if changed else " (leader)"))
+            elif g.state in (STABLE, COMPLETING_REBALANCE):
+                # A follower rejoining with unchanged metadata: answer with the
+                # current generation (Kafka's CompletingRebalance/Stable case).
+                return self._join_answer(g, member)
+        fut = asyncio.get_running_loop().create_future()
+        member.join_future = fut
+        self._schedule_expiry(g, member, member.rebalance_timeout_ms + member.session_timeout_ms)
+        self._try_complete_join(g)
+        return await fut
+
+    def _supports_a_common_protocol(self, g: Group, protocols) -> bool:
+        names = {n for n, _ in protocols}
+        common = set.intersection(*[{n for n, _ in m.protocols} for m in g.members.values()])
+        return bool(names & common)
+
+    async def _static_rejoin(self, g: Group, instance_id, client_id, client_host,
+                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols):
+        """A static member comes back under a new member id: the old id is fenced;
+        with unchanged metadata in a stable group there is no rebalance (KIP-345)."""
+        old_id = g.static[instance_id]
+        old = g.members.pop(old_id, None)
+        new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        if old is not None:
+            self._cancel_expiry(old)
+            for fut in (old.join_future, old.sync_future):
+                if fut is not None and not fut.done():
+                    fut.set_exception(GroupError(ErrorCode.fenced_instance_id))
+        member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
+                        rebalance_timeout_ms, protocol_type, list(protocols),
+                        assignment=old.assignment if old else b"", is_new=False)
+        g.members[new_id] = member
+        g.static[instance_id] = new_id
+        if g.leader == old_id:
+            g.leader = new_id
+        log.info("group.static_member_rejoined", group_id=g.group_id, instance_id=instance_id,
+                 old_member_id=old_id, member_id=new_id, state=g.state)
+        unchanged = old is not None and list(protocols) == old.protocols
+        if g.state == STABLE and unchanged:
+            self._persist_group(g)
+            self._schedule_expiry(g, member, session_timeout_ms)
+            return self._join_answer(g, member)
+        fut = asyncio.get_running_loop().create_future()
+        member.join_future = fut
+        self._prepare_rebalance(g, reason=f"static member {instance_id} rejoined with new metadata")
+        self._schedule_expiry(g, member, rebalance_timeout_ms + session_timeout_ms)
+        self._try_complete_join(g)
+        return await fut
+
+    def _join_answer(self, g: Group, member: Member) -> dict:
+        is_leader = member.member_id == g.leader
+        return {
+            "generation_id": g.generation,
+            "protocol_type": g.protocol_type,
+            "protocol_name": g.protocol,
+            "leader": g.leader or "",
+            "member_id": member.member_id,
+            "members": [(m.member_id, m.instance_id, m.metadata_for(g.protocol))
+                        for m in g.members.values()] if is_leader else [],
+        }
+
+    def _prepare_rebalance(self, g: Group, reason: str) -> None:
+        loop = asyncio.get_running_loop()
+        for m in g.members.values():
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_exception(GroupError(ErrorCode.rebalance_in_progress))
+                m.sync_future = None
+        if g.state == PREPARING_REBALANCE:
+            return
+        was_empty = g.state == EMPTY
+        g.state = PREPARING_REBALANCE
+        timeout = max((m.rebalance_timeout_ms for m in g.members.values()), default=0)
+        if g.join_timer is not None:
+            g.join_timer.cancel()
+        if was_empty and self.initial_rebalance_delay_ms > 0:
+            # Kafka's InitialDelayedJoin: let the first members of a new group arrive together.
+            delay = min(self.initial_rebalance_delay_ms, timeout or self.initial_rebalance_delay_ms)
+            g.initial_delay_until = loop.time() + delay / 1000
+            g.join_timer = loop.call_later(delay / 1000, self._complete_join, g)
+        else:
+            g.initial_delay_until = 0.0
+            g.join_timer = loop.call_later(timeout / 1000, self._complete_join, g)
+        log.info("group.rebalance_started", group_id=g.group_id, generation=g.generation,
+                 members=len(g.members), reason=reason)
+
+    def _try_complete_join(self, g: Group) -> None:
+        if g.state != PREPARING_REBALANCE or not g.all_joined():
+            return
+        if g.initial_delay_until and asyncio.get_running_loop().time() < g.initial_delay_until:
+            return
+        self._complete_join(g)
+
+    def _complete_join(self, g: Group) -> None:
+        if g.state != PREPARING_REBALANCE:
+            return
+        if g.join_timer is not None:
+            g.join_timer.cancel()
+            g.join_timer = None
+        g.initial_delay_until = 0.0
+        for m in [m for m in g.members.values() if m.join_future is None]:
+            log.info("group.member_removed", group_id=g.group_id, member_id=m.member_id,
+                     reason="did not rejoin within the rebalance timeout")
+            self._remove(g, m)
+        g.pending.clear()
+        g.generation += 1
+        if not g.members:
+            g.state = EMPTY
+            g.protocol = None
+            g.leader = None
+            self._persist_group(g)
+            log.info("group.empty", group_id=g.group_id, generation=g.generation)
+            return
+        g.protocol = self._select_protocol(g)
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        g.state = COMPLETING_REBALANCE
+        log.info("group.join_completed", group_id=g.group_id, generation=g.generation,
+                 protocol=g.protocol, leader=g.leader, members=len(g.members))
+        for m in g.members.values():
+            fut, m.join_future = m.join_future, None
+            m.is_new = False
+            self._schedule_expiry(g, m, m.session_timeout_ms)
+            if fut is not None and not fut.done():
+                fut.set_result(self._join_answer(g, m))
+
+    @staticmethod
+    def _select_protocol(g: Group) -> str:
+        members = list(g.members.values())
+        common = set.intersection(*[{n for n, _ in m.protocols} for m in members])
+        votes: dict[str, int] = {}
+        for m in members:
+            for name, _ in m.protocols:
+                if name in common:
+                    votes[name] = votes.get(name, 0) + 1
+                    break
+        return max(votes, key=lambda n: votes[n])
+
+    # -- SyncGroup ----------------------------------------------------------------------
+    async def sync(self, *, group_id: str, generation: int, member_id: str,
+                   instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> tuple[bytes, str | None, str | None]:
+        g, member = self._member(group_id, member_id, instance_id)
+        if generation != g.generation:
+            raise GroupError(ErrorCode.illegal_generation)
+        if (protocol_type is not None and protocol_type != g.protocol_type) or (
+                protocol_name is not None and protocol_name != g.protocol):
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
+        if g.state == PREPARING_REBALANCE:
+            raise GroupError(ErrorCode.rebalance_in_progress)
+        if g.state == STABLE:
+            return member.assignment, g.protocol_type, g.protocol
+        # CompletingRebalance
+        fut = asyncio.get_running_loop().create_future()
+        member.sync_future = fut
+        if member_id == g.leader:
+            for m in g.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            g.state = STABLE
+            self._persist_group(g)
+            log.info("group.stable", group_id=g.group_id, generation=g.generation,
+                     members=len(g.members), protocol=g.protocol)
+            for m in g.members.values():
+                if m.sync_future is not None and not m.sync_future.done():
+                    m.sync_future.set_result(m.assignment)
+                    m.sync_future = None
+        assignment = await fut
+        return assignment, g.protocol_type, g.protocol
+
+    def _member(self, group_id: str, member_id: str, instance_id: str | None) -> tuple[Group, Member]:
+        g = self.groups.get(group_id)
+        if g is None or g.state == DEAD:
+            raise GroupError(ErrorCode.unknown_member_id)
+        if instance_id is not None and g.static.get(instance_id, member_id) != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id)
+        member = g.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.unknown_member_id)
+        return g, member
+
+    # -- Heartbeat / LeaveGroup -------------------------------------------------------------
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  instance_id: str | None) -> None:
+        g, member = self._member(group_id, member_id, instance_id)
+        if g.state == PREPARING_REBALANCE:
+            self._schedule_expiry(g, member, member.session_timeout_ms)
+            raise GroupError(ErrorCode.rebalance_in_progress)
+        if generation != g.generation:
+            raise GroupError(ErrorCode.illegal_generation)
+        self._schedule_expiry(g, member, member.session_timeout_ms)
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        g = self.groups.get(group_id)
+        out = []
+        for member_id, instance_id in members:
+            if g is None:
+                out.append(ErrorCode.unknown_member_id)
+                continue
+            if instance_id is not None:
+                current = g.static.get(instance_id)
+                if current is None:
+                    out.append(ErrorCode.unknown_member_id)
+                    continue
+                if member_id and member_id != current:
+                    out.append(ErrorCode.fenced_instance_id)
+                    continue
+                member_id = current
+            m = g.members.get(member_id)
+            if m is None:
+                out.append(ErrorCode.unknown_member_id)
+                continue
+            log.info("group.member_left", group_id=group_id, member_id=member_id,
+                     instance_id=m.instance_id)
+            self._remove(g, m)
+            self._after_removal(g, f"member {member_id} left")
+            out.append(ErrorCode.none)
+        return out
+
+    def _remove(self, g: Group, m: Member) -> None:
+        self._cancel_expiry(m)
+        g.members.pop(m.member_id, None)
+        if m.instance_id is not None and g.static.get(m.instance_id) == m.member_id:
+            del g.static[m.instance_id]
+        for fut in (m.join_future, m.sync_future):
+            if fut is not None and not fut.done():
+                fut.set_exception(GroupError(ErrorCode.unknown_member_id))
+        m.join_future = m.sync_future = None
+
+    def _after_removal(self, g: Group, reason: str) -> None:
+        if g.state in (STABLE, COMPLETING_REBALANCE):
+            if g.members:
+                self._prepare_rebalance(g, reason)
+            else:
+                g.state = PREPARING_REBALANCE
+                self._complete_join(g)
+        elif g.state == PREPARING_REBALANCE:
+            if g.members:
+                self._try_complete_join(g)
+            else:
+                self._complete_join(g)
+
+    def _schedule_expiry(self, g: Group, m: Member, timeout_ms: int) -> None:
+        self._cancel_expiry(m)
+        m.expiry = asyncio.get_running_loop().call_later(timeout_ms / 1000, self._expire, g, m)
+
+    @staticmethod
+    def _cancel_expiry(m: Member) -> None:
+        if m.expiry is not None:
+            m.expiry.cancel()
+            m.expiry = None
+
+    def _expire(self, g: Group, m: Member) -> None:
+        if g.members.get(m.member_id) is not m:
+            return
+        if m.join_future is not None and g.state == PREPARING_REBALANCE:
+            return  # waiting in a join: the rebalance timeout decides
+        log.info("group.member_expired", group_id=g.group_id, member_id=m.member_id,
+                 instance_id=m.instance_id, session_timeout_ms=m.session_timeout_ms,
+                 reason="no heartbeat within the session timeout")
+        self._remove(g, m)
+        self._after_removal(g, f"member {m.member_id} session timed out")
+
+    # -- offsets ----------------------------------------------------------------------------
+    def _check_commit_member(self, g: Group | None, generation: int, member_id: str,
+                             instance_id: str | None) -> None:
+        if generation < 0 and not member_id:
+            # A "simple" consumer commit (assign(), no group membership).
+            if g is not None and g.members:
+                raise GroupError(ErrorCode.unknown_member_id)
+            return
+        if g is None or g.state == DEAD:
+            raise GroupError(ErrorCode.illegal_generation if generation >= 0
+                             else ErrorCode.unknown_member_id)
+        if instance_id is not None and g.static.get(instance_id, member_id) != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id)
+        if member_id not in g.members:
+            raise GroupError(ErrorCode.unknown_member_id)
+        if g.state == COMPLETING_REBALANCE:
+            raise GroupError(ErrorCode.rebalance_in_progress)
+        if generation != g.generation:
+            raise GroupError(ErrorCode.illegal_generation)
+
+    def commit_offsets(self, group_id: str, generation: int, member_id: str,
+                       instance_id: str | None, offsets: dict[tuple[str, int], Offset]) -> None:
+        g = self.groups.get(group_id)
+        self._check_commit_member(g, generation, member_id, instance_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id)
+        self._append(group_id, [
+            {"key": gl.offset_key(group_id, t, p),
+             "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
+                                                      o.commit_timestamp))}
+            for (t, p), o in offsets.items()])
+        g.offsets.update(offsets)
+        if member_id:
+            m = g.members.get(member_id)
+            if m is not None:
+                self._schedule_expiry(g, m, m.session_timeout_ms)
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation: int, member_id: str, instance_id: str | None,
+                           offsets: dict[tuple[str, int], Offset]) -> None:
+        g = self.groups.get(group_id)
+        if generation >= 0 or member_id:
+            # KIP-447: the consumer's generation fences zombies of older generations.
+            self._check_commit_member(g, generation, member_id, instance_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id)
+        self._append(group_id, [
+            {"key": gl.offset_key(group_id, t, p),
+             "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
+                                                      o.commit_timestamp))}
+            for (t, p), o in offsets.items()], producer=(producer_id, producer_epoch))
+        g.txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker reached ``__consumer_offsets``-partition."""
+        self._complete_txn_offsets(producer_id, commit, log_it=True, partition=partition)
+
+    def _complete_txn_offsets(self, producer_id: int, commit: bool, log_it: bool,
+                              partition: int | None = None) -> None:
+        for g in self.groups.values():
+            if partition is not None and self.broker.offsets_partition_for(g.group_id) != partition:
+                continue
+            pending = g.txn_offsets.pop(producer_id, None)
+            if not pending:
+                continue
+            if commit:
+                g.offsets.update(pending)
+            if log_it:
+                log.info("group.txn_offsets_" + ("committed" if commit else "aborted"),
+                         group_id=g.group_id, producer_id=producer_id, partitions=len(pending))
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool) -> tuple[ErrorCode, list]:
+        """[(topic, partition, Offset | None, error)], or all committed when partitions is None."""
+        g = self.groups.get(group_id)
+        if partitions is None:
+            partitions = sorted(g.offsets) if g is not None else []
+        out = []
+        for tp in partitions:
+            if g is not None and require_stable and g.has_pending_txn_offset(tp):
+                out.append((tp[0], tp[1], None, ErrorCode.unstable_offset_commit))
+                continue
+            off = g.offsets.get(tp) if g is not None else None
+            out.append((tp[0], tp[1], off, ErrorCode.none))
+        return ErrorCode.none, out
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict:
+        g = self.groups.get(group_id)
+        if g is None:
+            raise GroupError(ErrorCode.group_id_not_found)
+        subscribed: set[str] = set()
+        if g.state != EMPTY and g.members:
+            if g.protocol_type != "consumer":
+                raise GroupError(ErrorCode.non_empty_group)
+            subscribed = {t for m in g.members.values()
+                          for t in _subscribed_topics(m.metadata_for(g.protocol))}
+        result = {}
+        tombstones = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                result[tp] = ErrorCode.group_subscribed_to_topic
+                continue
+            result[tp] = ErrorCode.none
+            if g.offsets.pop(tp, None) is not None:
+                tombstones.append({"key": gl.offset_key(group_id, *tp), "value": None})
+        if tombstones:
+            self._append(group_id, tombstones)
+        return result
+
+    # -- admin --------------------------------------------------------------------------
+    def list_groups(self) -> list[Group]:
+        return [g for g in self.groups.values() if g.state != DEAD]
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        g = self.groups.get(group_id)
+        if g is None or g.state == DEAD:
+            return ErrorCode.group_id_not_found
+        if g.state != EMPTY or g.members:
+            return ErrorCode.non_empty_group
+        records = [{"key": gl.offset_key(group_id, t, p), "value": None} for t, p in g.offsets]
+        records.append({"key": gl.group_key(group_id), "value": None})
+        self._append(group_id, records)
+        g.state = DEAD
+        del self.groups[group_id]
+        log.info("group.deleted", group_id=group_id, offsets=len(g.offsets))
+        return ErrorCode.none
+
+
+def _subscribed_topics(metadata: bytes) -> list[str]:
+    """Topics of a ConsumerProtocolSubscription (version, array of topics, ...)."""
+    import struct
+    try:
+        pos = 2
+        (n,) = struct.unpack_from(">i", metadata, pos)
+        pos += 4
+        topics = []
+        for _ in range(n):
+            (ln,) = struct.unpack_from(">h", metadata, pos)
+            pos += 2
+            topics.append(metadata[pos:pos + ln].decode())
+            pos += ln
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return []

@@ -1,0 +1,291 @@
+"""Consumer groups (classic protocol) and committed offsets."""
+
+from __future__ import annotations
+
+import structlog
+
+from protocol.build import build, nested
+from protocol.errors import ErrorCode
+from protocol.topics import GROUP_METADATA_TOPIC
+
+from ..coordinator.group import GroupError, Offset, now_ms
+from ..dispatch import Api
+from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, response_cls
+
+log = structlog.get_logger("minibroker.group")
+
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+TXN_OFFSET_COMMIT = 28
+OFFSET_DELETE = 47
+
+# Kafka's offset.metadata.max.bytes
+OFFSET_METADATA_MAX_BYTES = 4096
+
+
+def _ms(td) -> int:
+    return int(td.total_seconds() * 1000)
+
+
+class GroupHandlers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    @property
+    def groups(self):
+        return self.broker.group_coordinator
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(JOIN_GROUP, 0, 9, self.join_group),
+            Api(SYNC_GROUP, 0, 5, self.sync_group),
+            Api(HEARTBEAT, 0, 4, self.heartbeat),
+            Api(LEAVE_GROUP, 0, 5, self.leave_group),
+            Api(OFFSET_COMMIT, 2, 9, self.offset_commit),
+            Api(OFFSET_FETCH, 1, 9, self.offset_fetch),
+            Api(TXN_OFFSET_COMMIT, 0, 3, self.txn_offset_commit),
+            Api(LIST_GROUPS, 0, 5, self.list_groups),
+            Api(DESCRIBE_GROUPS, 0, 5, self.describe_groups),
+            Api(DELETE_GROUPS, 0, 2, self.delete_groups),
+            Api(OFFSET_DELETE, 0, 0, self.offset_delete),
+        ]
+
+    # -- membership -------------------------------------------------------------------
+    async def join_group(self, ctx, req):
+        R = response_cls(ctx)
+        M = nested(R, "JoinGroupResponseMember")
+        peer = ctx.connection.peer
+        rebalance = getattr(req, "rebalance_timeout", None)
+        try:
+            ans = await self.groups.join(
+                group_id=req.group_id, member_id=req.member_id,
+                instance_id=getattr(req, "group_instance_id", None),
+                client_id=ctx.client_id or "", client_host=f"/{peer[0]}" if peer else "",
+                session_timeout_ms=_ms(req.session_timeout),
+                rebalance_timeout_ms=_ms(rebalance) if rebalance is not None else _ms(req.session_timeout),
+                protocol_type=req.protocol_type,
+                protocols=[(p.name, p.metadata) for p in req.protocols],
+                require_known_member_id=ctx.api_version >= 4)
+        except GroupError as e:
+            member_id = str(e) if e.code == ErrorCode.member_id_required else req.member_id
+            return build(R, throttle_time=ZERO, error_code=e.code, generation_id=-1,
+                         protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
+                         leader="", skip_assignment=False, member_id=member_id, members=())
+        return build(
+            R, throttle_time=ZERO, error_code=ErrorCode.none, generation_id=ans["generation_id"],
+            protocol_type=ans["protocol_type"], protocol_name=ans["protocol_name"] or "",
+            leader=ans["leader"], skip_assignment=False, member_id=ans["member_id"],
+            members=tuple(build(M, member_id=mid, group_instance_id=iid, metadata=meta)
+                          for mid, iid, meta in ans["members"]))
+
+    async def sync_group(self, ctx, req):
+        R = response_cls(ctx)
+        try:
+            assignment, ptype, pname = await self.groups.sync(
+                group_id=req.group_id, generation=req.generation_id, member_id=req.member_id,
+                instance_id=getattr(req, "group_instance_id", None),
+                protocol_type=getattr(req, "protocol_type", None),
+                protocol_name=getattr(req, "protocol_name", None),
+                assignments={a.member_id: a.assignment for a in req.assignments})
+        except GroupError as e:
+            return build(R, throttle_time=ZERO, error_code=e.code, protocol_type=None,
+                         protocol_name=None, assignment=b"")
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none, protocol_type=ptype,
+                     protocol_name=pname, assignment=assignment)
+
+    def heartbeat(self, ctx, req):
+        R = response_cls(ctx)
+        try:
+            self.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                  getattr(req, "group_instance_id", None))
+            code = ErrorCode.none
+        except GroupError as e:
+            code = e.code
+        return build(R, throttle_time=ZERO, error_code=code)
+
+    def leave_group(self, ctx, req):
+        R = response_cls(ctx)
+        if ctx.api_version >= 3:
+            members = [(m.member_id, m.group_instance_id) for m in req.members]
+        else:
+            members = [(req.member_id, None)]
+        codes = self.groups.leave(req.group_id, members)
+        if ctx.api_version >= 3:
+            MR = nested(R, "MemberResponse")
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.none, members=tuple(
+                build(MR, member_id=mid, group_instance_id=iid, error_code=c)
+                for (mid, iid), c in zip(members, codes)))
+        return build(R, throttle_time=ZERO, error_code=codes[0])
+
+    # -- offsets ----------------------------------------------------------------------
+    def _offsets_from(self, topics):
+        b = self.broker
+        ok: dict[tuple[str, int], Offset] = {}
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        ts = now_ms()
+        for t in topics:
+            info = b.topic(t.name)
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                if info is None or not 0 <= p.partition_index < info.partitions:
+                    errors[tp] = ErrorCode.unknown_topic_or_partition
+                elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                    errors[tp] = ErrorCode.offset_metadata_too_large
+                else:
+                    ok[tp] = Offset(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                    p.committed_metadata or "", ts)
+        return ok, errors
+
+    def offset_commit(self, ctx, req):
+        R = response_cls(ctx)
+        T = nested(R, "OffsetCommitResponseTopic")
+        P = nested(R, "OffsetCommitResponsePartition")
+        generation = getattr(req, "generation_id", None)
+        if generation is None:
+            generation = req.generation_id_or_member_epoch
+        ok, errors = self._offsets_from(req.topics)
+        if ok:
+            try:
+                self.groups.commit_offsets(req.group_id, generation, req.member_id,
+                                           getattr(req, "group_instance_id", None), ok)
+            except GroupError as e:
+                errors.update({tp: e.code for tp in ok})
+        return self._per_partition(R, T, P, req.topics, errors)
+
+    def txn_offset_commit(self, ctx, req):
+        R = response_cls(ctx)
+        T = nested(R, "TxnOffsetCommitResponseTopic")
+        P = nested(R, "TxnOffsetCommitResponsePartition")
+        ok, errors = self._offsets_from(req.topics)
+        if ok:
+            partition = self.broker.offsets_partition_for(req.group_id)
+            code = self.broker.txn_coordinator.verify_produce(
+                req.producer_id, req.producer_epoch, GROUP_METADATA_TOPIC, partition)
+            if code == ErrorCode.invalid_producer_epoch and ctx.api_version >= 3:
+                code = ErrorCode.producer_fenced
+            if code is None:
+                try:
+                    self.groups.txn_commit_offsets(
+                        req.group_id, req.producer_id, req.producer_epoch,
+                        getattr(req, "generation_id", -1), getattr(req, "member_id", ""),
+                        getattr(req, "group_instance_id", None), ok)
+                except GroupError as e:
+                    code = e.code
+            if code is not None:
+                log.info("txn_offset_commit.refused", group_id=req.group_id,
+                         transactional_id=req.transactional_id, producer_id=req.producer_id,
+                         epoch=req.producer_epoch, error=code.name)
+                errors.update({tp: code for tp in ok})
+        return self._per_partition(R, T, P, req.topics, errors)
+
+    @staticmethod
+    def _per_partition(R, T, P, topics, errors):
+        return build(R, throttle_time=ZERO, topics=tuple(
+            build(T, name=t.name, partitions=tuple(
+                build(P, partition_index=p.partition_index,
+                      error_code=errors.get((t.name, p.partition_index), ErrorCode.none))
+                for p in t.partitions))
+            for t in topics))
+
+    def offset_fetch(self, ctx, req):
+        R = response_cls(ctx)
+        stable = getattr(req, "require_stable", False)
+        if ctx.api_version >= 8:
+            G = nested(R, "OffsetFetchResponseGroup")
+            T = nested(R, "OffsetFetchResponseTopics")
+            P = nested(R, "OffsetFetchResponsePartitions")
+            groups = []
+            for grp in req.groups:
+                topics = self._fetch(grp.group_id, grp.topics, stable, T, P)
+                groups.append(build(G, group_id=grp.group_id, topics=topics,
+                                    error_code=ErrorCode.none))
+            return build(R, throttle_time=ZERO, groups=tuple(groups))
+        T = nested(R, "OffsetFetchResponseTopic")
+        P = nested(R, "OffsetFetchResponsePartition")
+        topics = self._fetch(req.group_id, req.topics, stable, T, P)
+        return build(R, throttle_time=ZERO, topics=topics, error_code=ErrorCode.none)
+
+    def _fetch(self, group_id, topics, stable, T, P):
+        wanted = None if topics is None else [
+            (t.name, p) for t in topics for p in t.partition_indexes]
+        _err, rows = self.groups.fetch_offsets(group_id, wanted, stable)
+        by_topic: dict[str, list] = {}
+        for topic, partition, off, code in rows:
+            by_topic.setdefault(topic, []).append(build(
+                P, partition_index=partition,
+                committed_offset=off.offset if off else -1,
+                committed_leader_epoch=off.leader_epoch if off else -1,
+                metadata=off.metadata if off else "",
+                error_code=code))
+        return tuple(build(T, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+
+    def offset_delete(self, ctx, req):
+        R = response_cls(ctx)
+        T = nested(R, "OffsetDeleteResponseTopic")
+        P = nested(R, "OffsetDeleteResponsePartition")
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        try:
+            result = self.groups.delete_offsets(req.group_id, wanted)
+        except GroupError as e:
+            return build(R, error_code=e.code, throttle_time=ZERO, topics=())
+        by_topic: dict[str, list] = {}
+        for (t, p), code in result.items():
+            by_topic.setdefault(t, []).append(build(P, partition_index=p, error_code=code))
+        return build(R, error_code=ErrorCode.none, throttle_time=ZERO, topics=tuple(
+            build(T, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+
+    # -- admin ---------------------------------------------------------------------------
+    def list_groups(self, ctx, req):
+        R = response_cls(ctx)
+        L = nested(R, "ListedGroup")
+        states = {s.lower() for s in getattr(req, "states_filter", ())}
+        types = {s.lower() for s in getattr(req, "types_filter", ())}
+        out = []
+        for g in self.groups.list_groups():
+            if states and g.state.lower() not in states:
+                continue
+            if types and "classic" not in types:
+                continue
+            out.append(build(L, group_id=g.group_id, protocol_type=g.protocol_type or "",
+                             group_state=g.state, group_type="classic"))
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none, groups=tuple(out))
+
+    def describe_groups(self, ctx, req):
+        R = response_cls(ctx)
+        D = nested(R, "DescribedGroup")
+        DM = nested(R, "DescribedGroupMember")
+        out = []
+        for gid in req.groups:
+            g = self.groups.groups.get(gid)
+            if g is None:
+                out.append(build(D, error_code=ErrorCode.none, group_id=gid, group_state="Dead",
+                                 protocol_type="", protocol_data="", members=(),
+                                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                continue
+            stable = g.state == "Stable"
+            members = tuple(
+                build(DM, member_id=m.member_id, group_instance_id=m.instance_id,
+                      client_id=m.client_id, client_host=m.client_host,
+                      member_metadata=m.metadata_for(g.protocol) if stable and g.protocol else b"",
+                      member_assignment=m.assignment if stable else b"")
+                for m in g.members.values())
+            out.append(build(D, error_code=ErrorCode.none, group_id=gid, group_state=g.state,
+                             protocol_type=g.protocol_type or "",
+                             protocol_data=(g.protocol or "") if stable else "",
+                             members=members,
+                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        return build(R, throttle_time=ZERO, groups=tuple(out))
+
+    def delete_groups(self, ctx, req):
+        R = response_cls(ctx)
+        D = nested(R, "DeletableGroupResult")
+        return build(R, throttle_time=ZERO, results=tuple(
+            build(D, group_id=gid, error_code=self.groups.delete_group(gid))
+            for gid in req.groups_names))
