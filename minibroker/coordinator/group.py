@@ -74,6 +74,7 @@ class Offset:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    log_offset: int = -1  # where its record sits in __consumer_offsets
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending: set[str] = field(default_factory=set)  # member ids handed out by MEMBER_ID_REQUIRED
+    pending: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids
     offsets: dict[tuple[str, int], Offset] = field(default_factory=dict)
     # producer id -> offsets committed in its open transaction (Kafka's pendingTransactionalOffsetCommits)
     txn_offsets: dict[int, dict[tuple[str, int], Offset]] = field(default_factory=dict)
@@ -119,7 +120,7 @@ class GroupCoordinator:
             # marker on this partition decides whether the offsets count.
             batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1],
                                 base_sequence=-1, transactional=True)
-        self._log_for(group_id).append(batch, origin="coordinator")
+        return self._log_for(group_id).append(batch, origin="coordinator").base_offset
 
     def _persist_group(self, g: Group) -> None:
         value = gl.GroupValue(
@@ -150,25 +151,26 @@ class GroupCoordinator:
                     if h.is_control:
                         if recs:
                             _v, kind = parse_control_record(recs[0].key)
-                            self._complete_txn_offsets(h.producer_id, kind == 1, log_it=False)
+                            self._complete_txn_offsets(h.producer_id, kind == 1, log_it=False,
+                                                       partition=partition)
                     else:
                         for rec in recs:
                             records += 1
-                            self._replay(rec.key, rec.value,
+                            self._replay(rec.key, rec.value, rec.offset,
                                          h.producer_id if h.is_transactional else None)
                     offset = h.next_offset
+        loop = asyncio.get_running_loop()
         for g in self.groups.values():
-            if g.state == DEAD:
-                continue
-            # Members do not survive a restart: they rejoin (or, being static,
-            # resume with their instance id) as against a new coordinator.
-            g.members.clear()
-            g.static.clear()
-            g.state = EMPTY
+            # As Kafka's onGroupLoaded: the last persisted generation is Stable
+            # with its members, whose heartbeats are expected from now on.
+            g.state = STABLE if g.members else EMPTY
+            for m in g.members.values():
+                m.expiry = loop.call_later(m.session_timeout_ms / 1000, self._expire, g, m)
         log.info("group.coordinator_loaded", groups=len(self.groups), records=records,
                  ms=round((time.perf_counter() - t0) * 1000, 1))
 
-    def _replay(self, key: bytes, value: bytes | None, txn_pid: int | None) -> None:
+    def _replay(self, key: bytes, value: bytes | None, log_offset: int,
+                txn_pid: int | None) -> None:
         k = gl.decode_key(key)
         if k[0] == "offset":
             _, gid, topic, partition = k
@@ -177,7 +179,7 @@ class GroupCoordinator:
                 g.offsets.pop((topic, partition), None)
                 return
             v = gl.decode_offset(value)
-            off = Offset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+            off = Offset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, log_offset)
             if txn_pid is not None:
                 g.txn_offsets.setdefault(txn_pid, {})[(topic, partition)] = off
             else:
@@ -192,6 +194,17 @@ class GroupCoordinator:
             g.generation = v.generation
             g.protocol_type = v.protocol_type or None
             g.protocol = v.protocol
+            g.leader = v.leader
+            g.members = {}
+            g.static = {}
+            for mv in v.members:
+                m = Member(mv.member_id, mv.instance_id, mv.client_id, mv.client_host,
+                           mv.session_timeout_ms, mv.rebalance_timeout_ms, g.protocol_type or "",
+                           [(v.protocol or "", mv.subscription)], assignment=mv.assignment,
+                           is_new=False)
+                g.members[m.member_id] = m
+                if m.instance_id is not None:
+                    g.static[m.instance_id] = m.member_id
 
     # -- JoinGroup --------------------------------------------------------------------
     async def join(self, *, group_id: str, member_id: str, instance_id: str | None,
@@ -207,8 +220,10 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None or g.state == DEAD:
             g = self.groups[group_id] = Group(group_id)
-        if not protocols or (g.protocol_type is not None and g.members
-                             and protocol_type != g.protocol_type):
+        if not g.members:
+            # GroupMetadata.add: an empty group takes the first member's protocol type.
+            g.protocol_type = protocol_type
+        if not protocols or protocol_type != g.protocol_type:
             raise GroupError(ErrorCode.inconsistent_group_protocol)
         if g.members and not self._supports_a_common_protocol(g, protocols):
             raise GroupError(ErrorCode.inconsistent_group_protocol)
@@ -222,11 +237,15 @@ class GroupCoordinator:
             if require_known_member_id and instance_id is None:
                 # KIP-394: hand out the id first, so a client that dies before
                 # it rejoins leaves no member behind.
-                g.pending.add(new_id)
+                # Kafka's addPendingMemberExpiration: forget it after a session timeout.
+                g.pending[new_id] = asyncio.get_running_loop().call_later(
+                    session_timeout_ms / 1000, self._expire_pending, g, new_id)
                 raise GroupError(ErrorCode.member_id_required, new_id)
             member_id = new_id
         elif member_id in g.pending:
-            g.pending.discard(member_id)
+            timer = g.pending.pop(member_id)
+            if timer is not None:
+                timer.cancel()
         elif member_id not in g.members:
             if instance_id is not None and g.static.get(instance_id) not in (None, member_id):
                 raise GroupError(ErrorCode.fenced_instance_id)
@@ -251,7 +270,10 @@ class GroupCoordinator:
             member.protocols = list(protocols)
             member.session_timeout_ms = session_timeout_ms
             member.rebalance_timeout_ms = rebalance_timeout_ms
-            if g.state in (STABLE, COMPLETING_REBALANCE) and (changed or member_id == g.leader):
+            # doCurrentMemberJoinGroup: in Stable a leader's rejoin or new metadata
+            # rebalances; in CompletingRebalance only new metadata does.
+            if (g.state == STABLE and (changed or member_id == g.leader)) or (
+                    g.state == COMPLETING_REBALANCE and changed):
                 self._prepare_rebalance(g, reason=f"member {member_id} rejoined"
                                         + (" with new metadata" if changed else " (leader)"))
             elif g.state in (STABLE, COMPLETING_REBALANCE):
@@ -263,6 +285,13 @@ class GroupCoordinator:
         self._schedule_expiry(g, member, member.rebalance_timeout_ms + member.session_timeout_ms)
         self._try_complete_join(g)
         return await fut
+
+    def _expire_pending(self, g: Group, member_id: str) -> None:
+        if g.pending.pop(member_id, "gone") == "gone":
+            return
+        log.info("group.pending_member_expired", group_id=g.group_id, member_id=member_id,
+                 reason="did not rejoin with its member id within the session timeout")
+        self._try_complete_join(g)
 
     def _supports_a_common_protocol(self, g: Group, protocols) -> bool:
         names = {n for n, _ in protocols}
@@ -290,7 +319,10 @@ class GroupCoordinator:
             g.leader = new_id
         log.info("group.static_member_rejoined", group_id=g.group_id, instance_id=instance_id,
                  old_member_id=old_id, member_id=new_id, state=g.state)
-        unchanged = old is not None and list(protocols) == old.protocols
+        # updateStaticMemberAndRebalance: only a change of the selected protocol
+        # forces a rebalance of a stable group.
+        unchanged = old is not None and g.protocol is not None and (
+            self._select_protocol(g) == g.protocol)
         if g.state == STABLE and unchanged:
             self._persist_group(g)
             self._schedule_expiry(g, member, session_timeout_ms)
@@ -352,10 +384,14 @@ class GroupCoordinator:
             g.join_timer.cancel()
             g.join_timer = None
         g.initial_delay_until = 0.0
-        for m in [m for m in g.members.values() if m.join_future is None]:
+        for m in [m for m in g.members.values()
+                  if m.join_future is None and m.instance_id is None]:
             log.info("group.member_removed", group_id=g.group_id, member_id=m.member_id,
                      reason="did not rejoin within the rebalance timeout")
             self._remove(g, m)
+        for timer in g.pending.values():
+            if timer is not None:
+                timer.cancel()
         g.pending.clear()
         g.generation += 1
         if not g.members:
@@ -422,6 +458,8 @@ class GroupCoordinator:
         return assignment, g.protocol_type, g.protocol
 
     def _member(self, group_id: str, member_id: str, instance_id: str | None) -> tuple[Group, Member]:
+        if not group_id:
+            raise GroupError(ErrorCode.invalid_group_id)
         g = self.groups.get(group_id)
         if g is None or g.state == DEAD:
             raise GroupError(ErrorCode.unknown_member_id)
@@ -436,12 +474,11 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str,
                   instance_id: str | None) -> None:
         g, member = self._member(group_id, member_id, instance_id)
-        if g.state == PREPARING_REBALANCE:
-            self._schedule_expiry(g, member, member.session_timeout_ms)
-            raise GroupError(ErrorCode.rebalance_in_progress)
         if generation != g.generation:
             raise GroupError(ErrorCode.illegal_generation)
         self._schedule_expiry(g, member, member.session_timeout_ms)
+        if g.state == PREPARING_REBALANCE:
+            raise GroupError(ErrorCode.rebalance_in_progress)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         g = self.groups.get(group_id)
@@ -460,6 +497,13 @@ class GroupCoordinator:
                     continue
                 member_id = current
             m = g.members.get(member_id)
+            if m is None and member_id in g.pending:
+                timer = g.pending.pop(member_id)
+                if timer is not None:
+                    timer.cancel()
+                self._try_complete_join(g)
+                out.append(ErrorCode.none)
+                continue
             if m is None:
                 out.append(ErrorCode.unknown_member_id)
                 continue
@@ -516,23 +560,25 @@ class GroupCoordinator:
 
     # -- offsets ----------------------------------------------------------------------------
     def _check_commit_member(self, g: Group | None, generation: int, member_id: str,
-                             instance_id: str | None) -> None:
-        if generation < 0 and not member_id:
-            # A "simple" consumer commit (assign(), no group membership).
-            if g is not None and g.members:
+                             instance_id: str | None, transactional: bool = False) -> None:
+        """Kafka's GroupCoordinator.validateOffsetCommit."""
+        if g is None or not g.members:
+            if generation < 0:
+                return  # the group only stores offsets (assign() consumers)
+            if g is None or g.state == DEAD:
+                raise GroupError(ErrorCode.illegal_generation)
+        if generation >= 0 or member_id or instance_id is not None:
+            if instance_id is not None and g.static.get(instance_id, member_id) != member_id:
+                raise GroupError(ErrorCode.fenced_instance_id)
+            if member_id not in g.members:
                 raise GroupError(ErrorCode.unknown_member_id)
-            return
-        if g is None or g.state == DEAD:
-            raise GroupError(ErrorCode.illegal_generation if generation >= 0
-                             else ErrorCode.unknown_member_id)
-        if instance_id is not None and g.static.get(instance_id, member_id) != member_id:
-            raise GroupError(ErrorCode.fenced_instance_id)
-        if member_id not in g.members:
+            if generation != g.generation:
+                raise GroupError(ErrorCode.illegal_generation)
+            if not transactional and g.state == COMPLETING_REBALANCE:
+                raise GroupError(ErrorCode.rebalance_in_progress)
+        elif not transactional and g.members:
+            # The group is managed and the committer is not one of its members.
             raise GroupError(ErrorCode.unknown_member_id)
-        if g.state == COMPLETING_REBALANCE:
-            raise GroupError(ErrorCode.rebalance_in_progress)
-        if generation != g.generation:
-            raise GroupError(ErrorCode.illegal_generation)
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
                        instance_id: str | None, offsets: dict[tuple[str, int], Offset]) -> None:
@@ -540,11 +586,13 @@ class GroupCoordinator:
         self._check_commit_member(g, generation, member_id, instance_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
-        self._append(group_id, [
+        base = self._append(group_id, [
             {"key": gl.offset_key(group_id, t, p),
              "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
                                                       o.commit_timestamp))}
             for (t, p), o in offsets.items()])
+        for i, o in enumerate(offsets.values()):
+            o.log_offset = base + i
         g.offsets.update(offsets)
         if member_id:
             m = g.members.get(member_id)
@@ -555,16 +603,17 @@ class GroupCoordinator:
                            generation: int, member_id: str, instance_id: str | None,
                            offsets: dict[tuple[str, int], Offset]) -> None:
         g = self.groups.get(group_id)
-        if generation >= 0 or member_id:
-            # KIP-447: the consumer's generation fences zombies of older generations.
-            self._check_commit_member(g, generation, member_id, instance_id)
+        # KIP-447: the consumer's generation fences zombies of older generations.
+        self._check_commit_member(g, generation, member_id, instance_id, transactional=True)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
-        self._append(group_id, [
+        base = self._append(group_id, [
             {"key": gl.offset_key(group_id, t, p),
              "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
                                                       o.commit_timestamp))}
             for (t, p), o in offsets.items()], producer=(producer_id, producer_epoch))
+        for i, o in enumerate(offsets.values()):
+            o.log_offset = base + i
         g.txn_offsets.setdefault(producer_id, {}).update(offsets)
 
     def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -580,7 +629,11 @@ class GroupCoordinator:
             if not pending:
                 continue
             if commit:
-                g.offsets.update(pending)
+                # completePendingTxnOffsetCommit: a newer plain commit wins.
+                for tp, off in pending.items():
+                    current = g.offsets.get(tp)
+                    if current is None or current.log_offset < off.log_offset:
+                        g.offsets[tp] = off
             if log_it:
                 log.info("group.txn_offsets_" + ("committed" if commit else "aborted"),
                          group_id=g.group_id, producer_id=producer_id, partitions=len(pending))

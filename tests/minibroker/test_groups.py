@@ -5,8 +5,8 @@ OffsetFetch across versions, TxnOffsetCommit with require_stable, the admin APIs
 survives a restart. Members that block in JoinGroup/SyncGroup use their own connection and
 run as tasks; every wait is bounded.
 
-Tests marked xfail(strict=True) pin down deviations from Kafka's GroupCoordinator found while
-writing these tests; each reason names the Kafka behaviour expected.
+The tests at the end pin down deviations from Kafka's GroupCoordinator found (and fixed) while
+writing these tests; each test names the Kafka behaviour expected.
 """
 
 from __future__ import annotations
@@ -869,22 +869,19 @@ async def test_offsets_generation_and_txn_outcomes_survive_a_restart(tmp_path):
         assert fetched(await c.call(fetch_req("g-rs-open", [("rs", 2)], stable=True))) == {
             ("rs", 2): (300, -1, "txn-300", 0)}
         assert "g-rs-deleted" not in r.coord.groups
-        # the group's generation carries on from where it was
+        # the group comes back as it was persisted (Kafka's onGroupLoaded): Stable, same
+        # generation and members, whose heartbeats are expected from now on
         g = r.coord.groups["g-rs"]
-        assert (g.state, g.generation, g.protocol_type) == ("Empty", gen, "consumer")
+        assert (g.state, g.generation, g.protocol_type) == ("Stable", gen, "consumer")
+        assert list(g.members) == [m]
         j = await join_new(await r.connect(), "g-rs")
         assert j.generation_id == gen + 1
     finally:
         await r.close()
 
 
-# -- deviations from Kafka's GroupCoordinator (xfail until fixed) --------------------------------
+# -- behaviours once missed, pinned to Kafka's GroupCoordinator --------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: TxnOffsetCommit of the current generation during CompletingRebalance answers "
-    "REBALANCE_IN_PROGRESS (coordinator/group.py txn_commit_offsets -> _check_commit_member); "
-    "Kafka's validateOffsetCommit(isTransactional=true) has no state check and accepts it, and "
-    "the Java producer treats REBALANCE_IN_PROGRESS from TxnOffsetCommit as a fatal error"))
 async def test_txn_offset_commit_allowed_in_completing_rebalance(gb):
     c = await gb.connect()
     await c.call(rq.create_topics([("tcr", 1, 1, None)]))
@@ -899,12 +896,6 @@ async def test_txn_offset_commit_allowed_in_completing_rebalance(gb):
     assert set(codes.values()) == {0}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a static member rejoining a Stable group with the same protocol but different metadata "
-    "bytes (e.g. ConsumerProtocolSubscription owned partitions / generation after a restart) "
-    "triggers a rebalance (coordinator/group.py _static_rejoin: unchanged = protocols == "
-    "old.protocols); Kafka's updateStaticMemberAndRebalance only rebalances when the group's "
-    "selected protocol would change"))
 async def test_static_rejoin_with_new_metadata_same_protocol_keeps_the_generation(gb):
     c1, c2 = await gb.connect(), await gb.connect()
     s = await join(c1, "g-static-meta", instance="i", protocols=(("range", subscription("t", userdata=b"1")),))
@@ -914,12 +905,6 @@ async def test_static_rejoin_with_new_metadata_same_protocol_keeps_the_generatio
     assert (s2.error_code, s2.generation_id, g.state) == (0, s.generation_id, "Stable")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: group members are dropped at start-up (coordinator/group.py load(): g.members.clear(), "
-    "state Empty), so after a broker restart every member's heartbeat answers UNKNOWN_MEMBER_ID "
-    "and the whole group rebalances; Kafka loads the GroupMetadata record's members (state "
-    "Stable, GroupMetadataManager.loadGroup) and onGroupLoaded schedules their heartbeats, so "
-    "members carry on in the same generation"))
 async def test_stable_group_members_survive_a_restart(tmp_path):
     cfg = cfg_for(tmp_path)
     r = Running(await start(cfg))
@@ -937,12 +922,6 @@ async def test_stable_group_members_survive_a_restart(tmp_path):
         await r.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: member ids handed out with MEMBER_ID_REQUIRED never expire (coordinator/group.py "
-    "join(): g.pending.add, no timer); Group.all_joined() waits for them, so a rebalance stalls "
-    "for the full rebalance timeout (librdkafka: max.poll.interval.ms, 300 s) when a client died "
-    "between the two JoinGroups. Kafka's addPendingMemberExpiration drops a pending member after "
-    "its session timeout"))
 async def test_pending_member_expires_after_its_session_timeout(gb, monkeypatch):
     import minibroker.coordinator.group as cg
     monkeypatch.setattr(cg, "MIN_SESSION_TIMEOUT_MS", 100)
@@ -957,11 +936,6 @@ async def test_pending_member_expires_after_its_session_timeout(gb, monkeypatch)
     assert ans.error_code == 0 and ans.generation_id == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the leader rejoining with unchanged metadata during CompletingRebalance (e.g. a retried "
-    "JoinGroup whose answer was lost) starts a new rebalance (coordinator/group.py join(): "
-    "`changed or member_id == g.leader` also for COMPLETING_REBALANCE); Kafka's "
-    "doCurrentMemberJoinGroup answers the current generation, with the member list for the leader"))
 async def test_leader_join_retry_in_completing_rebalance_gets_the_same_generation(gb):
     c = await gb.connect()
     j = await join_new(c, "g-retry")
@@ -971,12 +945,6 @@ async def test_leader_join_retry_in_completing_rebalance_gets_the_same_generatio
     assert [m.member_id for m in again.members] == [j.member_id]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: generation is checked after the group state: a Heartbeat of a stale generation during "
-    "PreparingRebalance answers REBALANCE_IN_PROGRESS and resets the session timer "
-    "(coordinator/group.py heartbeat()), an OffsetCommit of a stale generation during "
-    "CompletingRebalance answers REBALANCE_IN_PROGRESS (_check_commit_member); Kafka's "
-    "validateHeartbeat / validateOffsetCommit check the generation first: ILLEGAL_GENERATION"))
 async def test_stale_generation_beats_rebalance_in_progress(gb):
     await (await gb.connect()).call(rq.create_topics([("sg", 1, 1, None)]))
     pairs, gen = await stable_group(gb, "g-stale", 1)
@@ -994,11 +962,6 @@ async def test_stale_generation_beats_rebalance_in_progress(gb):
     assert (hb, oc) == (E.illegal_generation, {E.illegal_generation})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: an Empty group keeps the protocol type of its previous members (coordinator/group.py "
-    "join(): protocol_type set only `if g.protocol_type is None`), so a member of another type "
-    "joining it gets the old type back and its SyncGroup v5 fails INCONSISTENT_GROUP_PROTOCOL; "
-    "Kafka's GroupMetadata.add sets protocolType from the first member of an empty group"))
 async def test_empty_group_takes_the_protocol_type_of_its_next_member(gb):
     c = await gb.connect()
     j = await join_new(c, "g-ptype")
@@ -1012,11 +975,6 @@ async def test_empty_group_takes_the_protocol_type_of_its_next_member(gb):
     assert s.error_code == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: when a transaction's COMMIT marker lands, its offsets overwrite a plain OffsetCommit "
-    "written after them (coordinator/group.py _complete_txn_offsets: g.offsets.update(pending)); "
-    "Kafka's GroupMetadata.completePendingTxnOffsetCommit only applies a transactional offset "
-    "whose record is newer (olderThan: log append offset) than the committed one"))
 async def test_txn_offsets_do_not_overwrite_a_newer_plain_commit(gb):
     c = await gb.connect()
     await c.call(rq.create_topics([("newer", 1, 1, None)]))
@@ -1027,13 +985,6 @@ async def test_txn_offsets_do_not_overwrite_a_newer_plain_commit(gb):
     assert fetched(await c.call(fetch_req("g-newer", [("newer", 0)])))[("newer", 0)][0] == 20
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: with several __consumer_offsets partitions, replaying one partition's COMMIT/ABORT "
-    "marker at start-up completes the producer's pending offsets of groups on OTHER partitions "
-    "too (coordinator/group.py load(): _complete_txn_offsets(..., partition=None)): an earlier "
-    "aborted transaction of the same producer wipes the offsets of its still-open transaction "
-    "(and a committed one would publish them). Kafka resolves pending offsets per partition "
-    "(GroupMetadataManager.handleTxnCompletion only for the marker's offsets partitions)"))
 async def test_replayed_marker_only_completes_its_own_offsets_partition(tmp_path):
     cfg = cfg_for(tmp_path, offsets_topic_partitions=2)
     r = Running(await start(cfg))
@@ -1068,12 +1019,6 @@ async def test_replayed_marker_only_completes_its_own_offsets_partition(tmp_path
         await r.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: static members that have not rejoined when a rebalance completes are removed "
-    "(coordinator/group.py _complete_join removes every member without a join future); Kafka's "
-    "onCompleteJoin removes only dynamic members (notYetRejoinedMembers.filterNot(isStaticMember)) "
-    "and keeps static ones in the group, so a restarting static member keeps its partitions "
-    "until its session times out (KIP-345)"))
 async def test_static_member_not_rejoined_stays_in_the_group(gb):
     s, d = await gb.connect(), await gb.connect()
     js = await join(s, "g-keep", instance="keep", session_ms=10_000, rebalance_ms=300)
