@@ -1,0 +1,494 @@
+"""Benchmark minibroker against peer brokers in one run (issue 6).
+
+    python bench/run.py [--quick] [--reps N] [--only W[,W...]] [--brokers B[,B...]] [--seconds S]
+
+Starts each broker on a free loopback port, runs each workload with the same client settings
+(bench/workloads.py) against each, stops it, and prints one table of medians over --reps runs
+with the ratio minibroker ÷ peer per row; also writes bench/results.md and bench/results.json.
+
+Workloads (names for --only): produce1k, produce100, latency, txn, consume, coldstart.
+Brokers (names for --brokers): mb-never, mb-1000, mb-always, mock, tansu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = sys.executable
+sys.path.insert(0, HERE)
+import peers  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api_versions_once(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Send ApiVersions v0 and wait for a complete answer."""
+    client = b"bench"
+    body = struct.pack(">hhih", 18, 0, 1, len(client)) + client
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        hdr = b""
+        while len(hdr) < 4:
+            chunk = s.recv(4 - len(hdr))
+            if not chunk:
+                return False
+            hdr += chunk
+        need = struct.unpack(">i", hdr)[0]
+        got = 0
+        while got < need:
+            chunk = s.recv(need - got)
+            if not chunk:
+                return False
+            got += len(chunk)
+    return True
+
+
+def wait_api_versions(bootstrap: str, t0: float, proc: subprocess.Popen | None, limit: float = 20) -> float:
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    while time.perf_counter() - t0 < limit:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode} before answering ApiVersions")
+        try:
+            if api_versions_once(host, int(port)):
+                return time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.002)
+    raise RuntimeError("no ApiVersions answer within %ss" % limit)
+
+
+def proc_status(pid: int) -> dict:
+    out = {}
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[k] = int(v.split()[0]) / 1024  # MiB
+    except OSError:
+        pass
+    return out
+
+
+def proc_cpu(pid: int) -> float:
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / CLK_TCK
+    except (OSError, IndexError):
+        return float("nan")
+
+
+def machine_busy() -> tuple[float, float]:
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = f[3] + f[4]
+    return sum(f) - idle, sum(f)
+
+
+def stop_proc(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+
+
+class Broker:
+    name = "?"
+    label = "?"
+    in_memory = True
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.bootstrap = ""
+        self.cold_start = float("nan")
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_proc(self.proc)
+            self.proc = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else -1
+
+
+class MiniBroker(Broker):
+    in_memory = False
+
+    def __init__(self, fsync: str):
+        super().__init__()
+        self.fsync = fsync
+        self.name = f"mb-{fsync}"
+        self.label = f"minibroker fsync={fsync}"
+        self.dir: str | None = None
+
+    def start(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
+        port = free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
+                                      "--fsync", self.fsync, "--log-level", "warning"],
+                                     cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(self.dir, "..", f"{os.path.basename(self.dir)}.err"), "w"))
+        self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc)
+
+    def stop(self) -> None:
+        super().stop()
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                os.unlink(self.dir + ".err")
+            except OSError:
+                pass
+            self.dir = None
+
+
+class Mock(Broker):
+    name = "mock"
+    label = "librdkafka mock"
+
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen([PY, os.path.join(HERE, "peers.py"), "mock"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("BOOTSTRAP "):
+            self.stop()
+            raise RuntimeError("mock cluster did not report its bootstrap address")
+        self.bootstrap = line.split()[1]
+        self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.stdin:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        super().stop()
+
+
+class Tansu(Broker):
+    name = "tansu"
+    label = "Tansu 0.6"
+
+    def start(self) -> None:
+        binary = peers.tansu_binary()
+        port = free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen([binary, "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+                                      "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+                                      "--storage-engine", "memory://tansu/"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc)
+
+
+def make_brokers(names):
+    table = {"mb-never": lambda: MiniBroker("never"), "mb-1000": lambda: MiniBroker("1000"),
+             "mb-always": lambda: MiniBroker("always"), "mock": Mock, "tansu": Tansu}
+    return [table[n]() for n in names]
+
+
+def create_topic(b: "Broker", topic: str, partitions: int) -> None:
+    """CreateTopics, except on the librdkafka mock, whose Metadata names controller 0 while its
+    only broker is 1 (so admin requests time out "waiting for controller"): there the topic is
+    auto-created by Metadata with the mock's default of 4 partitions, and the load generators
+    address partitions explicitly so that every broker gets the same partition count in use."""
+    import gc
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+    try:
+        if not isinstance(b, Mock):
+            fs = a.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10, request_timeout=15)
+            for f in fs.values():
+                f.result(20)
+        deadline = time.time() + 10
+        while time.time() < deadline:  # wait until metadata shows every partition
+            md = a.list_topics(topic, timeout=5)
+            t = md.topics.get(topic)
+            if t is not None and t.error is None and len(t.partitions) >= partitions:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
+    finally:
+        del a
+        gc.collect()
+
+
+def run_clients(args_list: list[list[str]], timeout: float) -> list[dict]:
+    procs = [subprocess.Popen([PY, os.path.join(HERE, "workloads.py"), *a], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for a in args_list]
+    out = []
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            so, se = p.communicate(timeout=max(1, deadline - time.time()))
+        except BaseException as e:  # timeout or Ctrl-C: leave no load generator behind
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+                    q.wait()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise RuntimeError("load generator timed out") from None
+            raise
+        lines = [ln for ln in so.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"load generator failed: {se.strip()[-300:]}")
+        r = json.loads(lines[-1])
+        if "error" in r:
+            raise RuntimeError(r["error"])
+        out.append(r)
+    return out
+
+
+# --- workloads: each returns {metric_name: value} for one repetition --------------------------
+
+class Ctx:
+    def __init__(self, a):
+        self.a = a
+        self.seq = 0
+
+    def topic(self, stem: str) -> str:
+        self.seq += 1
+        return f"bench-{stem}-{self.seq}-{int(time.time() * 1000) % 100000}"
+
+
+def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
+    a = ctx.a
+    topic = ctx.topic(f"p{size}")
+    create_topic(b, topic, 3)
+    cpu0 = proc_cpu(b.pid)
+    busy0 = machine_busy()
+    try:  # reset the peak-RSS counter (VmHWM) so it covers this run only
+        with open(f"/proc/{b.pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    args = [["produce", "--bootstrap", b.bootstrap, "--topic", topic, "--size", str(size),
+             "--seconds", str(a.seconds), "--partitions", "3"] for _ in range(a.producers)]
+    rs = run_clients(args, a.seconds + 90)
+    busy1 = machine_busy()
+    start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
+    wall = end - start
+    recs = sum(r["records"] for r in rs)
+    errs = sum(r["errors"] for r in rs)
+    if errs:
+        raise RuntimeError(f"{errs} delivery errors, e.g. {next(r['first_error'] for r in rs if r['errors'])}")
+    out = {f"{key}: MB/s": recs * size / wall / 1e6,
+           f"{key}: records/s": recs / wall,
+           f"{key}: client CPU % per process (max)": max(100 * r["cpu"] / (r["end"] - r["start"]) for r in rs),
+           f"{key}: machine CPU busy % (all cores)": 100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])}
+    if b.pid > 0:
+        out[f"{key}: broker CPU %"] = 100 * (proc_cpu(b.pid) - cpu0) / wall
+    if isinstance(b, MiniBroker) or isinstance(b, Tansu):
+        st = proc_status(b.pid)
+        out[f"{key}: broker peak RSS MiB"] = st.get("VmHWM", float("nan"))
+        out[f"{key}: broker RSS after, anonymous MiB"] = st.get("RssAnon", float("nan"))
+        out[f"{key}: broker RSS after, file-backed MiB"] = st.get("RssFile", float("nan"))
+    return out
+
+
+def w_latency(ctx, b: Broker) -> dict:
+    a = ctx.a
+    topic = ctx.topic("lat")
+    create_topic(b, topic, 3)
+    r = run_clients([["latency", "--bootstrap", b.bootstrap, "--topic", topic, "--size", "1024",
+                      "--rate", "2000", "--seconds", str(a.seconds), "--partitions", "3"]], a.seconds + 60)[0]
+    if r["errors"]:
+        raise RuntimeError(f"{r['errors']} errors: {r['first_error']}")
+    return {"latency @2000 rec/s 1 KiB: p50 ms": r["p50_ms"], "latency @2000 rec/s 1 KiB: p99 ms": r["p99_ms"],
+            "latency @2000 rec/s 1 KiB: achieved rec/s": r["achieved_rate"]}
+
+
+def w_txn(ctx, b: Broker) -> dict:
+    a = ctx.a
+    out = {}
+    for n in (1, 4):
+        topic = ctx.topic(f"txn{n}")
+        create_topic(b, topic, n)
+        rs = run_clients([["txn", "--bootstrap", b.bootstrap, "--topic", topic, "--partition", str(i),
+                           "--seconds", str(a.seconds)] for i in range(n)], a.seconds + 90)
+        wall = max(r["end"] for r in rs) - min(r["start"] for r in rs)
+        out[f"txn 10x1KiB, {n} producer(s): txn/s"] = sum(r["transactions"] for r in rs) / wall
+    return out
+
+
+def w_consume(ctx, b: Broker) -> dict:
+    a = ctx.a
+    topic = ctx.topic("cons")
+    create_topic(b, topic, 3)
+    r = run_clients([["load", "--bootstrap", b.bootstrap, "--topic", topic, "--mib", str(a.consume_mib)]], 600)[0]
+    if r["errors"]:
+        raise RuntimeError(f"load: {r['errors']} errors: {r['first_error']}")
+    committed, total = r["committed"], r["committed"] + r["aborted"]
+    out = {}
+    for iso, expect in (("read_uncommitted", total), ("read_committed", committed)):
+        c = run_clients([["consume", "--bootstrap", b.bootstrap, "--topic", topic, "--isolation", iso,
+                          "--count", str(expect), "--timeout", str(30 if a.quick else 600)]], 60 if a.quick else 900)[0]
+        if not c["complete"]:
+            raise RuntimeError(f"{iso}: read {c['records']} of {expect} records")
+        wall = c["end"] - c["start"]
+        out[f"consume {a.consume_mib} MiB (10% aborted), {iso}: MB/s"] = c["bytes"] / wall / 1e6
+        out[f"consume {a.consume_mib} MiB (10% aborted), {iso}: client CPU %"] = 100 * c["cpu"] / wall
+    return out
+
+
+# --- the harness --------------------------------------------------------------------------------
+
+WORKLOADS = ["produce1k", "produce100", "latency", "txn", "consume", "coldstart"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short runs (2 s per workload, 32 MiB consume)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--brokers", default="mb-never,mb-1000,mb-always,mock,tansu")
+    ap.add_argument("--seconds", type=float, default=None, help="duration of each timed run")
+    ap.add_argument("--producers", type=int, default=2, help="producer processes for produce1k/produce100")
+    ap.add_argument("--consume-mib", type=int, default=None)
+    ap.add_argument("--out", default=HERE)
+    a = ap.parse_args()
+    a.seconds = a.seconds or (2.0 if a.quick else 5.0)
+    a.consume_mib = a.consume_mib or (32 if a.quick else 1024)
+    only = [w.strip() for w in a.only.split(",") if w.strip()]
+    for w in only:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w}")
+    ctx = Ctx(a)
+    brokers = make_brokers([x.strip() for x in a.brokers.split(",") if x.strip()])
+    samples: dict[str, dict[str, list[float]]] = {}   # broker -> metric -> values
+    notes: dict[str, list[str]] = {}
+    metric_order: list[str] = []
+
+    def record(bname, res):
+        for k, v in res.items():
+            if k not in metric_order:
+                metric_order.append(k)
+            samples.setdefault(bname, {}).setdefault(k, []).append(v)
+
+    for b in brokers:
+        notes[b.name] = []
+        print(f"== {b.label}", file=sys.stderr, flush=True)
+        # Cold start: separate start/stop cycles, with idle RSS a moment after the first answer.
+        if "coldstart" in only:
+            for _ in range(a.reps):
+                try:
+                    b.start()
+                    time.sleep(0.5)
+                    res = {"cold start to first ApiVersions ms": b.cold_start * 1000}
+                    if not isinstance(b, Mock):
+                        res["idle RSS MiB"] = proc_status(b.pid).get("VmRSS", float("nan"))
+                    record(b.name, res)
+                except Exception as e:  # noqa: BLE001
+                    notes[b.name].append(f"coldstart: {e}")
+                    break
+                finally:
+                    b.stop()
+        try:
+            b.start()
+        except Exception as e:  # noqa: BLE001
+            notes[b.name].append(f"did not start: {e}")
+            print(f"   n/a: {e}", file=sys.stderr, flush=True)
+            continue
+        try:
+            for w in only:
+                if w == "coldstart":
+                    continue
+                for rep in range(a.reps):
+                    t = time.time()
+                    try:
+                        if w == "produce1k":
+                            res = w_produce(ctx, b, 1024, "produce 1 KiB idempotent acks=all 3p")
+                        elif w == "produce100":
+                            res = w_produce(ctx, b, 100, "produce 100 B idempotent acks=all 3p")
+                        elif w == "latency":
+                            res = w_latency(ctx, b)
+                        elif w == "txn":
+                            res = w_txn(ctx, b)
+                        elif w == "consume":
+                            res = w_consume(ctx, b)
+                        record(b.name, res)
+                        print(f"   {w} rep {rep + 1}: {time.time() - t:.1f}s "
+                              + ", ".join(f"{k.split(': ')[-1]}={v:.4g}" for k, v in res.items()),
+                              file=sys.stderr, flush=True)
+                    except Exception as e:  # noqa: BLE001
+                        notes[b.name].append(f"{w}: {e}")
+                        print(f"   {w} failed: {e}", file=sys.stderr, flush=True)
+                        if b.proc is not None and b.proc.poll() is not None:
+                            raise RuntimeError(f"broker exited ({b.proc.returncode})")
+                        break
+        except Exception as e:  # noqa: BLE001
+            notes[b.name].append(str(e))
+        finally:
+            b.stop()
+
+    med = {b.name: {k: statistics.median(v) for k, v in samples.get(b.name, {}).items()} for b in brokers}
+    reps = {b.name: {k: len(v) for k, v in samples.get(b.name, {}).items()} for b in brokers}
+    mbs = [b for b in brokers if isinstance(b, MiniBroker)]
+    peers_ = [b for b in brokers if not isinstance(b, MiniBroker)]
+    ratio_cols = [(m, p) for m in mbs for p in peers_]
+
+    def fmt(v):
+        if v is None or v != v:
+            return "n/a"
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+    hdr = ["metric (median of %d)" % a.reps] + [b.label + (" (in memory)" if b.in_memory else "") for b in brokers]
+    hdr += [f"{m.name} ÷ {p.name}" for m, p in ratio_cols]
+    rows = []
+    for k in metric_order:
+        row = [k] + [fmt(med[b.name].get(k)) for b in brokers]
+        for m, p in ratio_cols:
+            x, y = med[m.name].get(k), med[p.name].get(k)
+            row.append(f"{x / y:.2f}" if x is not None and y else "n/a")
+        rows.append(row)
+    md = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+    md += ["| " + " | ".join(r) + " |" for r in rows]
+    md.append("")
+    md.append("Peers (librdkafka mock, Tansu with memory:// storage) keep data in memory only; minibroker "
+              "writes every record to its log on disk (fsync policy in the column name). "
+              "Throughput: higher is better; latency, cold start and RSS: lower is better (ratios too). "
+              "CPU and RSS rows describe the run, they are not scores.")
+    for b in brokers:
+        for n in notes[b.name]:
+            md.append(f"- n/a / failure, {b.label}: {n}")
+    text = "\n".join(md)
+    print(text)
+    cmd = "python bench/run.py " + " ".join(sys.argv[1:])
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(f"# Benchmark results\n\n`{cmd}` — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
+                f"{os.cpu_count()} CPUs\n\n{text}\n")
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"command": cmd, "time": time.time(), "seconds": a.seconds, "reps": a.reps,
+                   "producers": a.producers, "consume_mib": a.consume_mib,
+                   "brokers": {b.name: {"label": b.label, "in_memory": b.in_memory} for b in brokers},
+                   "median": med, "samples": samples, "n": reps, "notes": notes}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
