@@ -26,6 +26,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from .header import HeaderError, read_uvarint
+
 _FIXED = {
     "int8": 1, "uint8": 1, "bool": 1,
     "int16": 2, "uint16": 2, "error_code": 2,
@@ -42,19 +44,10 @@ class GuardError(ValueError):
 
 
 def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise GuardError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise GuardError("varint longer than 5 bytes")
+    try:
+        return read_uvarint(buf, pos, end)
+    except HeaderError as e:
+        raise GuardError(str(e)) from None
 
 
 def _need(pos: int, n: int, end: int) -> int:

@@ -31,11 +31,14 @@ class RequestHeader:
     body_offset: int  # where the request body starts in the frame
 
 
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
+def read_uvarint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Unsigned varint at ``pos``, read no further than ``end`` (default: the buffer's end)."""
+    if end is None:
+        end = len(buf)
     result = 0
     shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= end:
             raise HeaderError("truncated varint")
         b = buf[pos]
         pos += 1

@@ -580,19 +580,25 @@ class GroupCoordinator:
             # The group is managed and the committer is not one of its members.
             raise GroupError(ErrorCode.unknown_member_id)
 
+    def _write_offsets(self, group_id: str, offsets: dict[tuple[str, int], Offset],
+                       producer: tuple[int, int] | None = None) -> None:
+        """One record per offset; each remembers where it landed, so a later
+        transactional completion can tell which commit is newer."""
+        base = self._append(group_id, [
+            {"key": gl.offset_key(group_id, t, p),
+             "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
+                                                      o.commit_timestamp))}
+            for (t, p), o in offsets.items()], producer=producer)
+        for i, o in enumerate(offsets.values()):
+            o.log_offset = base + i
+
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
                        instance_id: str | None, offsets: dict[tuple[str, int], Offset]) -> None:
         g = self.groups.get(group_id)
         self._check_commit_member(g, generation, member_id, instance_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
-        base = self._append(group_id, [
-            {"key": gl.offset_key(group_id, t, p),
-             "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
-                                                      o.commit_timestamp))}
-            for (t, p), o in offsets.items()])
-        for i, o in enumerate(offsets.values()):
-            o.log_offset = base + i
+        self._write_offsets(group_id, offsets)
         g.offsets.update(offsets)
         if member_id:
             m = g.members.get(member_id)
@@ -607,13 +613,7 @@ class GroupCoordinator:
         self._check_commit_member(g, generation, member_id, instance_id, transactional=True)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
-        base = self._append(group_id, [
-            {"key": gl.offset_key(group_id, t, p),
-             "value": gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
-                                                      o.commit_timestamp))}
-            for (t, p), o in offsets.items()], producer=(producer_id, producer_epoch))
-        for i, o in enumerate(offsets.values()):
-            o.log_offset = base + i
+        self._write_offsets(group_id, offsets, producer=(producer_id, producer_epoch))
         g.txn_offsets.setdefault(producer_id, {}).update(offsets)
 
     def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
