@@ -479,6 +479,7 @@ def main() -> int:
     text = "\n".join(md)
     print(text)
     cmd = "python bench/run.py " + " ".join(sys.argv[1:])
+    os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(f"# Benchmark results\n\n`{cmd}` — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
                 f"{os.cpu_count()} CPUs\n\n{text}\n")
