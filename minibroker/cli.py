@@ -9,7 +9,14 @@ import time
 from . import logs
 from .config import add_serve_options, config_from_args
 
-SUBCOMMANDS = ("serve", "dump-log")
+SUBCOMMANDS = ("serve", "dump-log", "health", "audit")
+
+# Each tool is imported only when asked for, so that serving starts without loading it.
+TOOLS = {
+    "dump-log": ("minibroker.dump_log", "main"),
+    "health": ("minibroker.health", "main"),
+    "audit": ("minibroker.spark.audit", "main"),
+}
 
 
 def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
@@ -29,9 +36,10 @@ def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "dump-log":
-        from .dump_log import main as dump_main
-        return dump_main(argv[1:])
+    if argv and argv[0] in TOOLS:
+        import importlib
+        module, func = TOOLS[argv[0]]
+        return getattr(importlib.import_module(module), func)(argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
     ns = _serve_parser().parse_args(argv)

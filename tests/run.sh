@@ -4,7 +4,7 @@
 #   bash tests/run.sh [extra pytest arguments...]
 #
 # Works from a fresh clone on Debian with Python >= 3.11 and node/npm:
-#   - creates .venv (if missing) and installs the project with its [test] extras;
+#   - creates .venv (if missing) and installs the project with its [test] and [spark] extras;
 #   - installs kcat with apt-get if it is not on PATH (sudo only when not root);
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
 #   - installs a JDK (default-jdk-headless) if javac is missing, and caches the kafka-clients
@@ -57,8 +57,8 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 VENV_PY="$ROOT/.venv/bin/python"
-log "pip install -e '.[test]'"
-"$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+log "pip install -e '.[test,spark]'"
+"$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,spark]'
 
 # --- kcat (Debian's package: librdkafka 2.0.2) -----------------------------------------------
 if ! command -v kcat >/dev/null 2>&1; then
