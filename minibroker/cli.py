@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "serve":
         argv = argv[1:]
     ns = _serve_parser().parse_args(argv)
+    # kio registers a hypothesis strategy for each of its types whenever hypothesis is
+    # importable (kio/static/_phantom.py), which costs ~120 ms of start-up in a test venv;
+    # a serving broker never uses them.
+    sys.modules.setdefault("hypothesis", None)
     config = config_from_args(ns)
     logs.configure(config.log_level, config.log_format)
     from .app import run
