@@ -8,6 +8,7 @@ import time
 
 from . import logs
 from .config import add_serve_options, config_from_args
+from .listeners import ListenerError
 
 SUBCOMMANDS = ("serve", "dump-log", "health", "audit")
 
@@ -25,8 +26,11 @@ def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
         description="A Kafka-protocol broker. Without a subcommand it serves on "
                     "127.0.0.1:9092 with data in ./minibroker-data.",
         epilog="Other commands: 'minibroker dump-log FILE.log [--print-data-log]' prints a segment "
-               "the way kafka-dump-log.sh does. Every option can also be set by the environment "
-               "variable named after it, e.g. MINIBROKER_PORT=9093.",
+               "the way kafka-dump-log.sh does; 'minibroker health [--bootstrap HOST:PORT]' makes "
+               "one ApiVersions round trip and exits 0 when a broker answers; 'minibroker audit "
+               "DATA_DIR' checks a data directory for exactly-once violations (needs the [spark] "
+               "extra). Every option can also be set by the environment variable named after it, "
+               "e.g. MINIBROKER_PORT=9093.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter if False else argparse.HelpFormatter,
     )
     add_serve_options(p)
@@ -42,12 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(importlib.import_module(module), func)(argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
-    ns = _serve_parser().parse_args(argv)
+    parser = _serve_parser()
+    ns = parser.parse_args(argv)
     # kio registers a hypothesis strategy for each of its types whenever hypothesis is
     # importable (kio/static/_phantom.py), which costs ~120 ms of start-up in a test venv;
     # a serving broker never uses them.
     sys.modules.setdefault("hypothesis", None)
-    config = config_from_args(ns)
+    try:
+        config = config_from_args(ns)
+    except ListenerError as e:
+        parser.error(str(e))
     logs.configure(config.log_level, config.log_format)
     from .app import run
     run(config, started)

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .listeners import Listener, resolve
+
 DEFAULT_PORT = 9092
 
 
@@ -65,12 +67,20 @@ class Config:
     max_request_bytes: int = 104_857_600
     log_level: str = "info"
     log_format: str = "console"
+    # Empty: one PLAINTEXT listener from host/port/advertised_host/advertised_port.
+    listeners: tuple[Listener, ...] = ()
+    ready_file: Path | None = None
+    ephemeral: bool = False
+
+    def effective_listeners(self) -> tuple[Listener, ...]:
+        if self.listeners:
+            return self.listeners
+        return (Listener("PLAINTEXT", self.host, self.port, self.advertised_host,
+                         self.advertised_port),)
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
-        host = self.advertised_host
-        if not host:
-            host = self.host if self.host not in ("0.0.0.0", "::", "") else "localhost"
-        return host, self.advertised_port or bound_port
+        """The first listener's advertised address (what a bootstrap client is told)."""
+        return self.effective_listeners()[0].advertised(bound_port)
 
 
 def _env(name: str, default):
@@ -100,8 +110,28 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
              "(env MINIBROKER_ADVERTISED_HOST; default: --host, or localhost when listening on all addresses)")
     opt("--advertised-port", type=int, default=_env("advertised_port", None),
         help="port clients are told to connect to (env MINIBROKER_ADVERTISED_PORT; default: the bound port)")
+    opt("--listeners", default=_env("listeners", None), metavar="NAME://HOST:PORT,...",
+        help="sockets to listen on, Kafka's listeners syntax, e.g. "
+             "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092; an empty host means every "
+             "interface, port 0 a free port; replaces --host/--port and the --advertised-host/"
+             "--advertised-port shorthand; every listener is PLAINTEXT (env MINIBROKER_LISTENERS)")
+    opt("--advertised-listeners", default=_env("advertised_listeners", None),
+        metavar="NAME://HOST:PORT,...",
+        help="the address each listener gives its clients in Metadata and FindCoordinator "
+             "answers, e.g. INTERNAL://minibroker:29092,EXTERNAL://localhost:9092; a listener "
+             "left out advertises its own host (localhost for every-interface) and port; port 0 "
+             "means the bound port (env MINIBROKER_ADVERTISED_LISTENERS)")
     opt("--data-dir", type=Path, default=Path(_env("data_dir", d.data_dir)),
         help="where topics, segments and broker state live (env MINIBROKER_DATA_DIR; default ./%(default)s)")
+    opt("--ephemeral", type=_bool, nargs="?", const=True,
+        default=_bool(_env("ephemeral", d.ephemeral)), metavar="BOOL",
+        help="keep data in a new temporary directory, removed when the broker stops, and never "
+             "fsync: a throw-away broker for CI; --data-dir is ignored (env MINIBROKER_EPHEMERAL; "
+             "default false)")
+    opt("--ready-file", type=Path, default=_env("ready_file", None), metavar="FILE",
+        help="once every listener accepts connections, write FILE (atomically) with one line per "
+             "listener, its advertised host:port, the first listener first "
+             "(env MINIBROKER_READY_FILE)")
     opt("--node-id", type=int, default=int(_env("node_id", d.node_id)),
         help="broker id reported in Metadata (env MINIBROKER_NODE_ID; default %(default)s)")
     opt("--num-partitions", type=int, default=int(_env("num_partitions", d.num_partitions)),
@@ -174,11 +204,18 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(ns: argparse.Namespace) -> Config:
+    """Raises ``listeners.ListenerError`` for a listener list Kafka would refuse."""
+    advertised_port = int(ns.advertised_port) if ns.advertised_port else None
+    listeners = resolve(ns.listeners, ns.advertised_listeners, host=ns.host, port=ns.port,
+                        advertised_host=ns.advertised_host, advertised_port=advertised_port)
     return Config(
+        listeners=listeners if ns.listeners else (),
+        ready_file=Path(ns.ready_file) if ns.ready_file else None,
+        ephemeral=ns.ephemeral,
         host=ns.host,
         port=ns.port,
         advertised_host=ns.advertised_host,
-        advertised_port=int(ns.advertised_port) if ns.advertised_port else None,
+        advertised_port=advertised_port,
         data_dir=ns.data_dir,
         node_id=ns.node_id,
         num_partitions=ns.num_partitions,

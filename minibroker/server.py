@@ -33,8 +33,13 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, registry: set) -> None:
+    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, registry: set,
+                 listener=None, listeners: tuple = ()) -> None:
         self.dispatcher = dispatcher
+        # The listener this connection came in on: Metadata and FindCoordinator answer with
+        # its advertised address.
+        self.listener = listener
+        self.listeners = listeners
         self.decoder = FrameDecoder(max_request_bytes)
         self.registry = registry
         self.transport: asyncio.Transport | None = None

@@ -152,7 +152,8 @@ class AdminHandlers:
             if res.resource_type == RESOURCE_TOPIC:
                 error, message, entries = self._topic_configs(res.resource_name)
             elif res.resource_type == RESOURCE_BROKER:
-                error, message, entries = self._broker_configs(res.resource_name)
+                error, message, entries = self._broker_configs(
+                    res.resource_name, getattr(ctx.connection, "listeners", ()))
             elif res.resource_type == RESOURCE_BROKER_LOGGER:
                 error, message, entries = ErrorCode.none, None, []
             else:
@@ -188,7 +189,7 @@ class AdminHandlers:
             entries.append((key, value, source, False, d.type, d.doc or None))
         return ErrorCode.none, None, entries
 
-    def _broker_configs(self, name: str):
+    def _broker_configs(self, name: str, listeners: tuple):
         b = self.broker
         if name not in ("", str(b.node_id)):
             return ErrorCode.invalid_request, f"Unexpected broker id, expected {b.node_id} but received {name}", []
@@ -197,8 +198,8 @@ class AdminHandlers:
         rows = [
             ("node.id", str(b.node_id), tc.INT),
             ("broker.id", str(b.node_id), tc.INT),
-            ("listeners", f"PLAINTEXT://{c.host}:{b.bound_port}", tc.LIST),
-            ("advertised.listeners", f"PLAINTEXT://{b.host}:{b.port}", tc.LIST),
+            ("listeners", ",".join(x.config_value() for x in listeners), tc.LIST),
+            ("advertised.listeners", ",".join(x.advertised_value() for x in listeners), tc.LIST),
             ("log.dirs", str(c.data_dir), tc.STRING),
             ("num.partitions", str(c.num_partitions), tc.INT),
             ("auto.create.topics.enable", str(c.auto_create_topics).lower(), tc.BOOLEAN),

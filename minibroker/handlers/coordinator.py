@@ -11,7 +11,7 @@ from protocol.build import build, nested
 from protocol.errors import ErrorCode
 
 from ..dispatch import Api
-from .common import ZERO, response_cls
+from .common import ZERO, advertised_endpoint, response_cls
 
 FIND_COORDINATOR = 10
 
@@ -38,6 +38,7 @@ class CoordinatorHandlers:
         R = response_cls(ctx)
         b = self.broker
         key_type = getattr(req, "key_type", KEY_GROUP)
+        host, port = advertised_endpoint(ctx, b)
         if ctx.api_version >= 4:
             C = nested(R, "Coordinator")
             out = []
@@ -45,11 +46,11 @@ class CoordinatorHandlers:
                 error, message = self._answer(key_type, key)
                 ok = error == ErrorCode.none
                 out.append(build(C, key=key, node_id=b.node_id if ok else -1,
-                                 host=b.host if ok else "", port=b.port if ok else -1,
+                                 host=host if ok else "", port=port if ok else -1,
                                  error_code=error, error_message=message))
             return build(R, throttle_time=ZERO, coordinators=tuple(out))
         error, message = self._answer(key_type, req.key)
         ok = error == ErrorCode.none
         return build(R, throttle_time=ZERO, error_code=error, error_message=message,
-                     node_id=b.node_id if ok else -1, host=b.host if ok else "",
-                     port=b.port if ok else -1)
+                     node_id=b.node_id if ok else -1, host=host if ok else "",
+                     port=port if ok else -1)

@@ -9,7 +9,7 @@ from protocol.errors import ErrorCode
 from protocol.topics import is_internal, topic_name_error
 
 from ..dispatch import Api
-from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, response_cls
+from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, advertised_endpoint, response_cls
 
 log = structlog.get_logger("minibroker.metadata")
 
@@ -38,6 +38,7 @@ class MetadataHandlers:
         Topic = nested(R, "MetadataResponseTopic")
         Partition = nested(R, "MetadataResponsePartition")
         b = self.broker
+        host, port = advertised_endpoint(ctx, b)
         node = b.node_id
         include_ops = getattr(req, "include_topic_authorized_operations", False)
 
@@ -88,7 +89,7 @@ class MetadataHandlers:
         return build(
             R,
             throttle_time=ZERO,
-            brokers=(build(Broker, node_id=node, host=b.host, port=b.port, rack=None),),
+            brokers=(build(Broker, node_id=node, host=host, port=port, rack=None),),
             cluster_id=b.cluster_id,
             controller_id=node,
             topics=tuple(topics),
@@ -100,6 +101,7 @@ class MetadataHandlers:
         R = response_cls(ctx)
         B = nested(R, "DescribeClusterBroker")
         b = self.broker
+        host, port = advertised_endpoint(ctx, b)
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type != 1:
             # KIP-919: a broker answers for brokers only; controllers are asked directly.
@@ -110,7 +112,7 @@ class MetadataHandlers:
         return build(
             R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
             endpoint_type=1, cluster_id=b.cluster_id, controller_id=b.node_id,
-            brokers=(build(B, broker_id=b.node_id, host=b.host, port=b.port, rack=None),),
+            brokers=(build(B, broker_id=b.node_id, host=host, port=port, rack=None),),
             cluster_authorized_operations=_CLUSTER_OPS if req.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )

@@ -1,0 +1,135 @@
+"""Listeners as Kafka users know them: ``NAME://host:port`` lists, each with its advertised address.
+
+The classic compose set-up has two: clients inside the compose network bootstrap on
+``minibroker:29092``, clients on the host on ``localhost:9092``. A broker must answer Metadata
+and FindCoordinator with the advertised address of the listener the request *came in on*,
+otherwise a host client is sent to ``minibroker:29092``, which it cannot resolve (Kafka:
+``KafkaApis.handleTopicMetadataRequest`` looks brokers up by ``request.context.listenerName``).
+
+Every listener speaks PLAINTEXT: minibroker has no TLS or SASL, so the names that imply them
+are refused instead of being silently served in clear text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_NAME = "PLAINTEXT"
+_UNSUPPORTED_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_WILDCARDS = ("", "0.0.0.0", "::")
+
+
+class ListenerError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One socket the broker binds, and the address clients that reach it are given."""
+    name: str
+    host: str
+    port: int
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+
+    def advertised(self, bound_port: int) -> tuple[str, int]:
+        host = self.advertised_host
+        if not host:
+            host = self.host if self.host not in _WILDCARDS else "localhost"
+        return host, self.advertised_port or bound_port
+
+
+@dataclass(frozen=True)
+class BoundListener:
+    """A listener after bind: its real port and the advertised address answered on it."""
+    name: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self.advertised_host, self.advertised_port
+
+    def config_value(self) -> str:
+        return str(Endpoint(self.name, self.host, self.port))
+
+    def advertised_value(self) -> str:
+        return str(Endpoint(self.name, self.advertised_host, self.advertised_port))
+
+
+def parse_endpoints(text: str, option: str) -> list[Endpoint]:
+    """``NAME://host:port[,NAME://host:port...]``; an empty host means every interface."""
+    out: list[Endpoint] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, rest = item.partition("://")
+        if not sep or not name:
+            raise ListenerError(f"{option}: {item!r} is not NAME://host:port")
+        name = name.upper()
+        if rest.startswith("["):
+            host, bracket, port_text = rest[1:].partition("]")
+            if not bracket or not port_text.startswith(":"):
+                raise ListenerError(f"{option}: {item!r} has a malformed IPv6 address")
+            port_text = port_text[1:]
+        else:
+            host, colon, port_text = rest.rpartition(":")
+            if not colon:
+                raise ListenerError(f"{option}: {item!r} has no port")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ListenerError(f"{option}: {item!r} has a non-numeric port") from None
+        if not 0 <= port <= 65535:
+            raise ListenerError(f"{option}: port {port} of {item!r} is out of range")
+        if name in _UNSUPPORTED_PROTOCOLS:
+            raise ListenerError(f"{option}: {name} needs TLS/SASL, which minibroker does not "
+                                "implement; every listener is PLAINTEXT")
+        if any(e.name == name for e in out):
+            raise ListenerError(f"{option}: listener name {name} appears twice")
+        out.append(Endpoint(name, host, port))
+    if not out:
+        raise ListenerError(f"{option}: no listener given")
+    return out
+
+
+def resolve(listeners: str | None, advertised: str | None, *, host: str, port: int,
+            advertised_host: str | None, advertised_port: int | None) -> tuple[Listener, ...]:
+    """The listeners to bind: from ``--listeners``/``--advertised-listeners`` when given,
+    else the one-listener shorthand ``--host/--port/--advertised-host/--advertised-port``."""
+    if not listeners:
+        if advertised:
+            raise ListenerError("--advertised-listeners needs --listeners")
+        return (Listener(DEFAULT_NAME, host, port, advertised_host, advertised_port),)
+    bind = parse_endpoints(listeners, "--listeners")
+    ports = [e.port for e in bind if e.port]
+    if len(ports) != len(set(ports)):
+        raise ListenerError("--listeners: each listener needs its own port")
+    adv = {e.name: e for e in parse_endpoints(advertised, "--advertised-listeners")} if advertised else {}
+    unknown = sorted(set(adv) - {e.name for e in bind})
+    if unknown:
+        # Kafka: advertised.listeners names must be a subset of listeners' (KafkaConfig validation).
+        raise ListenerError(f"--advertised-listeners names {', '.join(unknown)} that --listeners "
+                            "does not define")
+    out = []
+    for e in bind:
+        a = adv.get(e.name)
+        if a is not None and a.host in _WILDCARDS:
+            raise ListenerError(f"--advertised-listeners: {a} is not an address a client can "
+                                "connect to")
+        out.append(Listener(e.name, e.host, e.port,
+                            a.host if a else None, (a.port or None) if a else None))
+    return tuple(out)

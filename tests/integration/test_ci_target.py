@@ -1,0 +1,101 @@
+"""The throw-away CI broker: --port 0 --ephemeral --ready-file, `minibroker health`, SIGTERM."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer  # noqa: E402
+
+from .broker import REPO_ROOT  # noqa: E402
+from .launch import Launched  # noqa: E402
+
+
+def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minibroker", *args], cwd=str(REPO_ROOT),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_ephemeral_broker_serves_then_leaves_nothing_behind():
+    with Launched(["--port", "0", "--ephemeral"]) as b:
+        (addr,) = b.addresses
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", addr)
+        print(f"process start -> ready file: {b.ready_seconds * 1000:.0f} ms")
+        health = _cli("health", "--bootstrap", addr)
+        assert health.returncode == 0 and "healthy" in health.stdout, health
+        topic = f"ci-{uuid.uuid4().hex[:8]}"
+        p = Producer({"bootstrap.servers": addr, "enable.idempotence": True})
+        for i in range(100):
+            p.produce(topic, value=b"%d" % i)
+        assert p.flush(15) == 0
+        c = Consumer({"bootstrap.servers": addr, "group.id": "ci", "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 100 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                got.append(int(m.value()))
+        c.close()
+        assert got == list(range(100))
+        data_dir = Path(re.search(r"data_dir=(\S+)", b.log().split("broker.started")[1]).group(1))
+        assert data_dir.is_dir() and "minibroker-ephemeral-" in data_dir.name
+        assert b.terminate(timeout=10) == 0  # SIGTERM: clean stop, exit 0
+        assert not data_dir.exists()
+        assert not b.ready_file.exists()
+        assert "broker.stopped" in b.log()
+
+
+def test_health_fails_when_nothing_answers():
+    import socket
+    with socket.socket() as s:  # a port that was free a moment ago, nobody listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = _cli("health", "--bootstrap", f"127.0.0.1:{port}", "--timeout", "2")
+    assert r.returncode == 1 and "unhealthy" in r.stderr
+
+
+def test_health_refuses_a_non_kafka_answer():
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def answer_garbage():
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(100)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    t = threading.Thread(target=answer_garbage, daemon=True)
+    t.start()
+    try:
+        r = _cli("health", "--bootstrap", f"127.0.0.1:{srv.getsockname()[1]}", "--timeout", "3")
+    finally:
+        srv.close()
+    assert r.returncode == 1 and "unhealthy" in r.stderr
+
+
+def test_bad_listener_list_is_a_usage_error():
+    r = _cli("--listeners", "SSL://127.0.0.1:0", "--ephemeral")
+    assert r.returncode == 2 and "TLS/SASL" in r.stderr
+    r = _cli("--listeners", "A://127.0.0.1:0", "--advertised-listeners", "B://h:1", "--ephemeral")
+    assert r.returncode == 2 and "does not define" in r.stderr
+
+
+def test_ready_file_survives_restart_with_the_same_data_dir(tmp_path):
+    data = tmp_path / "data"
+    with Launched(["--port", "0", "--data-dir", str(data)]) as b:
+        addr = b.addresses[0]
+        p = Producer({"bootstrap.servers": addr, "acks": "all"})
+        p.produce("kept", value=b"x")
+        assert p.flush(15) == 0
+        assert b.terminate() == 0
+    assert (data / "kept-0").is_dir()  # not ephemeral: the data stays

@@ -1,0 +1,92 @@
+"""Parsing of --listeners / --advertised-listeners the way Kafka's KafkaConfig reads them."""
+
+import pytest
+
+from minibroker.config import add_serve_options, config_from_args
+from minibroker.listeners import Listener, ListenerError, parse_endpoints, resolve
+
+
+def _resolve(listeners, advertised=None):
+    return resolve(listeners, advertised, host="127.0.0.1", port=9092,
+                   advertised_host=None, advertised_port=None)
+
+
+def test_shorthand_is_one_plaintext_listener():
+    assert resolve(None, None, host="0.0.0.0", port=9092, advertised_host=None,
+                   advertised_port=None) == (Listener("PLAINTEXT", "0.0.0.0", 9092),)
+    only = resolve(None, None, host="0.0.0.0", port=0, advertised_host="broker",
+                   advertised_port=19092)[0]
+    assert only.advertised(40000) == ("broker", 19092)
+
+
+def test_compose_pair():
+    got = _resolve("INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092",
+                   "INTERNAL://minibroker:29092,EXTERNAL://localhost:9092")
+    assert [(x.name, x.host, x.port) for x in got] == [
+        ("INTERNAL", "0.0.0.0", 29092), ("EXTERNAL", "0.0.0.0", 9092)]
+    assert got[0].advertised(29092) == ("minibroker", 29092)
+    assert got[1].advertised(9092) == ("localhost", 9092)
+
+
+def test_defaults_for_listeners_not_advertised():
+    a, b, c = _resolve("A://:0,B://127.0.0.2:9000,C://[::1]:9001")
+    assert a.advertised(41000) == ("localhost", 41000)  # every interface: tell clients localhost
+    assert b.advertised(9000) == ("127.0.0.2", 9000)
+    assert c.host == "::1" and c.advertised(9001) == ("::1", 9001)
+
+
+def test_advertised_port_zero_means_bound_port():
+    (x,) = _resolve("PLAINTEXT://127.0.0.1:0", "PLAINTEXT://localhost:0")
+    assert x.advertised(41234) == ("localhost", 41234)
+
+
+def test_names_are_case_insensitive():
+    (x,) = _resolve("plaintext://127.0.0.1:0", "PlainText://h:1")
+    assert x.name == "PLAINTEXT" and x.advertised(5) == ("h", 1)
+
+
+@pytest.mark.parametrize("listeners, advertised, message", [
+    ("127.0.0.1:9092", None, "NAME://host:port"),
+    ("A://127.0.0.1", None, "no port"),
+    ("A://127.0.0.1:x", None, "non-numeric"),
+    ("A://127.0.0.1:70000", None, "out of range"),
+    ("A://:9092,A://:9093", None, "appears twice"),
+    ("A://:9092,B://127.0.0.1:9092", None, "own port"),
+    ("A://:9092", "B://h:1", "does not define"),
+    ("A://:9092", "A://0.0.0.0:9092", "not an address"),
+    ("SSL://:9093", None, "TLS/SASL"),
+    ("SASL_PLAINTEXT://:9093", None, "TLS/SASL"),
+    ("", None, None),  # empty: the shorthand
+    (" , ", None, "no listener"),
+    ("[::1:9092", None, "NAME://host:port"),
+    ("A://[::1:9092", None, "IPv6"),
+])
+def test_refused_lists(listeners, advertised, message):
+    if message is None:
+        assert len(_resolve(listeners, advertised)) == 1
+        return
+    with pytest.raises(ListenerError, match=message.replace("/", ".")):
+        _resolve(listeners, advertised)
+
+
+def test_advertised_without_listeners_is_refused():
+    with pytest.raises(ListenerError, match="needs --listeners"):
+        _resolve(None, "A://h:1")
+
+
+def test_parse_endpoints_roundtrip():
+    assert [str(e) for e in parse_endpoints("a://h:1,B://[::1]:2", "x")] == ["A://h:1", "B://[::1]:2"]
+
+
+def test_environment_variables(monkeypatch):
+    import argparse
+    monkeypatch.setenv("MINIBROKER_LISTENERS", "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092")
+    monkeypatch.setenv("MINIBROKER_ADVERTISED_LISTENERS", "INTERNAL://minibroker:29092,EXTERNAL://localhost:9092")
+    monkeypatch.setenv("MINIBROKER_READY_FILE", "/tmp/ready")
+    monkeypatch.setenv("MINIBROKER_EPHEMERAL", "true")
+    p = argparse.ArgumentParser()
+    add_serve_options(p)
+    config = config_from_args(p.parse_args([]))
+    assert [x.name for x in config.effective_listeners()] == ["INTERNAL", "EXTERNAL"]
+    assert config.advertised(29092) == ("minibroker", 29092)
+    assert str(config.ready_file) == "/tmp/ready" and config.ephemeral
