@@ -1,0 +1,17 @@
+"""The README's option table names every option `minibroker --help` has, and no other."""
+
+import argparse
+import re
+from pathlib import Path
+
+from minibroker.config import add_serve_options
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_option_table_matches_the_parser():
+    p = argparse.ArgumentParser()
+    add_serve_options(p)
+    options = {s for a in p._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+    table = set(re.findall(r"^\| `(--[a-z-]+)`", README.read_text(), re.M))
+    assert table == options
