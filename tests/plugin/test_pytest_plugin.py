@@ -40,9 +40,9 @@ def producer(bootstrap):
     return Producer({{"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                      "message.timeout.ms": 30000}})
 
-def produce(p, topic, values):
+def produce(p, topic, values, partition=0):
     for v in values:
-        p.produce(topic, value=str(v).encode())
+        p.produce(topic, value=str(v).encode(), partition=partition)
     assert p.flush(30) == 0, "not every record was acknowledged"
 
 def consume(bootstrap, topic, count, timeout=30.0):
@@ -68,10 +68,14 @@ def test_session_broker_produce_consume(minibroker_bootstrap, unique_topic):
     produce(p, unique_topic, range(50))
     assert consume(minibroker_bootstrap, unique_topic, 50) == list(range(50))
 
-def test_session_handle(minibroker, minibroker_bootstrap):
+def test_session_handle(minibroker, minibroker_bootstrap, unique_topic):
     record(minibroker)
     assert minibroker.running
     assert minibroker.bootstrap_servers == minibroker_bootstrap == f"127.0.0.1:{minibroker.port}"
+    # minibroker_args from the ini file reach the session broker.
+    p = producer(minibroker_bootstrap)
+    produce(p, unique_topic, [1])
+    assert len(p.list_topics(unique_topic, timeout=10).topics[unique_topic].partitions) == 2
 
 def test_factory_starts_several_brokers(minibroker_factory, unique_topic):
     a = minibroker_factory()
@@ -155,6 +159,7 @@ def _clean_env(monkeypatch):
 
 def test_fixtures_in_a_user_test_file(pytester: pytest.Pytester) -> None:
     record = _write_tests(pytester, FIXTURE_TESTS)
+    pytester.makeini("[pytest]\nminibroker_args = --num-partitions 2\n")
     result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", timeout=RUN_TIMEOUT)
     result.assert_outcomes(passed=9, failed=1)
     out = result.stdout.str()
@@ -205,7 +210,7 @@ with MiniBroker(num_partitions=2, fsync="never") as b:
     b.kill9()
     b.start()
     record(b)
-    produce(p, topic, range(10, 20))
+    produce(p, topic, range(10, 20), partition=1)
     b.restart()
     record(b)
     b.create_topic(topic + "-created", partitions=5)
