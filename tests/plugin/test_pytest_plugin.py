@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -238,6 +239,15 @@ def test_context_manager_outside_pytest(pytester: pytest.Pytester) -> None:
     records = _records(record)
     assert len(records) == 3 and len({r["pid"] for r in records}) == 3
     _assert_cleaned_up(records)
+
+
+def test_readme_example(pytester: pytest.Pytester) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "minibroker" / "testing" / "README.md").read_text()
+    blocks = re.findall(r"```python\n(# test_orders\.py.*?)```", readme, re.S)
+    assert len(blocks) == 1
+    pytester.makepyfile(test_orders=blocks[0])
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=RUN_TIMEOUT)
+    result.assert_outcomes(passed=2)
 
 
 def test_plugin_import_is_cheap() -> None:
