@@ -21,6 +21,9 @@ class Launched:
         self.ready_file = self.dir / "ready"
         self.log_path = self.dir / "broker.log"
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("MINIBROKER_")}
+        # --ephemeral makes its temp dir under TMPDIR: inside ours, close() removes it even when
+        # the broker was killed and could not.
+        child_env["TMPDIR"] = str(self.dir)
         child_env.update(env or {})
         self.started = time.perf_counter()
         self._log = open(self.log_path, "wb")
