@@ -1,0 +1,141 @@
+"""Online reads through confluent-kafka (librdkafka), from minibroker or any Kafka broker.
+
+Planner side: partitions from Metadata, watermarks from ListOffsets. librdkafka sends
+ListOffsets with the consumer's ``isolation.level`` (rd_kafka_ListOffsetsRequest in
+librdkafka's src/rdkafka_request.c passes ``rk_conf.isolation_level``), and Kafka answers
+LATEST with the LSO under READ_COMMITTED, so ``get_watermark_offsets(cached=False)`` of a
+read_committed consumer returns (log start, LSO) - the end a read_committed query plans.
+
+Reader side: one consumer per range, assigned at the range's start. librdkafka drops
+control records and, under read_committed, aborted batches; the offsets they occupy are
+never returned as messages, so the last offsets before the planned end may never arrive.
+The reader therefore stops on whichever comes first: a message at or past the end, or
+the consumer's position (which librdkafka moves past control records as well) reaching
+the end. Every wait is bounded by ``kafkaConsumer.pollTimeoutMs`` without progress.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import structlog
+
+from .offsets import OffsetRange, TopicPartition, Watermarks
+from .options import SourceOptions
+from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer
+
+log = structlog.get_logger(__name__)
+
+_METADATA_TIMEOUT = 30.0
+_CONSUME_BATCH = 2000
+_CONSUME_WAIT = 0.5
+
+
+class DataLoss(RuntimeError):
+    """Planned offsets the broker no longer has (retention, a recreated topic)."""
+
+
+class KafkaPlanner:
+    """Driver side: partitions and watermarks through one long-lived client."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        from confluent_kafka import Consumer
+
+        self.options = options
+        self._consumer = Consumer(options.consumer_config())
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def partitions(self) -> list[TopicPartition]:
+        o = self.options
+        if o.assign:
+            return sorted(o.assign)
+        # All topics, not list_topics(topic=...): naming a topic may auto-create it.
+        md = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
+        out = []
+        for name, t in md.topics.items():
+            if t.error is not None:
+                continue
+            if o.pattern is not None:
+                if name.startswith("__") or not re.fullmatch(o.pattern, name):
+                    continue
+            elif name not in o.subscribe:
+                continue
+            out.extend((name, p) for p in t.partitions)
+        return sorted(out)
+
+    def watermarks(self, tps):
+        from confluent_kafka import TopicPartition as KTP
+
+        out = {}
+        for topic, partition in tps:
+            low, high = self._consumer.get_watermark_offsets(KTP(topic, partition),
+                                                             timeout=_METADATA_TIMEOUT, cached=False)
+            out[(topic, partition)] = Watermarks(low, high)
+        return out
+
+
+def read_range(options: SourceOptions, r: OffsetRange):
+    """Yield the records of ``r`` as Arrow batches, stopping exactly at ``r.end``."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as KTP
+
+    rows = RowBuffer(r.topic, r.partition, options.include_headers)
+    consumer = Consumer(options.consumer_config())
+    tp = KTP(r.topic, r.partition, r.start)
+    limit = options.poll_timeout_ms / 1000.0
+    try:
+        consumer.assign([tp])
+        position = r.start
+        last_progress = time.monotonic()
+        while position < r.end:
+            messages = consumer.consume(_CONSUME_BATCH, _CONSUME_WAIT)
+            before = position
+            for m in messages:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        _lost(f"{r.topic}-{r.partition}: offsets {position}..{r.end - 1} are out of "
+                              f"range on the broker ({err.str()})", options.fail_on_data_loss)
+                        position = r.end
+                        break
+                    raise KafkaException(err)
+                offset = m.offset()
+                if offset >= r.end:
+                    position = r.end
+                    break
+                if offset < position:
+                    continue  # already returned; never expected, but never twice
+                ts_kind, ts = m.timestamp()
+                rows.add(m.key(), m.value(), offset, ts,
+                         LOG_APPEND_TIME if ts_kind == 2 else CREATE_TIME,
+                         m.headers() if options.include_headers else None)
+                position = offset + 1
+            if position < r.end:
+                # Past trailing control records and aborted batches the messages never show.
+                (now,) = consumer.position([KTP(r.topic, r.partition)])
+                if now.offset > position:
+                    position = now.offset
+            if len(rows) >= ROWS_PER_BATCH:
+                yield rows.flush()
+            if position > before:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > limit:
+                raise TimeoutError(
+                    f"{r.topic}-{r.partition}: no progress for {limit:.0f} s at offset {position} "
+                    f"while reading up to {r.end} (kafkaConsumer.pollTimeoutMs)")
+    finally:
+        consumer.close()
+    batch = rows.flush()
+    if batch is not None:
+        yield batch
+
+
+def _lost(message: str, fail: bool) -> None:
+    if fail:
+        raise DataLoss(message + " (set failOnDataLoss=false to read on)")
+    log.warning("spark.kafka.data_loss", detail=message)

@@ -1,0 +1,209 @@
+"""The PySpark data source ``minibroker``: batch and streaming readers.
+
+Spark calls ``partitions`` / ``initialOffset`` / ``latestOffset`` on the driver (in a
+Python planner process) and ``read`` in Python workers, on a pickled copy of the reader,
+so readers hold options only and open Kafka clients or maps lazily, never in state that
+gets pickled.
+
+Streaming offsets are Spark's Kafka offset JSON (``{"topic": {"0": 42}}``) and live in
+the query's checkpoint. A range ``[start, end)`` reads the same records whenever it is
+read: ends are never planned past the LSO (read_committed) or the high watermark, and
+data below those never changes. That is what makes a restarted query write every
+committed record once with Spark's file sink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
+from . import SOURCE_NAME
+from .offsets import (OffsetRange, TopicPartition, from_json_dict, plan_ranges, rate_limit, resolve,
+                      split_ranges, to_json_dict)
+from .options import SourceOptions, parse_options
+from .schema import spark_schema
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """One Spark task: offsets ``[start, end)`` of one Kafka partition."""
+
+    range: OffsetRange
+    # Offline read_committed: the aborted transactions the planner found in the log's
+    # markers for this range (see logdir.read_range).
+    aborted: tuple = ()
+
+
+class MinibrokerDataSource(DataSource):
+    """``format("minibroker")``; see the package documentation for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self):
+        return spark_schema(parse_options(self.options, streaming=False).include_headers)
+
+    def reader(self, schema) -> DataSourceReader:
+        return BatchReader(parse_options(self.options, streaming=False))
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return StreamReader(parse_options(self.options, streaming=True))
+
+
+def _planner(options: SourceOptions):
+    if options.offline:
+        from .logdir import LogDirPlanner
+
+        return LogDirPlanner(options.path, options.read_committed)
+    from .kafka import KafkaPlanner
+
+    return KafkaPlanner(options)
+
+
+def _partitions_of(planner, options: SourceOptions) -> list[TopicPartition]:
+    if options.offline:
+        return planner.partitions(options.subscribe, options.pattern, options.assign)
+    return planner.partitions()
+
+
+def _aborted_for(planner, r: OffsetRange) -> tuple:
+    return planner.aborted_for(r) if hasattr(planner, "aborted_for") else ()
+
+
+def _close(planner) -> None:
+    close = getattr(planner, "close", None)
+    if close is not None:
+        close()
+
+
+def _read(options: SourceOptions, partition: InputPartition):
+    if not isinstance(partition, RangePartition):
+        return iter(())  # Spark's stand-in when there is nothing to read
+    if options.offline:
+        from .logdir import read_range
+
+        return read_range(options.path, partition.range, read_committed=options.read_committed,
+                          include_headers=options.include_headers,
+                          fail_on_data_loss=options.fail_on_data_loss, aborted_seen=partition.aborted)
+    from .kafka import read_range
+
+    return read_range(options, partition.range)
+
+
+def _input_partitions(planner, options: SourceOptions, start, end) -> list[RangePartition]:
+    ranges = split_ranges(plan_ranges(start, end), max_records=options.max_records_per_partition,
+                          min_partitions=options.min_partitions)
+    return [RangePartition(r, _aborted_for(planner, r)) for r in ranges]
+
+
+class BatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        o = self.options
+        planner = _planner(o)
+        try:
+            tps = _partitions_of(planner, o)
+            marks = planner.watermarks(tps)
+            earliest = {tp: w.earliest for tp, w in marks.items()}
+            latest = {tp: w.latest for tp, w in marks.items()}
+            start = resolve(o.starting, tps, earliest, latest, "startingOffsets")
+            end = resolve(o.ending, tps, earliest, latest, "endingOffsets")
+            # Never past what this isolation level may see: the LSO for read_committed.
+            end = {tp: min(e, latest[tp]) for tp, e in end.items()}
+            parts = _input_partitions(planner, o, start, end)
+        finally:
+            _close(planner)
+        log.info("spark.batch_planned", partitions=len(tps), tasks=len(parts),
+                 offsets=sum(p.range.size for p in parts), isolation=o.isolation_level,
+                 source=o.path or o.bootstrap)
+        return parts
+
+    def read(self, partition):
+        return _read(self.options, partition)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._planner = None
+        self._target: dict[TopicPartition, int] | None = None
+
+    # The planner holds a Kafka client or open scans: it stays in the driver's process.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_planner"] = None
+        return state
+
+    def _get_planner(self):
+        if self._planner is None:
+            self._planner = _planner(self.options)
+        return self._planner
+
+    def _watermarks(self):
+        planner = self._get_planner()
+        return planner.watermarks(_partitions_of(planner, self.options))
+
+    def initialOffset(self) -> dict:
+        marks = self._watermarks()
+        earliest = {tp: w.earliest for tp, w in marks.items()}
+        latest = {tp: w.latest for tp, w in marks.items()}
+        start = resolve(self.options.starting, list(marks), earliest, latest, "startingOffsets")
+        log.info("spark.stream_initial_offsets", offsets=to_json_dict(start),
+                 spec=self.options.starting.kind)
+        return to_json_dict(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.options.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {tp: w.latest for tp, w in self._watermarks().items()}
+        log.info("spark.stream_available_now", target=to_json_dict(self._target))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_json_dict(start)
+        marks = self._watermarks()
+        latest = {}
+        for tp, w in marks.items():
+            if tp not in begin:
+                # A new partition joins at its earliest offset with an empty range, so
+                # that every range ever planned has a start taken from the checkpoint.
+                begin[tp] = w.earliest
+                latest[tp] = w.earliest
+                continue
+            end = w.latest
+            if self._target is not None:
+                end = min(end, self._target.get(tp, begin[tp]))
+            latest[tp] = max(end, begin[tp])  # offsets never go backwards
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(begin, latest, limit.max_rows)
+        for tp, o in begin.items():
+            latest.setdefault(tp, o)  # a partition gone from metadata keeps its offset
+        return to_json_dict(latest)
+
+    def reportLatestOffset(self):
+        return to_json_dict({tp: w.latest for tp, w in self._watermarks().items()})
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return _input_partitions(self._get_planner(), self.options, from_json_dict(start),
+                                 from_json_dict(end))
+
+    def read(self, partition):
+        return _read(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        log.debug("spark.stream_committed", offsets=end)
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            _close(self._planner)
+            self._planner = None

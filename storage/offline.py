@@ -1,0 +1,390 @@
+"""Read-only access to a data directory, for tools that run beside (or instead of) a broker.
+
+The PySpark reader and the exactly-once audit read partitions through this module. It
+never opens a file for writing, takes no lock, and recovers, rebuilds or truncates
+nothing, so a broker may be running on the same directory: whatever it finds past the
+last complete, CRC-valid batch of a segment (preallocated zeros, a batch being written)
+is simply where that segment ends. ``PartitionLog.open`` and ``TxnIndex.load`` are not
+used on purpose: both repair files.
+
+Works on Kafka's own data directories too: without ``topics.json`` the partitions are
+found by their ``<topic>-<partition>`` directory names.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from protocol.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
+from protocol.records import CONTROL_ABORT, CONTROL_COMMIT
+
+from .catalog import CATALOG_FILE
+from .errors import InvalidRecord
+from .index import IndexCorrupt
+from .producer_state import read_control_marker
+from .segment import INDEX_SUFFIX, LOG_SUFFIX
+from .txn_index import ABORTED_TXN_SIZE, TXN_INDEX_SUFFIX, AbortedTxn
+
+__all__ = [
+    "AbortedIndex",
+    "LogSummary",
+    "PartitionDir",
+    "PartitionScan",
+    "SegmentFiles",
+    "control_type",
+    "iter_batches",
+    "partition_dirs",
+    "read_offset_index",
+    "read_txn_index",
+    "segments",
+    "summarize",
+    "txn_index_entries",
+    "walk_segment",
+]
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TXN_ENTRY = struct.Struct(">hqqqq")
+_SKIP_SUFFIXES = ("-delete", "-stray", "-future")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDir:
+    topic: str
+    partition: int
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFiles:
+    base_offset: int
+    log: str
+
+    @property
+    def index(self) -> str:
+        return self.log[: -len(LOG_SUFFIX)] + INDEX_SUFFIX
+
+    @property
+    def txn_index(self) -> str:
+        return self.log[: -len(LOG_SUFFIX)] + TXN_INDEX_SUFFIX
+
+
+# ---------------------------------------------------------------------- layout
+
+
+def _split_dir_name(name: str) -> tuple[str, int] | None:
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit():
+        return None
+    return topic, int(number)
+
+
+def partition_dirs(data_dir: str) -> list[PartitionDir]:
+    """Every partition directory of the topics in ``data_dir``, sorted by (topic, partition).
+
+    ``topics.json`` decides which topics exist when present (a directory of a deleted
+    topic can linger); otherwise every ``<topic>-<n>`` directory counts.
+    """
+    known: dict[str, int] | None = None
+    try:
+        with open(os.path.join(data_dir, CATALOG_FILE), encoding="utf-8") as f:
+            doc = json.load(f)
+        known = {name: int(entry["partitions"]) for name, entry in doc["topics"].items()}
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OSError(f"{data_dir}/{CATALOG_FILE} is unreadable: {exc}") from exc
+    out = []
+    for name in os.listdir(data_dir):
+        path = os.path.join(data_dir, name)
+        if name.endswith(_SKIP_SUFFIXES) or not os.path.isdir(path):
+            continue
+        parsed = _split_dir_name(name)
+        if parsed is None:
+            continue
+        topic, partition = parsed
+        if known is not None and (topic not in known or partition >= known[topic]):
+            continue
+        out.append(PartitionDir(topic, partition, path))
+    out.sort(key=lambda p: (p.topic, p.partition))
+    return out
+
+
+def segments(partition_path: str) -> list[SegmentFiles]:
+    """The partition's ``.log`` files, by base offset."""
+    out = []
+    for name in os.listdir(partition_path):
+        stem, dot, suffix = name.partition(".")
+        if dot and "." + suffix == LOG_SUFFIX and stem.isdigit():
+            out.append(SegmentFiles(int(stem), os.path.join(partition_path, name)))
+    out.sort(key=lambda s: s.base_offset)
+    return out
+
+
+# --------------------------------------------------------------------- indexes
+
+
+def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """``(absolute offset, position)`` entries of a ``.index`` file; [] when missing or
+    unusable (a tool then walks the segment from its start)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    usable = len(data) - len(data) % _OFFSET_ENTRY.size
+    entries = [(base_offset + rel, pos) for rel, pos in _OFFSET_ENTRY.iter_unpack(data[:usable])]
+    # A preallocated index tail reads as zero entries after the first one.
+    out: list[tuple[int, int]] = []
+    for off, pos in entries:
+        if out and (off <= out[-1][0] or pos <= out[-1][1]):
+            break
+        out.append((off, pos))
+    return out
+
+
+def read_txn_index(path: str) -> list[AbortedTxn] | None:
+    """The aborted transactions in a ``.txnindex`` file, None when it is missing or
+    malformed (the broker would rebuild it from the log; tools use the markers)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    if len(data) % ABORTED_TXN_SIZE:
+        return None
+    out = []
+    for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(data):
+        if version != 0 or pid < 0 or not 0 <= first <= last:
+            return None
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+class AbortedIndex:
+    """Kafka's read_committed filter: a transactional batch of producer P at offset o is
+    aborted when an aborted transaction of P spans it (first <= o <= last)."""
+
+    __slots__ = ("_firsts", "_lasts")
+
+    def __init__(self, txns) -> None:
+        by_pid: dict[int, list[tuple[int, int]]] = {}
+        for t in txns:
+            by_pid.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        self._firsts: dict[int, list[int]] = {}
+        self._lasts: dict[int, list[int]] = {}
+        for pid, spans in by_pid.items():
+            # Merged, so that one bisect finds the only span that can hold an offset even
+            # when two sources (index and markers) describe the same transaction.
+            merged: list[list[int]] = []
+            for first, last in sorted(spans):
+                if merged and first <= merged[-1][1] + 1:
+                    merged[-1][1] = max(merged[-1][1], last)
+                else:
+                    merged.append([first, last])
+            self._firsts[pid] = [f for f, _ in merged]
+            self._lasts[pid] = [last for _, last in merged]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._firsts.values())
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        firsts = self._firsts.get(producer_id)
+        if firsts is None:
+            return False
+        i = bisect_right(firsts, offset)
+        return i > 0 and offset <= self._lasts[producer_id][i - 1]
+
+
+# --------------------------------------------------------------------- batches
+
+
+def _map(path: str) -> tuple[mmap.mmap | None, int]:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return None, 0
+        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ), size
+
+
+def _start_position(seg: SegmentFiles, offset: int, buf, size: int) -> int:
+    """Where to start walking ``seg`` for ``offset``: the last indexed batch ending
+    below it, if the index agrees with the log there; else the segment start."""
+    if offset <= seg.base_offset:
+        return 0
+    try:
+        entries = read_offset_index(seg.index, seg.base_offset)
+    except (OSError, IndexCorrupt):
+        return 0
+    i = bisect_right(entries, (offset - 1, 1 << 62))
+    while i > 0:
+        last, pos = entries[i - 1]
+        if pos + HEADER_SIZE <= size:
+            base, length = struct.unpack_from(">qi", buf, pos)
+            delta = struct.unpack_from(">i", buf, pos + 23)[0]
+            if base + delta == last and length >= MIN_BATCH_LENGTH:
+                return pos
+        i -= 1  # an entry the log does not confirm (a torn tail): try an older one
+    return 0
+
+
+def iter_batches(partition_path: str, start_offset: int = 0, *, check_crc: bool = True,
+                 segment_list: list[SegmentFiles] | None = None
+                 ) -> Iterator[tuple[BatchHeader, memoryview, SegmentFiles]]:
+    """``(header, buffer, segment)`` of every batch whose last offset is >= ``start_offset``,
+    in log order; the header's ``position`` is relative to ``buffer``.
+
+    Each segment ends at its first incomplete, zeroed or (with ``check_crc``) corrupt
+    batch. Buffers are read-only maps, valid until the generator moves to the next
+    segment; copy what must outlive that.
+    """
+    segs = segment_list if segment_list is not None else segments(partition_path)
+    bases = [s.base_offset for s in segs]
+    first = max(bisect_right(bases, start_offset) - 1, 0)
+    for seg in segs[first:]:
+        for header, view in walk_segment(seg, start_offset, check_crc):
+            if header.last_offset >= start_offset:
+                yield header, view, seg
+
+
+def control_type(buf, header: BatchHeader) -> int | None:
+    """CONTROL_COMMIT or CONTROL_ABORT for an end-transaction marker batch; None for an
+    empty (cleaned) control batch. Raises InvalidRecord when malformed."""
+    marker = read_control_marker(buf, header)
+    return None if marker is None else marker.control_type
+
+
+# --------------------------------------------------------------------- summary
+
+
+@dataclass(slots=True)
+class LogSummary:
+    """What a walk over a partition's batch headers tells."""
+
+    log_start: int = -1  # first offset present (-1: no batch yet, see ``earliest``)
+    log_end: int = 0  # the high watermark: next offset to be written
+    batches: int = 0
+    records: int = 0
+    open_txns: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    aborted: list[AbortedTxn] = field(default_factory=list)  # from the ABORT markers
+    committed: int = 0
+
+    @property
+    def earliest(self) -> int:
+        return self.log_start if self.log_start >= 0 else self.log_end
+
+    @property
+    def last_stable(self) -> int:
+        """The LSO: first offset of the earliest undecided transaction, else the end."""
+        return min(self.open_txns.values(), default=self.log_end)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions that may hold batches in ``[start, end)``."""
+        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+
+
+class PartitionScan:
+    """A partition's LogSummary, kept up to date by walking only what was appended since
+    the last call (the streaming planner asks every trigger)."""
+
+    def __init__(self, partition_path: str) -> None:
+        self.path = partition_path
+        self.summary = LogSummary()
+        self._base = -1  # segment being walked
+        self._pos = 0  # where the walk stopped in it
+
+    def advance(self) -> LogSummary:
+        s = self.summary
+        segs = segments(self.path)
+        if s.batches == 0 and segs:
+            s.log_end = max(s.log_end, segs[0].base_offset)  # retention emptied the log
+        for seg in segs:
+            if seg.base_offset < self._base:
+                continue
+            if seg.base_offset > self._base:
+                self._base, self._pos = seg.base_offset, 0
+            for header, view in walk_segment(seg, position=self._pos):
+                self._pos = header.end
+                _account(s, header, view)
+        return s
+
+
+def walk_segment(seg: SegmentFiles, start_offset: int = 0, check_crc: bool = True,
+                 position: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """``(header, view)`` of the segment's valid batches from byte ``position``, or from
+    the indexed batch nearest below ``start_offset``; it stops at the first batch that is
+    incomplete, zeroed or (with ``check_crc``) corrupt - a batch the broker is still
+    copying in must not be taken for data. ``header.end`` of the last one is where the
+    walk stopped."""
+    try:
+        mm, size = _map(seg.log)
+    except FileNotFoundError:
+        return  # deleted by retention while we walked
+    if mm is None:
+        return
+    view = memoryview(mm)
+    try:
+        pos = _start_position(seg, start_offset, view, size) if position is None else position
+        while pos + HEADER_SIZE <= size:
+            fields = HEADER.unpack_from(view, pos)
+            end = pos + fields[1] + 12
+            if fields[1] < MIN_BATCH_LENGTH or fields[3] != 2 or end > size:
+                break
+            if check_crc and crc32c(view[pos + CRC_START: end]) != fields[4]:
+                break
+            yield BatchHeader(pos, *fields), view
+            pos = end
+    finally:
+        view.release()
+        try:
+            mm.close()
+        except BufferError:
+            pass
+
+
+def _account(s: LogSummary, header: BatchHeader, view) -> None:
+    if s.log_start < 0:
+        s.log_start = header.base_offset
+    s.batches += 1
+    s.records += header.record_count
+    s.log_end = header.last_offset + 1
+    if not header.is_transactional:
+        return
+    pid = header.producer_id
+    if not header.is_control:
+        s.open_txns.setdefault(pid, header.base_offset)
+        return
+    try:
+        ctype = control_type(view, header)
+    except InvalidRecord:
+        ctype = None
+    txn_first = s.open_txns.pop(pid, header.base_offset)
+    if ctype == CONTROL_ABORT:
+        # Kafka's CompletedTxn: an abort with no data here still gets an entry.
+        lso = min(s.open_txns.values(), default=header.base_offset + 1)
+        s.aborted.append(AbortedTxn(pid, txn_first, header.base_offset, lso))
+    elif ctype == CONTROL_COMMIT:
+        s.committed += 1
+
+
+def summarize(partition_path: str) -> LogSummary:
+    """Walk every batch header of the partition once."""
+    return PartitionScan(partition_path).advance()
+
+
+def txn_index_entries(partition_path: str) -> list[AbortedTxn] | None:
+    """Every segment's ``.txnindex`` entries; None if one is missing or malformed."""
+    out: list[AbortedTxn] = []
+    for seg in segments(partition_path):
+        entries = read_txn_index(seg.txn_index)
+        if entries is None:
+            return None
+        out.extend(entries)
+    return out
