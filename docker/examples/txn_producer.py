@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                 value = f"user-{k} #{seq[k]} txn {txn}" + (" aborted" if abort else "")
                 producer.produce(args.topic, key=f"user-{k}", value=value)
             if abort:
+                # Flush first so the records really reach the broker's log before the ABORT
+                # marker (abort_transaction alone would drop the ones still queued locally).
+                producer.flush(args.timeout)
                 producer.abort_transaction(args.timeout)
                 aborted += args.records
                 print(f"transaction {txn}: {args.records} records ABORTED on purpose "
