@@ -92,6 +92,20 @@ if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
     "$VENV_PY" tests/integration/java_client.py fetch
 fi
 
+# --- container tests (tests/docker): podman, runc, debootstrap, docker-compose -------------------
+# No Docker engine here: tests/docker builds and runs docker/Dockerfile with Debian's rootful
+# podman (runc, netavark + aardvark-dns for compose networks), on a Debian base it makes with
+# debootstrap (cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/), and drives
+# docker/compose.yaml with Debian's docker-compose 1.29 through `podman system service`.
+CONTAINER_PKGS=()
+for pkg in podman runc netavark aardvark-dns iptables debootstrap docker-compose; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+        CONTAINER_PKGS+=("$pkg")
+done
+if [ "${#CONTAINER_PKGS[@]}" -gt 0 ]; then
+    apt_install "${CONTAINER_PKGS[@]}"
+fi
+
 # --- the suite ---------------------------------------------------------------------------
 export MINIBROKER_TEST_REQUIRE_TOOLS=1
 log "python -m pytest -p no:cacheprovider tests $*"
