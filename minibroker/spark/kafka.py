@@ -91,7 +91,12 @@ def read_range(options: SourceOptions, r: OffsetRange):
         position = r.start
         last_progress = time.monotonic()
         while position < r.end:
-            messages = consumer.consume(_CONSUME_BATCH, _CONSUME_WAIT)
+            # Whatever is queued, without waiting; consume() with a timeout would wait it out
+            # whenever fewer than a full batch are left. poll() returns on the first event.
+            messages = consumer.consume(_CONSUME_BATCH, 0)
+            if not messages:
+                m = consumer.poll(_CONSUME_WAIT)
+                messages = [m] if m is not None else []
             before = position
             for m in messages:
                 err = m.error()
