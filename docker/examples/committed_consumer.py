@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 VALUE = re.compile(r"^(?P<key>\S+) #(?P<seq>\d+) txn (?P<txn>\d+)(?P<aborted> aborted)?$", re.I)
 
@@ -74,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             if msg.error():
                 if msg.error().fatal():
                     raise KafkaException(msg.error())
-                print(f"consumer error: {msg.error()}", file=sys.stderr, flush=True)
+                if msg.error().code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    # Started before anything wrote the topic: librdkafka keeps looking for it.
+                    print(f"waiting for topic {args.topic!r} to exist", flush=True)
+                else:
+                    print(f"consumer error: {msg.error()}", file=sys.stderr, flush=True)
                 continue
             count += 1
             key = (msg.key() or b"").decode(errors="replace")

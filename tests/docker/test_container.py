@@ -231,6 +231,25 @@ def test_broker_container(podman, broker_image):
     podman.run("volume", "rm", volume)
 
 
+def test_ephemeral_container(podman, broker_image):
+    """The CI use: MINIBROKER_EPHEMERAL=true keeps data in a temp dir (writable by the non-root
+    user) that is gone after a clean SIGTERM stop."""
+    name = podman.container(f"mbtest-{uuid.uuid4().hex[:8]}-ephemeral")
+    port = free_port()
+    podman.run("run", "-d", "--name", name, "-p", f"{HOST}:{port}:9092",
+               "-e", "MINIBROKER_EPHEMERAL=true", "-e", f"MINIBROKER_ADVERTISED_PORT={port}",
+               "-e", f"MINIBROKER_ADVERTISED_HOST={HOST}", broker_image)
+    podman.wait_healthy(name, timeout=30)
+    topic = f"eph-{uuid.uuid4().hex[:8]}"
+    _txn_produce(f"{HOST}:{port}", topic, f"eph-{port}", [(["v"], True)])
+    assert _consume_all(f"{HOST}:{port}", topic, "read_committed", 1) == ["v"]
+    # nothing went to the volume
+    assert podman.out("exec", name, "ls", "-A", "/var/lib/minibroker").split() == []
+    podman.run("stop", "-t", "20", name, timeout=60)
+    assert podman.inspect(name)["State"]["ExitCode"] == 0, podman.logs(name)
+    podman.run("rm", "-f", name)
+
+
 # -- the compose environment ---------------------------------------------------------------------
 
 def test_compose_environment(podman, broker_image, examples_image):
