@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from protocol.batch import BatchHeader
@@ -109,8 +110,8 @@ class _Auditor:
         self.max_epoch: dict[int, int] = {}
         self.seqs: dict[tuple[int, int], _Seq] = {}
         self.open: dict[int, _Txn] = {}
-        self.markers: dict[int, list[tuple[int, bool, int, int]]] = {}  # pid -> (epoch, commit, offset, ts)
-        self.aborted: list[tuple[int, int, int, int]] = []  # pid, first, marker offset, records
+        self.markers: Counter = Counter()  # (producer id, epoch, commit) -> markers in the log
+        self.aborted: list[tuple[int, int, int, int, int]] = []  # pid, epoch, first, marker, records
         self.first_timestamp = -1
 
     def add(self, kind: str, severity: str = FAILURE, **kw) -> None:
@@ -218,13 +219,13 @@ class _Auditor:
                      producer_epoch=h.producer_epoch,
                      detail=f"marker epoch {h.producer_epoch} ends a transaction of epoch {txn.epoch}")
         commit = ctype == CONTROL_COMMIT
-        self.markers.setdefault(pid, []).append((h.producer_epoch, commit, h.base_offset, h.max_timestamp))
+        self.markers[(pid, h.producer_epoch, commit)] += 1
         if commit:
             self.r.committed_txns += 1
         elif ctype == CONTROL_ABORT:
             self.r.aborted_txns += 1
             first = txn.first_offset if txn is not None else h.base_offset
-            self.aborted.append((pid, first, h.base_offset, txn.records if txn else 0))
+            self.aborted.append((pid, h.producer_epoch, first, h.base_offset, txn.records if txn else 0))
 
     # -- per segment ------------------------------------------------------------------------
     def segment_tail(self, path: str, stop: int, last_segment: bool) -> None:
@@ -272,24 +273,17 @@ class _Auditor:
     def _coordinator_markers(self) -> None:
         # A log that lost its head to retention cannot hold markers older than its first batch.
         horizon = self.first_timestamp if self.r.log_start > 0 else -1
-        by_pid: dict[int, list] = {}
-        for m in self.expect.markers:
-            if m.decided_ms >= horizon:
-                by_pid.setdefault(m.producer_id, []).append(m)
-        for pid, wanted in by_pid.items():
-            have = self.markers.get(pid, [])
-            i = 0
-            for m in wanted:
-                # In order; extra markers are allowed (a roll-forward after a crash rewrites them).
-                while i < len(have) and (have[i][0], have[i][1]) != (m.epoch, m.commit):
-                    i += 1
-                if i == len(have):
-                    kind = "COMMIT" if m.commit else "ABORT"
-                    self.add("missing_marker", producer_id=pid, producer_epoch=m.epoch,
-                             detail=f"the coordinator completed a transaction of producer {pid} epoch "
-                                    f"{m.epoch} with {kind}, but no such marker follows in this partition")
-                    break
-                i += 1
+        wanted = Counter((m.producer_id, m.epoch, m.commit) for m in self.expect.markers
+                         if m.decided_ms >= horizon)
+        have = self.markers
+        # More markers than decisions are allowed: a roll-forward after a crash rewrites them.
+        for (pid, epoch, commit), n in sorted(wanted.items()):
+            if have[(pid, epoch, commit)] < n:
+                kind = "COMMIT" if commit else "ABORT"
+                self.add("missing_marker", producer_id=pid, producer_epoch=epoch,
+                         detail=f"the coordinator completed {n} transaction(s) of producer {pid} epoch "
+                                f"{epoch} with {kind} that include this partition, but the log holds "
+                                f"{have[(pid, epoch, commit)]} such {kind} marker(s)")
 
     def _txn_index(self, entries, complete: bool) -> None:
         if not complete:
@@ -297,19 +291,19 @@ class _Auditor:
                      detail="a segment's .txnindex is missing or malformed (the broker rebuilds it on "
                             "restart; until then read_committed fetches may return aborted records)")
         by_key = {(e.producer_id, e.last_offset): e for e in entries}
-        for pid, first, marker, records in self.aborted:
+        for pid, epoch, first, marker, records in self.aborted:
             e = by_key.pop((pid, marker), None)
             if e is None:
                 if complete and records:
-                    self.add("aborted_visible", offset=first, producer_id=pid,
+                    self.add("aborted_visible", offset=first, producer_id=pid, producer_epoch=epoch,
                              detail=f"{records} aborted records from offset {first} (ABORT marker at "
                                     f"{marker}) are not in the transaction index")
             elif e.first_offset > first:
-                self.add("aborted_visible", offset=first, producer_id=pid,
+                self.add("aborted_visible", offset=first, producer_id=pid, producer_epoch=epoch,
                          detail=f"the index entry of the transaction aborted at {marker} starts at "
                                 f"{e.first_offset}, after its first record at {first}")
             elif e.first_offset < first:
-                self.add("committed_hidden", offset=e.first_offset, producer_id=pid,
+                self.add("committed_hidden", offset=e.first_offset, producer_id=pid, producer_epoch=epoch,
                          detail=f"the index entry of the transaction aborted at {marker} starts at "
                                 f"{e.first_offset}, before its first record at {first}")
         for (pid, marker), e in sorted(by_key.items()):
