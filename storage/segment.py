@@ -35,7 +35,6 @@ from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
 
 log = structlog.get_logger(__name__)
 
-_PAGE = mmap.PAGESIZE
 # Blocks are reserved ahead of the write position with fallocate so that a full
 # disk surfaces as an error on append, not as SIGBUS when a page is touched.
 _RESERVE_AHEAD = 4 << 20
@@ -321,9 +320,20 @@ class Segment:
         end = pos + len(batch)
         if end > self._reserved:
             self._reserve(end)
-        mm = self._mm
-        mm[pos:end] = batch
-        _I64.pack_into(mm, pos, base_offset)
+        # One pwritev rather than a store through the map: a store faults in
+        # each fresh page of the shared map (and zero-fills it) before copying,
+        # which made this copy the broker's largest cost at ~1 GB/s; pwritev
+        # copies into the page cache at ~4 GB/s here. The map sees the same
+        # pages, so reads are unchanged. The new base offset goes in as the
+        # first 8 bytes, so the batch is never on disk with the producer's.
+        try:
+            written = os.pwritev(self._fd, (_I64.pack(base_offset), memoryview(batch)[8:]), pos)
+        except OSError as exc:
+            raise StorageError(f"{self.path}: append failed: {exc}") from exc
+        if written != end - pos:
+            # Only a full disk or a signal cuts a regular-file write short; the
+            # partial batch is past ``size`` and is overwritten by the next one.
+            raise StorageError(f"{self.path}: short write ({written} of {end - pos} bytes)")
         self._note(pos, last_offset, max_timestamp, end - pos)
         self.next_offset = last_offset + 1
         self._dirty = True
@@ -356,10 +366,12 @@ class Segment:
         self._reserved = want
 
     def sync(self) -> None:
-        """msync what was appended since the last sync (page-aligned)."""
-        if self._mm is not None and self.capacity and self._synced < self.size:
-            start = self._synced & ~(_PAGE - 1)
-            self._mm.flush(start, self.size - start)
+        """Write what was appended since the last sync to disk (data only)."""
+        if self._fd >= 0 and self.capacity and self._synced < self.size:
+            # Appends go through pwritev, not the map, so msync would have
+            # nothing of ours to write: fdatasync writes the dirty pages of
+            # the file (and the allocation of its blocks, not the mtime).
+            os.fdatasync(self._fd)
             self._synced = self.size
 
     def fsync(self) -> None:

@@ -200,3 +200,132 @@ def test_size_at_the_maximum_is_accepted():
     d = FrameDecoder(max_size=10)
     assert feed_all(d, [frame(b"0123456789")]) == [b"0123456789"]
     assert FrameDecoder().feed(size_prefix(DEFAULT_MAX_FRAME)) == []  # waits for the body
+
+
+# -- asyncio.BufferedProtocol side ---------------------------------------------------
+
+
+def read_into(decoder: FrameDecoder, stream: bytes, limits) -> list[bytes]:
+    """Play a transport: copy at most ``limit`` bytes into each get_buffer()."""
+    out, pos, limits = [], 0, list(limits)
+    while pos < len(stream):
+        buf = decoder.get_buffer(-1)
+        assert len(buf) > 0
+        n = min(len(buf), len(stream) - pos, limits.pop(0) if limits else len(stream))
+        buf[:n] = stream[pos : pos + n]
+        pos += n
+        frames = decoder.buffer_updated(n)
+        assert all(isinstance(f, memoryview) for f in frames)
+        out.extend(bytes(f) for f in frames)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 3, 100, 65_531, 65_532, 65_533, 70_000, 300_000]), max_size=6),
+    limits=st.lists(st.integers(min_value=1, max_value=200_000), max_size=20),
+)
+def test_buffered_reads_give_back_the_payloads(sizes, limits):
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    d = FrameDecoder()
+    assert read_into(d, wire(*payloads), limits) == payloads
+    assert d.buffered == 0
+
+
+def test_buffered_large_frame_is_read_into_its_own_buffer():
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    d = FrameDecoder()
+    stream = frame(payload) + frame(b"next")
+    first = d.get_buffer(-1)
+    first[:100] = stream[:100]
+    assert d.buffer_updated(100) == []
+    rest = d.get_buffer(-1)
+    # The rest of the frame and not a byte more: the next frame starts in scratch.
+    assert len(rest) == len(payload) - 96
+    rest[:] = stream[100 : 4 + len(payload)]
+    (f,) = d.buffer_updated(len(rest))
+    assert f.obj is rest.obj and bytes(f) == payload
+    assert read_into(d, stream[4 + len(payload):], []) == [b"next"]
+    assert d.buffered == 0
+
+
+def test_buffered_small_frames_outlive_the_scratch_buffer():
+    d = FrameDecoder()
+    got = read_into(d, wire(b"a" * 10, b"b" * 20), [])
+    kept = d.buffer_updated(0)
+    assert got == [b"a" * 10, b"b" * 20] and kept == []
+    (f,) = [memoryview(x) for x in read_into(d, frame(b"c" * 5), [])]
+    assert bytes(f) == b"c" * 5
+
+
+def test_buffered_invalid_sizes():
+    d = FrameDecoder(max_size=10)
+    buf = d.get_buffer(-1)
+    buf[:4] = size_prefix(11)
+    with pytest.raises(InvalidFrame):
+        d.buffer_updated(4)
+    d = FrameDecoder()
+    buf = d.get_buffer(-1)
+    buf[:4] = struct.pack(">i", -1)
+    with pytest.raises(InvalidFrame):
+        d.buffer_updated(4)
+
+
+def test_buffered_large_buffer_is_reused_only_when_released():
+    d = FrameDecoder()
+    first = read_into(d, frame(b"x" * 100_000), [])  # bytes() copies: the view is gone
+    assert first == [b"x" * 100_000]
+    spare = [id(b) for b in d._spares]  # not a reference: that would count as a user
+    assert read_into(d, frame(b"y" * 90_000), []) == [b"y" * 90_000]
+    assert [id(b) for b in d._spares] == spare  # nothing held the first frame: same buffer
+
+    held = []
+    stream = frame(b"z" * 100_000)
+    pos = 0
+    while pos < len(stream):
+        buf = d.get_buffer(-1)
+        n = min(len(buf), len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        pos += n
+        held.extend(d.buffer_updated(n))
+    assert bytes(held[0]) == b"z" * 100_000
+    read_into(d, frame(b"w" * 100_000), [])
+    assert len(d._spares) == 2  # the held frame kept its buffer: a second one
+    assert [id(b) for b in d._spares][0] == spare[0]
+    assert bytes(held[0]) == b"z" * 100_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 2, 100, 65_531, 65_532, 65_533, 70_000, 300_000]), max_size=5),
+    cuts=st.lists(st.integers(min_value=0, max_value=800_000), max_size=12),
+)
+def test_large_frames_fed_in_pieces(sizes, cuts):
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    data = wire(*payloads)
+    points = sorted({c for c in cuts if c <= len(data)} | {0, len(data)})
+    d = FrameDecoder()
+    got = []
+    for a, b in zip(points, points[1:]):
+        got.extend(bytes(f) for f in d.feed(data[a:b]))
+        assert d.buffered == b - sum(4 + len(p) for p in got)
+    assert got == payloads
+    assert d.buffered == 0
+
+
+def test_large_frame_fed_in_pieces_reuses_its_buffer():
+    d = FrameDecoder()
+    data = frame(b"a" * 200_000) + frame(b"b" * 200_000)
+    frames = []
+    for i in range(0, len(data), 65_536):
+        frames.extend(d.feed(data[i : i + 65_536]))
+    assert [bytes(f) for f in frames] == [b"a" * 200_000, b"b" * 200_000]
+    assert frames[0].obj is not frames[1].obj  # the first was still held
+    assert len(d._spares) == 2
+    del frames
+    spare = [id(b) for b in d._spares]
+    firsts = []
+    for i in range(0, len(data), 65_536):
+        firsts += [bytes(f[:1]) for f in d.feed(data[i : i + 65_536])]  # no view outlives this line
+    assert firsts == [b"a", b"b"]
+    assert [id(b) for b in d._spares] == spare
