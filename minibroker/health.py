@@ -13,6 +13,7 @@ import struct
 import sys
 import time
 
+from minibroker.listeners import ListenerError, parse_endpoints
 from protocol.probe import ProbeError, api_versions_request, parse_api_versions_response
 
 _MAX_ANSWER = 1 << 20
@@ -50,16 +51,35 @@ def probe(host: str, port: int, timeout: float) -> tuple[int, int, float]:
     return error, len(apis), time.perf_counter() - t0
 
 
+def default_bootstrap(env=os.environ) -> str:
+    """What the broker configured by this environment listens on: its first listener
+    (every-interface hosts become localhost), else localhost:$MINIBROKER_PORT."""
+    if env.get("MINIBROKER_HEALTH_BOOTSTRAP"):
+        return env["MINIBROKER_HEALTH_BOOTSTRAP"]
+    if env.get("MINIBROKER_LISTENERS"):
+        try:
+            first = parse_endpoints(env["MINIBROKER_LISTENERS"], "MINIBROKER_LISTENERS")[0]
+        except ListenerError:
+            pass
+        else:
+            host = first.host if first.host not in ("", "0.0.0.0", "::") else "localhost"
+            return f"{host}:{first.port}"
+    host = env.get("MINIBROKER_HOST") or "localhost"
+    if host in ("0.0.0.0", "::"):
+        host = "localhost"
+    return f"{host}:{env.get('MINIBROKER_PORT') or 9092}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    default = os.environ.get("MINIBROKER_HEALTH_BOOTSTRAP") or \
-        f"localhost:{os.environ.get('MINIBROKER_PORT') or 9092}"
+    default = default_bootstrap()
     p = argparse.ArgumentParser(
         prog="minibroker health",
         description="Check that a Kafka broker answers: one ApiVersions round trip. "
                     "Exit 0 when it answers without error, 1 otherwise.")
     p.add_argument("--bootstrap", default=default, metavar="HOST:PORT",
-                   help="broker to ask (env MINIBROKER_HEALTH_BOOTSTRAP, else "
-                        "localhost:$MINIBROKER_PORT or localhost:9092; default %(default)s)")
+                   help="broker to ask (env MINIBROKER_HEALTH_BOOTSTRAP, else the first of "
+                        "MINIBROKER_LISTENERS, else $MINIBROKER_HOST:$MINIBROKER_PORT with "
+                        "localhost for every-interface hosts; default %(default)s)")
     p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                    help="bound on connecting and on the answer (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing")

@@ -9,6 +9,9 @@
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
 #   - installs a JDK (default-jdk-headless) if javac is missing, and caches the kafka-clients
 #     4.3.0 jars outside the repo (tests/integration/java_client.py fetch);
+#   - installs podman, runc, netavark, aardvark-dns, iptables, debootstrap and docker-compose if
+#     missing, for the container tests (tests/docker; their Debian base image is made with
+#     debootstrap and cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/);
 #   - runs `python -m pytest -p no:cacheprovider tests "$@"`; the exit code is pytest's.
 # Integration tests then fail (instead of skipping) when kcat, node, kafkajs, javac or the jars are missing.
 set -euo pipefail

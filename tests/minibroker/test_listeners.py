@@ -90,3 +90,15 @@ def test_environment_variables(monkeypatch):
     assert [x.name for x in config.effective_listeners()] == ["INTERNAL", "EXTERNAL"]
     assert config.advertised(29092) == ("minibroker", 29092)
     assert str(config.ready_file) == "/tmp/ready" and config.ephemeral
+
+
+def test_health_default_target_follows_the_broker_environment():
+    from minibroker.health import default_bootstrap
+    assert default_bootstrap({}) == "localhost:9092"
+    assert default_bootstrap({"MINIBROKER_PORT": "9093"}) == "localhost:9093"
+    assert default_bootstrap({"MINIBROKER_HOST": "0.0.0.0", "MINIBROKER_PORT": "1"}) == "localhost:1"
+    assert default_bootstrap({"MINIBROKER_HOST": "127.0.0.2"}) == "127.0.0.2:9092"
+    env = {"MINIBROKER_LISTENERS": "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092",
+           "MINIBROKER_PORT": "9092"}
+    assert default_bootstrap(env) == "localhost:29092"
+    assert default_bootstrap({**env, "MINIBROKER_HEALTH_BOOTSTRAP": "x:1"}) == "x:1"
