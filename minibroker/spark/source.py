@@ -201,7 +201,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.options, partition)
 
     def commit(self, end: dict) -> None:
-        log.debug("spark.stream_committed", offsets=end)
+        pass  # the offsets live in Spark's checkpoint; nothing on the broker to commit
 
     def stop(self) -> None:
         if self._planner is not None:
