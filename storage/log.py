@@ -452,8 +452,21 @@ class PartitionLog:
         READ_COMMITTED). The view points into the segment's map: send it, do
         not keep it.
         """
+        return self.read_to(offset, max_bytes, upper_bound, min_one)[0]
+
+    def read_to(
+        self,
+        offset: int,
+        max_bytes: int,
+        upper_bound: int | None = None,
+        min_one: bool = True,
+    ) -> tuple[memoryview, int]:
+        """``read`` and the offset just after the batches returned (``offset``
+        when none are): the upper bound of the aborted transactions a
+        READ_COMMITTED fetch answer must list (Kafka's LocalLog.read ->
+        collectAbortedTransactions stops at the fetched data's end too)."""
         if offset == self._next_offset and offset >= self._start_offset:
-            return _EMPTY
+            return _EMPTY, offset
         if offset < self._start_offset or offset > self._next_offset:
             raise OffsetOutOfRange(offset, self._start_offset, self._next_offset)
         segments = self._segments
@@ -462,9 +475,10 @@ class PartitionLog:
             seg = segments[i]
             pos = seg.find(offset)
             if pos >= 0:
-                return seg.slice(pos, max_bytes, upper_bound, min_one)
+                view, after = seg.slice_to(pos, max_bytes, upper_bound, min_one)
+                return view, (after if len(view) else offset)
             i += 1
-        return _EMPTY
+        return _EMPTY, offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record whose timestamp is >=

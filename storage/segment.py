@@ -485,6 +485,13 @@ class Segment:
         """Whole batches from ``pos``: at most ``max_bytes`` (the first one
         whole anyway with ``min_one``), none holding an offset >= ``upper_bound``
         (a batch straddling the bound stays out: it is above the LSO)."""
+        return self.slice_to(pos, max_bytes, upper_bound, min_one)[0]
+
+    def slice_to(
+        self, pos: int, max_bytes: int, upper_bound: int | None, min_one: bool
+    ) -> tuple[memoryview, int]:
+        """``slice`` and the offset just after it: the base offset of the first
+        batch left out, or the segment's next offset when it reaches the end."""
         view = self._buffer()
         size = self.size
         limit = pos + max_bytes
@@ -503,7 +510,8 @@ class Segment:
             if stop > limit and (end > pos or not min_one):
                 break
             end = stop
-        return view[pos:end]
+        after = _I64.unpack_from(view, end)[0] if end < size else self.next_offset
+        return view[pos:end], after
 
     def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(position, end)`` of the first batch whose max timestamp >= ``timestamp``."""

@@ -110,18 +110,21 @@ class FetchHandlers:
                 fp.high_watermark = hw
                 fp.last_stable_offset = lso
                 fp.log_start_offset = plog.log_start_offset
-                # Only READ_COMMITTED gets the list: the Java consumer drops aborted
-                # batches solely through it; read_uncommitted sees everything.
-                fp.aborted = plog.aborted_transactions(p.fetch_offset, lso) if committed else None
                 limit = min(p.partition_max_bytes, remaining)
                 try:
-                    data = plog.read(p.fetch_offset, max(limit, 0),
-                                     upper_bound=lso if committed else hw, min_one=min_one)
+                    data, after = plog.read_to(p.fetch_offset, max(limit, 0),
+                                               upper_bound=lso if committed else hw, min_one=min_one)
                 except OffsetOutOfRange:
                     fp.error_code = ErrorCode.offset_out_of_range
                     fp.records = b""
                     any_error = True
                     continue
+                # Only READ_COMMITTED gets the list: the Java consumer drops aborted
+                # batches solely through it; read_uncommitted sees everything. Only
+                # the transactions overlapping the data returned, as Kafka lists them
+                # (LocalLog.addAbortedTransactions): the rest of the log could hold
+                # thousands, resent with every fetch.
+                fp.aborted = plog.aborted_transactions(p.fetch_offset, after) if committed else None
                 fp.records = data
                 n = len(data)
                 if n:

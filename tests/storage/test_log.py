@@ -115,6 +115,27 @@ def test_read_upper_bound_with_index_jump(open_log):
         assert base_offset_of(got[0]) == 10
 
 
+def test_read_to_gives_the_offset_after_the_data(open_log):
+    log = open_log(LogConfig(segment_bytes=1 << 20, index_interval_bytes=100))
+    fill(log, 200, count=2, value_size=50)  # batches at 0, 2, 4, ...
+    size = len(make_batch(2, 50))
+    for start, limit, bound in ((0, size * 7, None), (10, size * 7 + 1, None), (3, 1 << 20, 51),
+                                (0, 1 << 20, None), (400, 100, None), (0, 10, 1)):
+        data, after = log.read_to(start, limit, upper_bound=bound)
+        got = split_batches(data)
+        assert data == log.read(start, limit, upper_bound=bound)
+        # The base offset of the first batch left out (or the log end): batches hold 2 offsets.
+        assert after == (base_offset_of(got[-1]) + 2 if got else start)
+
+
+def test_read_to_across_segments(open_log):
+    log = open_log()
+    fill(log, 100, count=2, value_size=200)
+    first = log.segments[0]
+    data, after = log.read_to(0, 1 << 30)
+    assert len(data) == first.size and after == first.next_offset == log.segments[1].base_offset
+
+
 def test_read_out_of_range(open_log):
     log = open_log()
     fill(log, 2)
