@@ -6,7 +6,7 @@ Starts each broker on a free loopback port, runs each workload with the same cli
 (bench/workloads.py) against each, stops it, and prints one table of medians over --reps runs
 with the ratio minibroker ÷ peer per row; also writes bench/results.md and bench/results.json.
 
-Workloads (names for --only): produce1k, produce100, latency, txn, consume, coldstart.
+Workloads (names for --only): produce1k, produce100, latency, txn, consume, recovery, coldstart.
 Brokers (names for --brokers): mb-never, mb-1000, mb-always, mock, tansu.
 """
 
@@ -144,16 +144,30 @@ class MiniBroker(Broker):
         self.label = f"minibroker fsync={fsync}"
         self.dir: str | None = None
 
-    def start(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
+    def start(self, keep_data: bool = False) -> None:
+        """Start on a new temp data dir, or with ``keep_data`` on the last one (restarts)."""
+        if not (keep_data and self.dir):
+            self.dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
         port = free_port()
         self.bootstrap = f"127.0.0.1:{port}"
         t0 = time.perf_counter()
         self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
                                       "--fsync", self.fsync, "--log-level", "warning"],
                                      cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(self.dir, "..", f"{os.path.basename(self.dir)}.err"), "w"))
-        self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc)
+                                     stderr=open(self.dir + ".err", "a"))
+        self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc, limit=120)
+
+    def halt(self, kill: bool) -> float:
+        """Stop the process but keep its data: SIGTERM (clean) or SIGKILL; seconds it took."""
+        t0 = time.perf_counter()
+        if kill:
+            self.proc.kill()
+            self.proc.wait(30)
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(120)
+        self.proc = None
+        return time.perf_counter() - t0
 
     def stop(self) -> None:
         super().stop()
@@ -276,6 +290,30 @@ class Ctx:
         return f"bench-{stem}-{self.seq}-{int(time.time() * 1000) % 100000}"
 
 
+class RssSampler:
+    """Peak anonymous and file-backed RSS of a process, sampled every 20 ms in a thread
+    (VmHWM alone cannot tell a heap that grows from mapped segment pages)."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+        self.pid = pid
+        self.anon = self.file = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            st = proc_status(self.pid)
+            self.anon = max(self.anon, st.get("RssAnon", 0))
+            self.file = max(self.file, st.get("RssFile", 0))
+            self._stop.wait(0.02)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
     a = ctx.a
     topic = ctx.topic(f"p{size}")
@@ -287,9 +325,14 @@ def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
             f.write("5")
     except OSError:
         pass
+    sampler = RssSampler(b.pid) if b.pid > 0 else None
     args = [["produce", "--bootstrap", b.bootstrap, "--topic", topic, "--size", str(size),
              "--seconds", str(a.seconds), "--partitions", "3"] for _ in range(a.producers)]
-    rs = run_clients(args, a.seconds + 90)
+    try:
+        rs = run_clients(args, a.seconds + 90)
+    finally:
+        if sampler:
+            sampler.stop()
     busy1 = machine_busy()
     start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
     wall = end - start
@@ -302,12 +345,16 @@ def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
            f"{key}: client CPU % per process (max)": max(100 * r["cpu"] / (r["end"] - r["start"]) for r in rs),
            f"{key}: machine CPU busy % (all cores)": 100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])}
     if b.pid > 0:
-        out[f"{key}: broker CPU %"] = 100 * (proc_cpu(b.pid) - cpu0) / wall
+        cpu = proc_cpu(b.pid) - cpu0
+        out[f"{key}: broker CPU %"] = 100 * cpu / wall
+        # What the broker costs per byte, whatever the clients could drive on this machine.
+        out[f"{key}: broker CPU s per GB"] = cpu / (recs * size / 1e9)
+    out[f"{key}: client CPU s per GB (all processes)"] = sum(r["cpu"] for r in rs) / (recs * size / 1e9)
     if isinstance(b, MiniBroker) or isinstance(b, Tansu):
         st = proc_status(b.pid)
-        out[f"{key}: broker peak RSS MiB"] = st.get("VmHWM", float("nan"))
-        out[f"{key}: broker RSS after, anonymous MiB"] = st.get("RssAnon", float("nan"))
-        out[f"{key}: broker RSS after, file-backed MiB"] = st.get("RssFile", float("nan"))
+        out[f"{key}: broker peak RSS MiB (VmHWM)"] = st.get("VmHWM", float("nan"))
+        out[f"{key}: broker peak RSS, anonymous MiB"] = sampler.anon
+        out[f"{key}: broker peak RSS, file-backed MiB"] = sampler.file
     return out
 
 
@@ -336,29 +383,85 @@ def w_txn(ctx, b: Broker) -> dict:
     return out
 
 
-def w_consume(ctx, b: Broker) -> dict:
+MOCK_LOG_LIMIT = ("the librdkafka mock keeps only the last 5 MiB / 100,000 batches of each partition "
+                  "(rdkafka_mock.c: mpart->max_size, max_cnt) and discards older records, so it cannot "
+                  "serve a 1 GiB read")
+
+
+def du_mib(path: str) -> float:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(root, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total / 2**20
+
+
+def consume_phase(ctx, proto: Broker, do_consume: bool, do_recovery: bool, record, note) -> None:
+    """Workloads (4) and (7) on a fresh instance of ``proto``'s kind, so that its log holds
+    exactly the ~``--consume-mib`` MiB loaded here (the produce runs wrote GBs elsewhere):
+    load once, read it ``--reps`` times each way, then (minibroker) restart it ``--reps``
+    times after a clean stop and ``--reps`` times after kill -9."""
     a = ctx.a
-    topic = ctx.topic("cons")
-    create_topic(b, topic, 3)
-    r = run_clients([["load", "--bootstrap", b.bootstrap, "--topic", topic, "--mib", str(a.consume_mib)]], 600)[0]
-    if r["errors"]:
-        raise RuntimeError(f"load: {r['errors']} errors: {r['first_error']}")
-    committed, total = r["committed"], r["committed"] + r["aborted"]
-    out = {}
-    for iso, expect in (("read_uncommitted", total), ("read_committed", committed)):
-        c = run_clients([["consume", "--bootstrap", b.bootstrap, "--topic", topic, "--isolation", iso,
-                          "--count", str(expect), "--timeout", str(30 if a.quick else 600)]], 60 if a.quick else 900)[0]
-        if not c["complete"]:
-            raise RuntimeError(f"{iso}: read {c['records']} of {expect} records")
-        wall = c["end"] - c["start"]
-        out[f"consume {a.consume_mib} MiB (10% aborted), {iso}: MB/s"] = c["bytes"] / wall / 1e6
-        out[f"consume {a.consume_mib} MiB (10% aborted), {iso}: client CPU %"] = 100 * c["cpu"] / wall
-    return out
+    if isinstance(proto, Mock):
+        if do_consume:
+            note(f"consume: n/a: {MOCK_LOG_LIMIT}")
+        return
+    b = make_brokers([proto.name])[0]
+    b.start()
+    try:
+        topic = ctx.topic("cons")
+        create_topic(b, topic, 3)
+        t = time.time()
+        r = run_clients([["load", "--bootstrap", b.bootstrap, "--topic", topic, "--mib", str(a.consume_mib)]],
+                        1800)[0]
+        if r["errors"]:
+            raise RuntimeError(f"load: {r['errors']} errors: {r['first_error']}")
+        print(f"   loaded {a.consume_mib} MiB in {time.time() - t:.1f}s", file=sys.stderr, flush=True)
+        committed, total = r["committed"], r["committed"] + r["aborted"]
+        key = f"consume {a.consume_mib} MiB (10% aborted)"
+        if do_consume:
+            for rep in range(a.reps):
+                res = {}
+                order = [("read_uncommitted", total), ("read_committed", committed)]
+                for iso, expect in (order if rep % 2 == 0 else order[::-1]):  # no order bias
+                    c = run_clients([["consume", "--bootstrap", b.bootstrap, "--topic", topic, "--isolation", iso,
+                                      "--count", str(expect), "--timeout", str(60 if a.quick else 600)]],
+                                    120 if a.quick else 900)[0]
+                    if not c["complete"]:
+                        raise RuntimeError(f"{iso}: read {c['records']} of {expect} records")
+                    if not c["exact"]:
+                        note(f"consume {iso}: read {c['records']:,} records where {expect:,} were expected"
+                             + (" (aborted records delivered)" if iso == "read_committed" else ""))
+                    wall = c["end"] - c["start"]
+                    res[f"{key}, {iso}: MB/s"] = c["bytes"] / wall / 1e6
+                    res[f"{key}, {iso}: client CPU %"] = 100 * c["cpu"] / wall
+                record(res)
+                print(f"   consume rep {rep + 1}: " + ", ".join(f"{k.split(', ')[-1]}={v:.4g}"
+                                                            for k, v in res.items()), file=sys.stderr, flush=True)
+        if do_recovery and isinstance(b, MiniBroker):
+            size = du_mib(b.dir)
+            for kill in (False, True):
+                what = "after kill -9" if kill else "after clean stop"
+                for rep in range(a.reps):
+                    stop_s = b.halt(kill)
+                    b.start(keep_data=True)
+                    res = {f"restart with {size / 1024:.2f} GiB of log {what}: ms to first ApiVersions":
+                           b.cold_start * 1000}
+                    if not kill:
+                        res["clean stop (SIGTERM to exit) ms"] = stop_s * 1000
+                    record(res)
+                    print(f"   restart {what} rep {rep + 1}: {b.cold_start * 1000:.0f} ms",
+                          file=sys.stderr, flush=True)
+    finally:
+        b.stop()
 
 
 # --- the harness --------------------------------------------------------------------------------
 
-WORKLOADS = ["produce1k", "produce100", "latency", "txn", "consume", "coldstart"]
+WORKLOADS = ["produce1k", "produce100", "latency", "txn", "consume", "recovery", "coldstart"]
 
 
 def main() -> int:
@@ -414,9 +517,18 @@ def main() -> int:
             notes[b.name].append(f"did not start: {e}")
             print(f"   n/a: {e}", file=sys.stderr, flush=True)
             continue
+        if "consume" in only or "recovery" in only:
+            try:
+                consume_phase(ctx, b, "consume" in only, "recovery" in only,
+                              lambda res: record(b.name, res), notes[b.name].append)
+            except Exception as e:  # noqa: BLE001
+                notes[b.name].append(f"consume/recovery: {e}")
+                print(f"   consume/recovery failed: {e}", file=sys.stderr, flush=True)
+        if not [w for w in only if w not in ("coldstart", "consume", "recovery")]:
+            continue
         try:
             for w in only:
-                if w == "coldstart":
+                if w in ("coldstart", "consume", "recovery"):
                     continue
                 for rep in range(a.reps):
                     t = time.time()
@@ -429,8 +541,6 @@ def main() -> int:
                             res = w_latency(ctx, b)
                         elif w == "txn":
                             res = w_txn(ctx, b)
-                        elif w == "consume":
-                            res = w_consume(ctx, b)
                         record(b.name, res)
                         print(f"   {w} rep {rep + 1}: {time.time() - t:.1f}s "
                               + ", ".join(f"{k.split(': ')[-1]}={v:.4g}" for k, v in res.items()),
@@ -447,6 +557,16 @@ def main() -> int:
             b.stop()
 
     med = {b.name: {k: statistics.median(v) for k, v in samples.get(b.name, {}).items()} for b in brokers}
+    # Derived rows, from the medians.
+    for m in med.values():
+        for k in list(m):
+            if k.endswith(", read_committed: MB/s"):
+                ru = m.get(k.replace("read_committed", "read_uncommitted"))
+                if ru:
+                    d = k.replace(", read_committed: MB/s", ": read_committed ÷ read_uncommitted (medians)")
+                    m[d] = m[k] / ru
+                    if d not in metric_order:
+                        metric_order.insert(metric_order.index(k) + 2, d)
     reps = {b.name: {k: len(v) for k, v in samples.get(b.name, {}).items()} for b in brokers}
     mbs = [b for b in brokers if isinstance(b, MiniBroker)]
     peers_ = [b for b in brokers if not isinstance(b, MiniBroker)]
