@@ -79,7 +79,7 @@ class KafkaPlanner:
 
 def read_range(options: SourceOptions, r: OffsetRange):
     """Yield the records of ``r`` as Arrow batches, stopping exactly at ``r.end``."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException
+    from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KTP
 
     rows = RowBuffer(r.topic, r.partition, options.include_headers)
@@ -101,14 +101,10 @@ def read_range(options: SourceOptions, r: OffsetRange):
             for m in messages:
                 err = m.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        _lost(f"{r.topic}-{r.partition}: offsets {position}..{r.end - 1} are out of "
-                              f"range on the broker ({err.str()})", options.fail_on_data_loss)
-                        position = r.end
+                    position = _on_error(consumer, err, r, position, options.fail_on_data_loss)
+                    if position >= r.end:
                         break
-                    raise KafkaException(err)
+                    continue
                 offset = m.offset()
                 if offset >= r.end:
                     position = r.end
@@ -138,6 +134,33 @@ def read_range(options: SourceOptions, r: OffsetRange):
     batch = rows.flush()
     if batch is not None:
         yield batch
+
+
+def _on_error(consumer, err, r: OffsetRange, position: int, fail_on_data_loss: bool) -> int:
+    """Handle an error event; returns the position to go on from."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as KTP
+
+    code = err.code()
+    if code == KafkaError._PARTITION_EOF:
+        return position
+    if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+        low, _high = consumer.get_watermark_offsets(KTP(r.topic, r.partition), timeout=_METADATA_TIMEOUT,
+                                                    cached=False)
+        _lost(f"{r.topic}-{r.partition}: offsets {position}..{min(low, r.end) - 1} are gone from the "
+              f"broker, which now starts at {low} ({err.str()})", fail_on_data_loss)
+        if low >= r.end:
+            return r.end
+        # A fetcher stopped by the reset error refuses seek(); a new assignment restarts it.
+        consumer.assign([KTP(r.topic, r.partition, max(low, position))])
+        return max(low, position)
+    if err.fatal():
+        raise KafkaException(err)
+    # Transient (a broker restarting, a timeout): librdkafka retries by itself, and the
+    # caller's no-progress limit bounds the wait.
+    log.warning("spark.kafka.consumer_error", topic=r.topic, partition=r.partition, position=position,
+                error=err.str())
+    return position
 
 
 def _lost(message: str, fail: bool) -> None:

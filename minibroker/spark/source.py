@@ -48,7 +48,8 @@ class MinibrokerDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self):
-        return spark_schema(parse_options(self.options, streaming=False).include_headers)
+        # Only includeHeaders shapes the schema; the readers validate everything else.
+        return spark_schema(str(self.options.get("includeHeaders", "false")).strip().lower() == "true")
 
     def reader(self, schema) -> DataSourceReader:
         return BatchReader(parse_options(self.options, streaming=False))

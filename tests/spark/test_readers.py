@@ -77,3 +77,46 @@ def test_read_committed_latest_is_the_lso(broker, mix):
             planner.close()
         offline = LogDirPlanner(str(broker.data_dir), isolation == "read_committed")
         assert offline.watermarks(tps)[(mix.topic, 0)].latest == want
+
+
+def test_data_loss_is_an_error_unless_allowed(broker_factory):
+    """Retention deleted the head of the planned range: failOnDataLoss (the default) fails
+    the read; failOnDataLoss=false reads what is left, online and offline alike."""
+    import time
+
+    from confluent_kafka import Producer
+
+    b = broker_factory(["--segment-bytes", "4096", "--retention-bytes", "8192",
+                        "--retention-check-interval-ms", "200"])
+    topic = unique_topic("loss")
+    create_topic(b.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    errors = []
+    for i in range(300):
+        p.produce(topic, value=b"%d" % i + b"." * 100, partition=0,
+                  on_delivery=lambda err, msg: err and errors.append(err))
+        p.poll(0)
+    assert p.flush(30) == 0 and not errors, errors[:3]
+    planner = LogDirPlanner(str(b.data_dir), False)
+    deadline = time.monotonic() + 30
+    while planner.watermarks([(topic, 0)])[(topic, 0)].earliest == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        planner = LogDirPlanner(str(b.data_dir), False)
+    low, end = (lambda w: (w.earliest, w.latest))(planner.watermarks([(topic, 0)])[(topic, 0)])
+    assert 0 < low < end == 300
+    r = OffsetRange(topic, 0, 0, end)
+    for fail in (True, False):
+        opts = parse_options({"kafka.bootstrap.servers": b.bootstrap, "subscribe": topic,
+                              "failOnDataLoss": str(fail).lower(), "kafkaConsumer.pollTimeoutMs": "20000"},
+                             streaming=False)
+        readers = {"online": lambda: online.read_range(opts, r),
+                   "offline": lambda: read_range(str(b.data_dir), r, read_committed=False,
+                                                 include_headers=False, fail_on_data_loss=fail)}
+        for name, read in readers.items():
+            if fail:
+                with pytest.raises(Exception, match="failOnDataLoss"):
+                    _offsets(read())
+            else:
+                got = _offsets(read())
+                # Retention may have moved on meanwhile: a suffix, ending exactly at the end.
+                assert got == list(range(got[0], end)) and got[0] >= low, name
