@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -66,6 +67,31 @@ class RunningBroker:
         log.info("broker.stopped")
 
 
+def _listening_socket(host: str, port: int) -> socket.socket | None:
+    """A dual-stack socket for an empty host or ``::``, as the JVM binds them for Kafka.
+
+    asyncio would bind ``::`` IPv6-only (so the advertised ``localhost`` could resolve to an
+    address nobody listens on), and an empty host as two sockets that, with port 0, get two
+    different ports. None: let asyncio bind ``host`` itself.
+    """
+    if host not in ("", "::") or not socket.has_ipv6:
+        return None
+    try:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        if host == "::":
+            raise
+        return None  # no IPv6 here: the empty host falls back to IPv4's every-interface
+    try:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("::", port))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
 async def start(config: Config) -> RunningBroker:
     loop = asyncio.get_running_loop()
     broker = Broker(config)
@@ -73,17 +99,23 @@ async def start(config: Config) -> RunningBroker:
     connections: set[KafkaConnection] = set()
     servers: list[asyncio.base_events.Server] = []
     bound: list[BoundListener] = []
-    # Every connection reads the tuple of all bound listeners (DescribeConfigs lists them),
-    # which is complete only once every socket is bound.
-    everything: list[tuple[BoundListener, ...]] = [()]
     try:
+        # Bind every listener before any serves: a connection must never see a half-made
+        # broker or a partial listener list (DescribeConfigs shows them all).
         for spec in config.effective_listeners():
             slot: list[BoundListener] = []
-            server = await loop.create_server(
-                lambda slot=slot: KafkaConnection(dispatcher, config.max_request_bytes,
-                                                  connections, slot[0], everything[0]),
-                spec.host or None, spec.port, reuse_address=True, backlog=1024,
-            )
+
+            def factory(slot=slot):
+                return KafkaConnection(dispatcher, config.max_request_bytes, connections,
+                                       slot[0], everything)
+            sock = _listening_socket(spec.host, spec.port)
+            if sock is not None:
+                server = await loop.create_server(factory, sock=sock, backlog=1024,
+                                                  start_serving=False)
+            else:
+                server = await loop.create_server(factory, spec.host or "0.0.0.0", spec.port,
+                                                  reuse_address=True, backlog=1024,
+                                                  start_serving=False)
             servers.append(server)
             port = server.sockets[0].getsockname()[1]
             host, adv_port = spec.advertised(port)
@@ -92,17 +124,25 @@ async def start(config: Config) -> RunningBroker:
     except OSError:
         for server in servers:
             server.close()
+            await server.wait_closed()
         await broker.stop()
         raise
-    everything[0] = tuple(bound)
+    everything = tuple(bound)
     broker.set_bound_port(bound[0].port)
     broker.start_background()
-    return RunningBroker(broker, servers, tuple(bound), connections)
+    for server in servers:
+        await server.start_serving()
+    return RunningBroker(broker, servers, everything, connections)
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as Kafka clients parse a bootstrap address (IPv6 in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _write_ready_file(path: Path, listeners: tuple[BoundListener, ...]) -> None:
     # Written whole then renamed, so a CI script polling for the file never reads half of it.
-    text = "".join(f"{host}:{port}\n" for host, port in (b.advertised for b in listeners))
+    text = "".join(host_port(*b.advertised) + "\n" for b in listeners)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -111,18 +151,30 @@ def _write_ready_file(path: Path, listeners: tuple[BoundListener, ...]) -> None:
 async def serve(config: Config, started_at: float | None = None) -> None:
     started_at = started_at or time.perf_counter()
     loop = asyncio.get_running_loop()
+    # Handlers first: a SIGTERM during start-up (log recovery can take a while) must stop the
+    # broker cleanly, and a container's PID 1 ignores signals it has no handler for.
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if config.ready_file is not None:
+        # A file left by a broker that was killed would announce a dead address.
+        try:
+            config.ready_file.unlink(missing_ok=True)
+        except OSError as e:
+            log.error("broker.ready_file_failed", path=str(config.ready_file), error=str(e))
+            raise SystemExit(1) from None
     scratch = None
     if config.ephemeral:
         scratch = tempfile.mkdtemp(prefix="minibroker-ephemeral-")
         config = replace(config, data_dir=Path(scratch), fsync=FsyncPolicy("never"))
     try:
-        await _serve(config, started_at, loop)
+        await _serve(config, started_at, stop)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _serve(config: Config, started_at: float, loop) -> None:
+async def _serve(config: Config, started_at: float, stop: asyncio.Event) -> None:
     try:
         running = await start(config)
     except OSError as e:
@@ -133,10 +185,10 @@ async def _serve(config: Config, started_at: float, loop) -> None:
     except StorageError as e:
         log.error("broker.storage_failed", data_dir=str(config.data_dir), error=str(e))
         raise SystemExit(1) from None
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
+        if stop.is_set():
+            log.info("broker.stop_requested_during_startup")
+            return
         if config.ready_file is not None:
             _write_ready_file(config.ready_file, running.listeners)
         log.info("broker.started",

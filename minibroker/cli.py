@@ -31,7 +31,6 @@ def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
                "DATA_DIR' checks a data directory for exactly-once violations (needs the [spark] "
                "extra). Every option can also be set by the environment variable named after it, "
                "e.g. MINIBROKER_PORT=9093.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter if False else argparse.HelpFormatter,
     )
     add_serve_options(p)
     return p
@@ -56,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(ns)
     except ListenerError as e:
         parser.error(str(e))
+    if config.ready_file is not None and not config.ready_file.resolve().parent.is_dir():
+        parser.error(f"--ready-file: directory {config.ready_file.parent} does not exist")
     logs.configure(config.log_level, config.log_format)
     from .app import run
     run(config, started)

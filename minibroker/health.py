@@ -19,12 +19,26 @@ from protocol.probe import ProbeError, api_versions_request, parse_api_versions_
 _MAX_ANSWER = 1 << 20
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 1, not argparse's 2: Docker reserves HEALTHCHECK exit code 2."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def _split(bootstrap: str) -> tuple[str, int]:
     first = bootstrap.split(",")[0].strip()
     if "://" in first:
         first = first.split("://", 1)[1]
     host, _, port = first.rpartition(":")
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise ValueError(port)
     return host.strip("[]") or "localhost", int(port)
+
+
+def _show(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -41,12 +55,21 @@ def probe(host: str, port: int, timeout: float) -> tuple[int, int, float]:
     """(error code, number of apis, seconds) of one ApiVersions round trip."""
     corr = os.getpid() & 0x7FFFFFFF
     t0 = time.perf_counter()
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ProbeError(f"no answer within {timeout:g} s")
+        return remaining
+    with socket.create_connection((host, port), timeout=left()) as sock:
+        sock.settimeout(left())
         sock.sendall(api_versions_request(corr))
+        sock.settimeout(left())
         (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
         if not 0 < size <= _MAX_ANSWER:
             raise ProbeError(f"answer size {size} is not a Kafka ApiVersions answer")
+        sock.settimeout(left())
         error, apis = parse_api_versions_response(_recv_exactly(sock, size), corr)
     return error, len(apis), time.perf_counter() - t0
 
@@ -72,7 +95,7 @@ def default_bootstrap(env=os.environ) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     default = default_bootstrap()
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="minibroker health",
         description="Check that a Kafka broker answers: one ApiVersions round trip. "
                     "Exit 0 when it answers without error, 1 otherwise.")
@@ -84,22 +107,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="bound on connecting and on the answer (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing")
     ns = p.parse_args(argv)
+    if not ns.timeout > 0:
+        p.error("--timeout must be > 0")
     try:
         host, port = _split(ns.bootstrap)
     except ValueError:
-        p.error(f"--bootstrap {ns.bootstrap!r} is not HOST:PORT")
+        p.error(f"--bootstrap {ns.bootstrap!r} is not HOST:PORT with a port in 1-65535")
     try:
         error, count, seconds = probe(host, port, ns.timeout)
     except (OSError, ProbeError) as e:
         if not ns.quiet:
-            print(f"unhealthy: {host}:{port}: {e}", file=sys.stderr)
+            print(f"unhealthy: {_show(host, port)}: {e}", file=sys.stderr)
         return 1
     if error != 0:
         if not ns.quiet:
-            print(f"unhealthy: {host}:{port} answered ApiVersions with error code {error}",
+            print(f"unhealthy: {_show(host, port)} answered ApiVersions with error code {error}",
                   file=sys.stderr)
         return 1
     if not ns.quiet:
-        print(f"healthy: {host}:{port} answered ApiVersions with {count} apis "
+        print(f"healthy: {_show(host, port)} answered ApiVersions with {count} apis "
               f"in {seconds * 1000:.1f} ms")
     return 0

@@ -12,6 +12,7 @@ are refused instead of being silently served in clear text.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 
 DEFAULT_NAME = "PLAINTEXT"
@@ -89,10 +90,9 @@ def parse_endpoints(text: str, option: str) -> list[Endpoint]:
             host, colon, port_text = rest.rpartition(":")
             if not colon:
                 raise ListenerError(f"{option}: {item!r} has no port")
-        try:
-            port = int(port_text)
-        except ValueError:
-            raise ListenerError(f"{option}: {item!r} has a non-numeric port") from None
+        if not (port_text.isascii() and port_text.isdigit()):
+            raise ListenerError(f"{option}: {item!r} has a non-numeric port")
+        port = int(port_text)
         if not 0 <= port <= 65535:
             raise ListenerError(f"{option}: port {port} of {item!r} is out of range")
         if name in _UNSUPPORTED_PROTOCOLS:
@@ -106,6 +106,30 @@ def parse_endpoints(text: str, option: str) -> list[Endpoint]:
     return out
 
 
+def _family(host: str) -> int | None:
+    try:
+        return socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)[0][0]
+    except (socket.gaierror, UnicodeError):
+        return None  # a name, or the empty every-interface host
+
+
+def _check_ports(bind: list[Endpoint]) -> None:
+    """Each listener its own port, except (as Kafka allows, CoreUtils.listenerListToEndPoints)
+    one IPv4 and one IPv6 literal sharing a port; port 0 is always a fresh port."""
+    by_port: dict[int, list[Endpoint]] = {}
+    for e in bind:
+        if e.port:
+            by_port.setdefault(e.port, []).append(e)
+    for port, same in by_port.items():
+        if len(same) == 1:
+            continue
+        families = sorted(str(_family(e.host)) for e in same)
+        if len(same) == 2 and families == sorted([str(socket.AF_INET), str(socket.AF_INET6)]):
+            continue
+        raise ListenerError(f"--listeners: each listener needs its own port (port {port} is "
+                            "used twice; only one IPv4 and one IPv6 address may share one)")
+
+
 def resolve(listeners: str | None, advertised: str | None, *, host: str, port: int,
             advertised_host: str | None, advertised_port: int | None) -> tuple[Listener, ...]:
     """The listeners to bind: from ``--listeners``/``--advertised-listeners`` when given,
@@ -114,10 +138,11 @@ def resolve(listeners: str | None, advertised: str | None, *, host: str, port: i
         if advertised:
             raise ListenerError("--advertised-listeners needs --listeners")
         return (Listener(DEFAULT_NAME, host, port, advertised_host, advertised_port),)
+    if advertised_host or advertised_port:
+        raise ListenerError("--advertised-host/--advertised-port apply to the one-listener "
+                            "shorthand; with --listeners use --advertised-listeners")
     bind = parse_endpoints(listeners, "--listeners")
-    ports = [e.port for e in bind if e.port]
-    if len(ports) != len(set(ports)):
-        raise ListenerError("--listeners: each listener needs its own port")
+    _check_ports(bind)
     adv = {e.name: e for e in parse_endpoints(advertised, "--advertised-listeners")} if advertised else {}
     unknown = sorted(set(adv) - {e.name for e in bind})
     if unknown:

@@ -26,7 +26,6 @@ import threading
 import time
 import uuid
 import warnings
-import weakref
 from pathlib import Path
 
 __all__ = ["MiniBroker", "MiniBrokerError", "topic_name", "TEST_DEFAULTS"]
@@ -39,8 +38,10 @@ TEST_DEFAULTS: dict[str, object] = {"group_initial_rebalance_delay_ms": 0}
 _TOPIC_ILLEGAL = re.compile(r"[^a-zA-Z0-9._-]+")
 _TOPIC_MAX = 249  # Kafka's Topic.MAX_NAME_LENGTH
 
-# Brokers started and not yet closed, so a script that forgets close() does not leave one behind.
-_LIVE: "weakref.WeakSet[MiniBroker]" = weakref.WeakSet()
+# Brokers started and not yet closed, so a script that forgets close() (or drops its last
+# reference to the handle) does not leave a process or a temp dir behind: a strong set, since a
+# weak one would forget exactly the handles nobody holds any more.
+_LIVE: "set[MiniBroker]" = set()
 
 
 class MiniBrokerError(RuntimeError):

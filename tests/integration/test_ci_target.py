@@ -90,7 +90,7 @@ def test_bad_listener_list_is_a_usage_error():
     assert r.returncode == 2 and "does not define" in r.stderr
 
 
-def test_ready_file_survives_restart_with_the_same_data_dir(tmp_path):
+def test_a_data_dir_outlives_its_broker(tmp_path):
     data = tmp_path / "data"
     with Launched(["--port", "0", "--data-dir", str(data)]) as b:
         addr = b.addresses[0]
@@ -99,3 +99,63 @@ def test_ready_file_survives_restart_with_the_same_data_dir(tmp_path):
         assert p.flush(15) == 0
         assert b.terminate() == 0
     assert (data / "kept-0").is_dir()  # not ephemeral: the data stays
+
+
+def test_stale_ready_file_is_removed_before_start(tmp_path):
+    import socket
+    ready = tmp_path / "ready"
+    ready.write_text("127.0.0.1:1\n")  # left by a broker that was killed
+    with socket.socket() as busy:  # the new broker cannot bind, so it never gets ready
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        r = _cli("--port", str(busy.getsockname()[1]), "--ephemeral", "--ready-file", str(ready))
+    assert r.returncode == 1 and "broker.listen_failed" in r.stderr
+    assert not ready.exists()  # a CI script waiting on it does not get the dead address
+
+
+def test_sigterm_during_startup_stops_cleanly(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MINIBROKER_")}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "minibroker", "--port", "0", "--ephemeral"],
+                            cwd=str(REPO_ROOT), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait until the ephemeral dir exists (the signal handlers are in place by then) but
+        # the broker is not necessarily listening yet.
+        deadline = time.monotonic() + 15
+        while not list(tmp_path.glob("minibroker-ephemeral-*")) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        proc.terminate()
+        assert proc.wait(10) == 0, proc.stderr.read()
+        assert not list(tmp_path.glob("minibroker-ephemeral-*"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_every_interface_is_one_dual_stack_port():
+    # An empty host, like Kafka's PLAINTEXT://:9092, binds one socket for IPv4 and IPv6, so
+    # port 0 gives one port and the advertised localhost works whatever it resolves to.
+    with Launched(["--listeners", "PLAINTEXT://:0", "--ephemeral"]) as b:
+        (addr,) = b.addresses
+        port = int(addr.rsplit(":", 1)[1])
+        assert addr == f"localhost:{port}"
+        for host in ("127.0.0.1", "::1"):
+            r = _cli("health", "--bootstrap", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+            assert r.returncode == 0, (host, r.stderr)
+
+
+def test_ipv6_addresses_are_bracketed():
+    with Launched(["--host", "::1", "--port", "0", "--ephemeral"]) as b:
+        (addr,) = b.addresses
+        assert re.fullmatch(r"\[::1\]:\d+", addr), addr
+        r = _cli("health", "--bootstrap", addr)
+        assert r.returncode == 0 and f"healthy: {addr}" in r.stdout, r
+
+
+def test_health_usage_errors_exit_1_not_2():
+    # Docker reserves HEALTHCHECK exit code 2.
+    for args in (["--bootstrap", "localhost"], ["--bootstrap", "h:70000"], ["--timeout", "0"]):
+        r = _cli("health", *args)
+        assert r.returncode == 1, (args, r)

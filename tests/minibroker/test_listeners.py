@@ -52,6 +52,9 @@ def test_names_are_case_insensitive():
     ("A://127.0.0.1:70000", None, "out of range"),
     ("A://:9092,A://:9093", None, "appears twice"),
     ("A://:9092,B://127.0.0.1:9092", None, "own port"),
+    ("A://127.0.0.1:9092,B://127.0.0.2:9092", None, "own port"),
+    ("A://127.0.0.1:9092,B://[::1]:9092,C://[::2]:9092", None, "own port"),
+    ("A://127.0.0.1:+12", None, "non-numeric"),
     ("A://:9092", "B://h:1", "does not define"),
     ("A://:9092", "A://0.0.0.0:9092", "not an address"),
     ("SSL://:9093", None, "TLS/SASL"),
@@ -67,6 +70,18 @@ def test_refused_lists(listeners, advertised, message):
         return
     with pytest.raises(ListenerError, match=message.replace("/", ".")):
         _resolve(listeners, advertised)
+
+
+def test_one_ipv4_and_one_ipv6_may_share_a_port():
+    # Kafka's SocketServerConfigs.LISTENERS_DOC: PLAINTEXT://127.0.0.1:9092,SSL://[::1]:9092
+    got = _resolve("A://127.0.0.1:9092,B://[::1]:9092")
+    assert [x.port for x in got] == [9092, 9092]
+
+
+def test_advertised_shorthand_with_listeners_is_refused():
+    with pytest.raises(ListenerError, match="--advertised-listeners"):
+        resolve("A://:9092", None, host="0.0.0.0", port=9092, advertised_host="h",
+                advertised_port=None)
 
 
 def test_advertised_without_listeners_is_refused():
