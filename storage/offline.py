@@ -5,7 +5,9 @@ never opens a file for writing, takes no lock, and recovers, rebuilds or truncat
 nothing, so a broker may be running on the same directory: whatever it finds past the
 last complete, CRC-valid batch of a segment (preallocated zeros, a batch being written)
 is simply where that segment ends. ``PartitionLog.open`` and ``TxnIndex.load`` are not
-used on purpose: both repair files.
+used on purpose: both repair files. Segments are read with ``pread``, not mapped: the
+broker trims an active segment when it rolls, and touching a mapped page past the new
+end of file would kill the reader with SIGBUS.
 
 Works on Kafka's own data directories too: without ``topics.json`` the partitions are
 found by their ``<topic>-<partition>`` directory names.
@@ -14,7 +16,6 @@ found by their ``<topic>-<partition>`` directory names.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import struct
 from bisect import bisect_right
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
-from protocol.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
+from protocol.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 
 from .catalog import CATALOG_FILE
@@ -206,17 +207,13 @@ class AbortedIndex:
 # --------------------------------------------------------------------- batches
 
 
-def _map(path: str) -> tuple[mmap.mmap | None, int]:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return None, 0
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ), size
+_CHUNK = 1 << 20
+_SEEK = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
 
 
-def _start_position(seg: SegmentFiles, offset: int, buf, size: int) -> int:
+def _start_position(seg: SegmentFiles, offset: int, fd: int) -> int:
     """Where to start walking ``seg`` for ``offset``: the last indexed batch ending
-    below it, if the index agrees with the log there; else the segment start."""
+    below it, if the log confirms that entry; else the segment start."""
     if offset <= seg.base_offset:
         return 0
     try:
@@ -226,9 +223,9 @@ def _start_position(seg: SegmentFiles, offset: int, buf, size: int) -> int:
     i = bisect_right(entries, (offset - 1, 1 << 62))
     while i > 0:
         last, pos = entries[i - 1]
-        if pos + HEADER_SIZE <= size:
-            base, length = struct.unpack_from(">qi", buf, pos)
-            delta = struct.unpack_from(">i", buf, pos + 23)[0]
+        head = os.pread(fd, _SEEK.size, pos)
+        if len(head) == _SEEK.size:
+            base, length, delta = _SEEK.unpack(head)
             if base + delta == last and length >= MIN_BATCH_LENGTH:
                 return pos
         i -= 1  # an entry the log does not confirm (a torn tail): try an older one
@@ -238,26 +235,25 @@ def _start_position(seg: SegmentFiles, offset: int, buf, size: int) -> int:
 def iter_batches(partition_path: str, start_offset: int = 0, *, check_crc: bool = True,
                  segment_list: list[SegmentFiles] | None = None
                  ) -> Iterator[tuple[BatchHeader, memoryview, SegmentFiles]]:
-    """``(header, buffer, segment)`` of every batch whose last offset is >= ``start_offset``,
-    in log order; the header's ``position`` is relative to ``buffer``.
+    """``(header, batch, segment)`` of every batch whose last offset is >= ``start_offset``,
+    in log order: ``header.position`` is the batch's position in its segment file and
+    ``batch`` its bytes (``decode_batch(batch)`` decodes it).
 
-    Each segment ends at its first incomplete, zeroed or (with ``check_crc``) corrupt
-    batch. Buffers are read-only maps, valid until the generator moves to the next
-    segment; copy what must outlive that.
+    Each segment ends at its first incomplete, zeroed or (with ``check_crc``) corrupt batch.
     """
     segs = segment_list if segment_list is not None else segments(partition_path)
     bases = [s.base_offset for s in segs]
     first = max(bisect_right(bases, start_offset) - 1, 0)
     for seg in segs[first:]:
-        for header, view in walk_segment(seg, start_offset, check_crc):
+        for header, batch in walk_segment(seg, start_offset, check_crc):
             if header.last_offset >= start_offset:
-                yield header, view, seg
+                yield header, batch, seg
 
 
-def control_type(buf, header: BatchHeader) -> int | None:
-    """CONTROL_COMMIT or CONTROL_ABORT for an end-transaction marker batch; None for an
-    empty (cleaned) control batch. Raises InvalidRecord when malformed."""
-    marker = read_control_marker(buf, header)
+def control_type(batch) -> int | None:
+    """CONTROL_COMMIT or CONTROL_ABORT for the end-transaction marker batch ``batch`` (its
+    bytes); None for an empty (cleaned) control batch. Raises InvalidRecord when malformed."""
+    marker = read_control_marker(batch, read_header(batch, 0))
     return None if marker is None else marker.control_type
 
 
@@ -310,46 +306,52 @@ class PartitionScan:
                 continue
             if seg.base_offset > self._base:
                 self._base, self._pos = seg.base_offset, 0
-            for header, view in walk_segment(seg, position=self._pos):
+            for header, batch in walk_segment(seg, position=self._pos):
                 self._pos = header.end
-                _account(s, header, view)
+                _account(s, header, batch)
         return s
 
 
 def walk_segment(seg: SegmentFiles, start_offset: int = 0, check_crc: bool = True,
                  position: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """``(header, view)`` of the segment's valid batches from byte ``position``, or from
-    the indexed batch nearest below ``start_offset``; it stops at the first batch that is
+    """``(header, batch)`` of the segment's valid batches from byte ``position``, or from
+    the indexed batch nearest below ``start_offset``. ``header.position`` is the file
+    position and ``batch`` the batch's bytes. It stops at the first batch that is
     incomplete, zeroed or (with ``check_crc``) corrupt - a batch the broker is still
-    copying in must not be taken for data. ``header.end`` of the last one is where the
+    copying in must not be taken for data; ``header.end`` of the last one is where the
     walk stopped."""
     try:
-        mm, size = _map(seg.log)
+        fd = os.open(seg.log, os.O_RDONLY)
     except FileNotFoundError:
         return  # deleted by retention while we walked
-    if mm is None:
-        return
-    view = memoryview(mm)
     try:
-        pos = _start_position(seg, start_offset, view, size) if position is None else position
-        while pos + HEADER_SIZE <= size:
-            fields = HEADER.unpack_from(view, pos)
-            end = pos + fields[1] + 12
-            if fields[1] < MIN_BATCH_LENGTH or fields[3] != 2 or end > size:
-                break
-            if check_crc and crc32c(view[pos + CRC_START: end]) != fields[4]:
-                break
-            yield BatchHeader(pos, *fields), view
-            pos = end
+        file_size = os.fstat(fd).st_size
+        pos = _start_position(seg, start_offset, fd) if position is None else position
+        buf, buf_start = b"", pos
+        while True:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(fd, _CHUNK, pos), pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            fields = HEADER.unpack_from(buf, rel)
+            size = fields[1] + 12
+            if fields[1] < MIN_BATCH_LENGTH or fields[3] != 2 or pos + size > file_size:
+                return
+            if rel + size > len(buf):
+                buf, buf_start, rel = os.pread(fd, max(_CHUNK, size), pos), pos, 0
+                if len(buf) < size:
+                    return  # incomplete: the end of what was written
+            batch = memoryview(buf)[rel: rel + size]
+            if check_crc and crc32c(batch[CRC_START:]) != fields[4]:
+                return
+            yield BatchHeader(pos, *fields), batch
+            pos += size
     finally:
-        view.release()
-        try:
-            mm.close()
-        except BufferError:
-            pass
+        os.close(fd)
 
 
-def _account(s: LogSummary, header: BatchHeader, view) -> None:
+def _account(s: LogSummary, header: BatchHeader, batch) -> None:
     if s.log_start < 0:
         s.log_start = header.base_offset
     s.batches += 1
@@ -362,7 +364,7 @@ def _account(s: LogSummary, header: BatchHeader, view) -> None:
         s.open_txns.setdefault(pid, header.base_offset)
         return
     try:
-        ctype = control_type(view, header)
+        ctype = control_type(batch)
     except InvalidRecord:
         ctype = None
     txn_first = s.open_txns.pop(pid, header.base_offset)

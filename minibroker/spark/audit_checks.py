@@ -24,7 +24,6 @@ live log), ``torn_tail`` (an incomplete last batch: the broker cuts it when it r
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -118,7 +117,7 @@ class _Auditor:
         self.r.findings.append(Finding(kind, severity, self.r.topic, self.r.partition, **kw))
 
     # -- per batch ----------------------------------------------------------------------
-    def batch(self, h: BatchHeader, view) -> None:
+    def batch(self, h: BatchHeader, batch) -> None:
         r = self.r
         if r.log_start < 0:
             r.log_start = h.base_offset
@@ -139,7 +138,7 @@ class _Auditor:
                 self.max_epoch[pid] = h.producer_epoch
         if h.is_control:
             r.control_batches += 1
-            self._marker(h, view)
+            self._marker(h, batch)
             return
         r.data_records += h.record_count
         if pid >= 0 and h.base_sequence >= 0:
@@ -204,10 +203,10 @@ class _Auditor:
             txn = self.open[pid] = _Txn(h.base_offset, h.producer_epoch)
         txn.records += h.record_count
 
-    def _marker(self, h: BatchHeader, view) -> None:
+    def _marker(self, h: BatchHeader, batch) -> None:
         pid = h.producer_id
         try:
-            ctype = control_type(view, h)
+            ctype = control_type(batch)
         except InvalidRecord as e:
             self.add("corrupt_batch", offset=h.base_offset, producer_id=pid, detail=str(e))
             return
@@ -229,15 +228,12 @@ class _Auditor:
 
     # -- per segment ------------------------------------------------------------------------
     def segment_tail(self, path: str, stop: int, last_segment: bool) -> None:
-        size = os.path.getsize(path)
-        if stop >= size:
-            return
-        with open(path, "rb") as f:
-            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-            try:
-                probe = mm[stop: min(size, stop + _TAIL_PROBE)]
-            finally:
-                mm.close()
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                probe = os.pread(f.fileno(), _TAIL_PROBE, stop)
+        except FileNotFoundError:
+            return  # deleted by retention meanwhile
         if not probe.strip(b"\0"):
             return  # preallocated space of the active segment
         if last_segment:
@@ -324,12 +320,12 @@ def audit_partition(path: str, topic: str, partition: int,
     index_complete = True
     for n, seg in enumerate(segs):
         stop = 0
-        for header, view in walk_segment(seg, position=0):
+        for header, batch in walk_segment(seg, position=0):
             if header.position == 0 and header.base_offset < seg.base_offset:
                 a.add("offset_out_of_order", offset=header.base_offset,
                       detail=f"segment {os.path.basename(seg.log)} holds offset {header.base_offset}, "
                              f"below its base offset {seg.base_offset}")
-            a.batch(header, view)
+            a.batch(header, batch)
             stop = header.end
         a.segment_tail(seg.log, stop, n == len(segs) - 1)
         found = read_txn_index(seg.txn_index)

@@ -52,10 +52,10 @@ def read_coordinator_log(data_dir: str) -> CoordinatorView:
     prepared: dict[str, tuple[tl.TxnLogValue, bool]] = {}  # transactional id -> prepare record
     last: dict[str, tl.TxnLogValue] = {}
     for pdir in dirs:
-        for header, buf, _seg in iter_batches(pdir.path, 0):
+        for header, batch, _seg in iter_batches(pdir.path, 0):
             if header.is_control:
                 continue
-            for rec in decode_batch(buf, header.position):
+            for rec in decode_batch(batch):
                 try:
                     tid = tl.decode_key(rec.key)
                     value = None if rec.value is None else tl.decode_value(rec.value)

@@ -94,7 +94,7 @@ def read_range(data_dir: str, r: OffsetRange, *, read_committed: bool, include_h
         aborted = AbortedIndex(list(entries) + list(aborted_seen))
     rows = RowBuffer(r.topic, r.partition, include_headers)
     reached = r.start
-    for header, view, _seg in iter_batches(path, r.start):
+    for header, batch, _seg in iter_batches(path, r.start):
         if header.base_offset >= r.end:
             reached = r.end
             break
@@ -108,7 +108,7 @@ def read_range(data_dir: str, r: OffsetRange, *, read_committed: bool, include_h
                 aborted.is_aborted(header.producer_id, header.base_offset):
             continue
         ts_type = LOG_APPEND_TIME if header.timestamp_type else CREATE_TIME
-        for rec in decode_batch(view, header.position):
+        for rec in decode_batch(batch):
             if r.start <= rec.offset < r.end:
                 rows.add(rec.key, rec.value, rec.offset, rec.timestamp, ts_type, rec.headers)
         if len(rows) >= ROWS_PER_BATCH:

@@ -42,7 +42,7 @@ def _copy(stopped_log, tmp_path, name):
 def _batches(part):
     """(header, bytes) of every batch in the partition's single segment."""
     (seg,) = segments(str(part))
-    return seg.log, [(h, bytes(v[h.position:h.end])) for h, v, _ in iter_batches(str(part), 0)]
+    return seg.log, [(h, bytes(b)) for h, b, _ in iter_batches(str(part), 0)]
 
 
 def _failures(reports):
