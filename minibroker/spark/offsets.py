@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 TopicPartition = tuple[str, int]
 EARLIEST = -2
 LATEST = -1
+# Extra key in a streaming end offset: the concrete start the first micro-batch resolved.
+# '@' cannot occur in a topic name, so it never clashes with one.
+START_KEY = "@start"
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,19 @@ def to_json_dict(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]
 
 
 def from_json_dict(doc: dict) -> dict[TopicPartition, int]:
-    return {(str(t), int(p)): int(o) for t, parts in (doc or {}).items() for p, o in parts.items()}
+    return {(str(t), int(p)): int(o) for t, parts in (doc or {}).items() if not t.startswith("@")
+            for p, o in parts.items()}
+
+
+def symbolic(spec: OffsetSpec, partitions) -> dict[TopicPartition, int]:
+    """``spec`` for ``partitions`` with earliest/latest left as -2/-1, resolved later."""
+    partitions = sorted(partitions)
+    if spec.kind != "json":
+        return {tp: EARLIEST if spec.kind == "earliest" else LATEST for tp in partitions}
+    unknown = sorted(set(spec.offsets) - set(partitions))
+    if unknown:
+        raise ValueError(f"startingOffsets names partitions that are not read: {unknown}")
+    return {tp: spec.offsets.get(tp, EARLIEST) for tp in partitions}
 
 
 def resolve(spec: OffsetSpec, partitions, earliest: dict[TopicPartition, int],

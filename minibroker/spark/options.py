@@ -27,6 +27,11 @@ _RESERVED_KAFKA = {"enable.auto.commit", "enable.partition.eof", "auto.offset.re
                    "isolation.level", "bootstrap.servers", "enable.auto.offset.store"}
 
 
+# A task reads at most this many offsets unless maxRecordsPerPartition says otherwise: one
+# huge partition would otherwise be one long task (~5 s per million records per core).
+DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+
+
 class OptionError(ValueError):
     """A bad option; the message names it."""
 
@@ -43,7 +48,7 @@ class SourceOptions:
     starting_given: bool = False
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
-    max_records_per_partition: int | None = None
+    max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
@@ -188,7 +193,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         starting_given=starting_given,
         max_offsets_per_trigger=_int(options, "maxoffsetspertrigger", 1),
         min_partitions=_int(options, "minpartitions", 1),
-        max_records_per_partition=_int(options, "maxrecordsperpartition", 1),
+        max_records_per_partition=(_int(options, "maxrecordsperpartition", 1)
+                                   or DEFAULT_MAX_RECORDS_PER_PARTITION),
         include_headers=_bool(options, "includeheaders", False),
         fail_on_data_loss=_bool(options, "failondataloss", True),
         poll_timeout_ms=_int(options, "kafkaconsumer.polltimeoutms", 1) or 120_000,

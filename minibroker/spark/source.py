@@ -10,6 +10,15 @@ the query's checkpoint. A range ``[start, end)`` reads the same records whenever
 read: ends are never planned past the LSO (read_committed) or the high watermark, and
 data below those never changes. That is what makes a restarted query write every
 committed record once with Spark's file sink.
+
+The first micro-batch needs care: Spark takes its start from ``initialOffset()`` again
+whenever it re-runs that batch after a crash (MicroBatchExecution: the committed offsets
+or else ``initialOffset``), and the Python API gives a source no checkpoint directory of
+its own to pin "latest" or "earliest" in (Spark's Kafka source writes one). So
+``initialOffset`` returns them unresolved (-1/-2), the first ``latestOffset`` resolves
+them and records the concrete start under ``@start`` in the end offset it returns -
+which Spark writes to its offset log before running the batch - and ``partitions``
+takes the start from there.
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from . import SOURCE_NAME
-from .offsets import (OffsetRange, TopicPartition, from_json_dict, plan_ranges, rate_limit, resolve,
-                      split_ranges, to_json_dict)
+from .offsets import (EARLIEST, START_KEY, OffsetRange, TopicPartition, from_json_dict, plan_ranges,
+                      rate_limit, resolve, split_ranges, symbolic, to_json_dict)
 from .options import SourceOptions, parse_options
 from .schema import spark_schema
 
@@ -132,6 +141,15 @@ class BatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
+def _concrete(offset: int, marks) -> int:
+    """An offset of the start with -2/-1 replaced by the partition's earliest/latest now."""
+    if offset >= 0:
+        return offset
+    if marks is None:
+        return 0  # the partition is gone; nothing will be planned for it
+    return marks.earliest if offset == EARLIEST else marks.latest
+
+
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -154,12 +172,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return planner.watermarks(_partitions_of(planner, self.options))
 
     def initialOffset(self) -> dict:
-        marks = self._watermarks()
-        earliest = {tp: w.earliest for tp, w in marks.items()}
-        latest = {tp: w.latest for tp, w in marks.items()}
-        start = resolve(self.options.starting, list(marks), earliest, latest, "startingOffsets")
-        log.info("spark.stream_initial_offsets", offsets=to_json_dict(start),
-                 spec=self.options.starting.kind)
+        planner = self._get_planner()
+        start = symbolic(self.options.starting, _partitions_of(planner, self.options))
         return to_json_dict(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -171,8 +185,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("spark.stream_available_now", target=to_json_dict(self._target))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        begin = from_json_dict(start)
         marks = self._watermarks()
+        begin = from_json_dict(start)
+        unresolved = any(o < 0 for o in begin.values())
+        if unresolved:
+            begin = {tp: _concrete(o, marks.get(tp)) for tp, o in begin.items()}
+            log.info("spark.stream_start_resolved", offsets=to_json_dict(begin),
+                     spec=self.options.starting.kind)
         latest = {}
         for tp, w in marks.items():
             if tp not in begin:
@@ -189,14 +208,25 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = rate_limit(begin, latest, limit.max_rows)
         for tp, o in begin.items():
             latest.setdefault(tp, o)  # a partition gone from metadata keeps its offset
-        return to_json_dict(latest)
+        if not unresolved and latest == from_json_dict(start):
+            return start  # nothing new: the very same offset tells Spark so
+        doc = to_json_dict(latest)
+        if unresolved:
+            doc[START_KEY] = to_json_dict(begin)
+        return doc
 
     def reportLatestOffset(self):
         return to_json_dict({tp: w.latest for tp, w in self._watermarks().items()})
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return _input_partitions(self._get_planner(), self.options, from_json_dict(start),
-                                 from_json_dict(end))
+        begin = from_json_dict(start)
+        if any(o < 0 for o in begin.values()):
+            pinned = from_json_dict(end.get(START_KEY, {}))
+            missing = sorted(tp for tp, o in begin.items() if o < 0 and tp not in pinned)
+            if missing:
+                raise ValueError(f"no recorded start offset for {missing} in the end offset {end}")
+            begin = {tp: pinned.get(tp, o) for tp, o in begin.items()}
+        return _input_partitions(self._get_planner(), self.options, begin, from_json_dict(end))
 
     def read(self, partition):
         return _read(self.options, partition)
