@@ -37,25 +37,35 @@ class DataLoss(RuntimeError):
 class LogDirPlanner:
     """Driver side: which partitions a query reads and where they start and end."""
 
-    def __init__(self, data_dir: str, read_committed: bool) -> None:
+    def __init__(self, data_dir: str, read_committed: bool, subscribe=(), pattern: str | None = None,
+                 assign=()) -> None:
         if not os.path.isdir(data_dir):
             raise FileNotFoundError(f"path {data_dir!r} is not a directory")
         self.data_dir = data_dir
         self.read_committed = read_committed
+        self._subscribe, self._pattern, self._assign = tuple(subscribe), pattern, tuple(assign)
         self._scans: dict[TopicPartition, PartitionScan] = {}
 
-    def partitions(self, subscribe=(), pattern: str | None = None, assign=()) -> list[TopicPartition]:
+    @classmethod
+    def for_options(cls, options) -> LogDirPlanner:
+        return cls(options.path, options.read_committed, options.subscribe, options.pattern,
+                   options.assign)
+
+    def close(self) -> None:
+        self._scans.clear()
+
+    def partitions(self) -> list[TopicPartition]:
         found = [(p.topic, p.partition) for p in partition_dirs(self.data_dir)]
-        if assign:
-            missing = sorted(set(assign) - set(found))
+        if self._assign:
+            missing = sorted(set(self._assign) - set(found))
             if missing:
                 raise ValueError(f"assigned partitions not in {self.data_dir}: {missing}")
-            return sorted(assign)
-        if pattern is not None:
-            rx = re.compile(pattern)
+            return sorted(self._assign)
+        if self._pattern is not None:
+            rx = re.compile(self._pattern)
             # Internal topics only when named: Spark's subscribePattern skips them too.
             return [tp for tp in found if rx.fullmatch(tp[0]) and not tp[0].startswith("__")]
-        return [tp for tp in found if tp[0] in set(subscribe)]
+        return [tp for tp in found if tp[0] in self._subscribe]
 
     def scan(self, tp: TopicPartition):
         scan = self._scans.get(tp)

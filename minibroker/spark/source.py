@@ -68,29 +68,15 @@ class MinibrokerDataSource(DataSource):
 
 
 def _planner(options: SourceOptions):
+    """A LogDirPlanner or a KafkaPlanner: partitions(), watermarks(tps), aborted_for(range),
+    close()."""
     if options.offline:
         from .logdir import LogDirPlanner
 
-        return LogDirPlanner(options.path, options.read_committed)
+        return LogDirPlanner.for_options(options)
     from .kafka import KafkaPlanner
 
     return KafkaPlanner(options)
-
-
-def _partitions_of(planner, options: SourceOptions) -> list[TopicPartition]:
-    if options.offline:
-        return planner.partitions(options.subscribe, options.pattern, options.assign)
-    return planner.partitions()
-
-
-def _aborted_for(planner, r: OffsetRange) -> tuple:
-    return planner.aborted_for(r) if hasattr(planner, "aborted_for") else ()
-
-
-def _close(planner) -> None:
-    close = getattr(planner, "close", None)
-    if close is not None:
-        close()
 
 
 def _read(options: SourceOptions, partition: InputPartition):
@@ -110,7 +96,7 @@ def _read(options: SourceOptions, partition: InputPartition):
 def _input_partitions(planner, options: SourceOptions, start, end) -> list[RangePartition]:
     ranges = split_ranges(plan_ranges(start, end), max_records=options.max_records_per_partition,
                           min_partitions=options.min_partitions)
-    return [RangePartition(r, _aborted_for(planner, r)) for r in ranges]
+    return [RangePartition(r, planner.aborted_for(r)) for r in ranges]
 
 
 class BatchReader(DataSourceReader):
@@ -121,7 +107,7 @@ class BatchReader(DataSourceReader):
         o = self.options
         planner = _planner(o)
         try:
-            tps = _partitions_of(planner, o)
+            tps = planner.partitions()
             marks = planner.watermarks(tps)
             earliest = {tp: w.earliest for tp, w in marks.items()}
             latest = {tp: w.latest for tp, w in marks.items()}
@@ -131,7 +117,7 @@ class BatchReader(DataSourceReader):
             end = {tp: min(e, latest[tp]) for tp, e in end.items()}
             parts = _input_partitions(planner, o, start, end)
         finally:
-            _close(planner)
+            planner.close()
         log.info("spark.batch_planned", partitions=len(tps), tasks=len(parts),
                  offsets=sum(p.range.size for p in parts), isolation=o.isolation_level,
                  source=o.path or o.bootstrap)
@@ -169,11 +155,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _watermarks(self):
         planner = self._get_planner()
-        return planner.watermarks(_partitions_of(planner, self.options))
+        return planner.watermarks(planner.partitions())
 
     def initialOffset(self) -> dict:
         planner = self._get_planner()
-        start = symbolic(self.options.starting, _partitions_of(planner, self.options))
+        start = symbolic(self.options.starting, planner.partitions())
         return to_json_dict(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -236,5 +222,5 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         if self._planner is not None:
-            _close(self._planner)
+            self._planner.close()
             self._planner = None

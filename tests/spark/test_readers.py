@@ -48,8 +48,8 @@ def test_ranges_stop_exactly_at_the_end(broker, mix, isolation):
     opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": mix.topic,
                           "isolation.level": isolation, "kafkaConsumer.pollTimeoutMs": "20000"},
                          streaming=False)
-    planner = LogDirPlanner(str(broker.data_dir), isolation == "read_committed")
-    (tp,) = planner.partitions([mix.topic])
+    planner = LogDirPlanner(str(broker.data_dir), isolation == "read_committed", [mix.topic])
+    (tp,) = planner.partitions()
     latest = planner.watermarks([tp])[tp].latest
     for start, end in _interesting_ranges(mix):
         end = min(end, latest)  # what any plan does: never past the LSO / high watermark
