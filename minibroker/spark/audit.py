@@ -125,7 +125,8 @@ def _spark_session(master: str):
         return active, False
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("minibroker-audit").config("spark.ui.enabled", "false")
-    if "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Not under spark-submit (which starts the JVM first and brings its own master).
         builder = builder.master(master)
     return builder.getOrCreate(), True
 
@@ -165,3 +166,6 @@ def main(argv: list[str]) -> int:
         print(format_text(args.data_dir, reports, totals, seconds))
     return 0 if totals["ok"] else 1
 
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -21,7 +21,7 @@ import time
 
 import structlog
 
-from .offsets import OffsetRange, TopicPartition, Watermarks
+from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .options import SourceOptions
 from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer
 
@@ -30,10 +30,6 @@ log = structlog.get_logger(__name__)
 _METADATA_TIMEOUT = 30.0
 _CONSUME_BATCH = 2000
 _CONSUME_WAIT = 0.5
-
-
-class DataLoss(RuntimeError):
-    """Planned offsets the broker no longer has (retention, a recreated topic)."""
 
 
 class KafkaPlanner:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+
 import structlog
 
 from protocol.records import decode_batch
@@ -24,14 +25,10 @@ from storage.offline import (AbortedIndex, PartitionScan, iter_batches, partitio
                              txn_index_entries)
 from storage.txn_index import AbortedTxn
 
-from .offsets import OffsetRange, TopicPartition, Watermarks
+from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer
 
 log = structlog.get_logger(__name__)
-
-
-class DataLoss(RuntimeError):
-    """Offsets that were planned are no longer in the log (retention, a truncated tail)."""
 
 
 class LogDirPlanner:

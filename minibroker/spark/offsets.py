@@ -19,6 +19,10 @@ LATEST = -1
 START_KEY = "@start"
 
 
+class DataLoss(RuntimeError):
+    """Planned offsets are gone from the log (retention, a recreated topic, a cut tail)."""
+
+
 @dataclass(frozen=True)
 class OffsetSpec:
     """``startingOffsets`` / ``endingOffsets``: earliest, latest, or per-partition JSON."""
