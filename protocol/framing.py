@@ -173,7 +173,9 @@ class FrameDecoder:
             if len(big) >= size and sys.getrefcount(big) <= 3:
                 break
         else:
-            big = bytearray(size)
+            # Rounded up to a power of two: request sizes vary from one to the
+            # next, and a buffer only a little too small would be a miss.
+            big = bytearray(1 << (size - 1).bit_length())
             if len(spares) >= _SPARES:
                 spares.pop(0)
             spares.append(big)
