@@ -13,6 +13,7 @@ Brokers (names for --brokers): mb-never, mb-1000, mb-always, mock, tansu.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -73,6 +74,33 @@ def wait_api_versions(bootstrap: str, t0: float, proc: subprocess.Popen | None, 
         except OSError:
             time.sleep(0.002)
     raise RuntimeError("no ApiVersions answer within %ss" % limit)
+
+
+_READY_FILE: list[bool] = []
+
+
+def has_ready_file() -> bool:
+    """Whether this minibroker has --ready-file (asked once)."""
+    if not _READY_FILE:
+        out = subprocess.run([PY, "-m", "minibroker.cli", "--help"], cwd=ROOT, capture_output=True, text=True)
+        _READY_FILE.append("--ready-file" in out.stdout)
+    return _READY_FILE[0]
+
+
+def wait_ready_file(path: str, t0: float, proc: subprocess.Popen, limit: float) -> str:
+    """The first listener's host:port, once the broker has written its ready file."""
+    while time.perf_counter() - t0 < limit:
+        try:
+            with open(path) as f:
+                first = f.readline().strip()
+            if first:
+                return first
+        except FileNotFoundError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode} before it was ready")
+        time.sleep(0.001)
+    raise RuntimeError(f"no ready file within {limit}s")
 
 
 def proc_status(pid: int) -> dict:
@@ -148,13 +176,24 @@ class MiniBroker(Broker):
         """Start on a new temp data dir, or with ``keep_data`` on the last one (restarts)."""
         if not (keep_data and self.dir):
             self.dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
-        port = free_port()
-        self.bootstrap = f"127.0.0.1:{port}"
+        ready = self.dir + ".ready"
+        if has_ready_file():
+            # Port 0 and --ready-file: the broker picks a free port itself (no race with
+            # other processes for the one free_port() saw) and says when it listens.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ready)
+            port, extra = 0, ["--ready-file", ready]
+        else:
+            port, extra = free_port(), []
+            self.bootstrap = f"127.0.0.1:{port}"
         t0 = time.perf_counter()
         self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
-                                      "--fsync", self.fsync, "--log-level", "warning"],
+                                      "--fsync", self.fsync, "--log-level", "warning", *extra],
                                      cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(self.dir + ".err", "a"))
+        if extra:
+            self.bootstrap = wait_ready_file(ready, t0, self.proc, limit=120)
+        # Cold start is still process start -> first answered ApiVersions, measured here.
         self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc, limit=120)
 
     def halt(self, kill: bool) -> float:
@@ -173,10 +212,9 @@ class MiniBroker(Broker):
         super().stop()
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-            try:
-                os.unlink(self.dir + ".err")
-            except OSError:
-                pass
+            for suffix in (".err", ".ready"):
+                with contextlib.suppress(OSError):
+                    os.unlink(self.dir + suffix)
             self.dir = None
 
 
