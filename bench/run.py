@@ -437,64 +437,97 @@ def du_mib(path: str) -> float:
     return total / 2**20
 
 
-def consume_phase(ctx, proto: Broker, do_consume: bool, do_recovery: bool, record, note) -> None:
-    """Workloads (4) and (7) on a fresh instance of ``proto``'s kind, so that its log holds
-    exactly the ~``--consume-mib`` MiB loaded here (the produce runs wrote GBs elsewhere):
-    load once, read it ``--reps`` times each way, then (minibroker) restart it ``--reps``
-    times after a clean stop and ``--reps`` times after kill -9."""
+def rotated(items: list, rep: int) -> list:
+    """``items`` starting at a different one each repetition, so that no broker always
+    runs first (or right after the same neighbour) while other load comes and goes."""
+    k = rep % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recovery: bool, record, note) -> None:
+    """Workloads (4) and (7), each broker on a fresh instance of its kind so that its log holds
+    exactly the ~``--consume-mib`` MiB loaded here (the produce runs write GBs elsewhere).
+    Every instance is loaded once; then each repetition reads every instance once each way,
+    brokers interleaved; then each minibroker is restarted ``--reps`` times after a clean
+    stop and ``--reps`` times after kill -9."""
     a = ctx.a
-    if isinstance(proto, Mock):
-        if do_consume:
-            note(f"consume: n/a: {MOCK_LOG_LIMIT}")
-        return
-    b = make_brokers([proto.name])[0]
-    b.start()
+    key = f"consume {a.consume_mib} MiB (10% aborted)"
+    loaded: list[tuple[Broker, Broker, str, int, int]] = []  # (proto, instance, topic, committed, total)
     try:
-        topic = ctx.topic("cons")
-        create_topic(b, topic, 3)
-        t = time.time()
-        r = run_clients([["load", "--bootstrap", b.bootstrap, "--topic", topic, "--mib", str(a.consume_mib)]],
-                        1800)[0]
-        if r["errors"]:
-            raise RuntimeError(f"load: {r['errors']} errors: {r['first_error']}")
-        print(f"   loaded {a.consume_mib} MiB in {time.time() - t:.1f}s", file=sys.stderr, flush=True)
-        committed, total = r["committed"], r["committed"] + r["aborted"]
-        key = f"consume {a.consume_mib} MiB (10% aborted)"
-        if do_consume:
-            for rep in range(a.reps):
+        for proto in protos:
+            if isinstance(proto, Mock):
+                if do_consume:
+                    note(proto, f"consume: n/a: {MOCK_LOG_LIMIT}")
+                continue
+            if not do_consume and not isinstance(proto, MiniBroker):
+                continue
+            b = make_brokers([proto.name])[0]
+            try:
+                b.start()
+                topic = ctx.topic("cons")
+                create_topic(b, topic, 3)
+                t = time.time()
+                r = run_clients([["load", "--bootstrap", b.bootstrap, "--topic", topic,
+                                  "--mib", str(a.consume_mib)]], 1800)[0]
+                if r["errors"]:
+                    raise RuntimeError(f"load: {r['errors']} errors: {r['first_error']}")
+            except Exception as e:  # noqa: BLE001
+                b.stop()
+                note(proto, f"consume/recovery: {e}")
+                continue
+            print(f"== {proto.label}: loaded {a.consume_mib} MiB in {time.time() - t:.1f}s",
+                  file=sys.stderr, flush=True)
+            loaded.append((proto, b, topic, r["committed"], r["committed"] + r["aborted"]))
+        failed: set[str] = set()
+        for rep in range(a.reps if do_consume else 0):
+            for proto, b, topic, committed, total in rotated(loaded, rep):
+                if proto.name in failed:
+                    continue
                 res = {}
                 order = [("read_uncommitted", total), ("read_committed", committed)]
-                for iso, expect in (order if rep % 2 == 0 else order[::-1]):  # no order bias
-                    c = run_clients([["consume", "--bootstrap", b.bootstrap, "--topic", topic, "--isolation", iso,
-                                      "--count", str(expect), "--timeout", str(60 if a.quick else 600)]],
-                                    120 if a.quick else 900)[0]
-                    if not c["complete"]:
-                        raise RuntimeError(f"{iso}: read {c['records']} of {expect} records")
-                    if not c["exact"]:
-                        note(f"consume {iso}: read {c['records']:,} records where {expect:,} were expected"
-                             + (" (aborted records delivered)" if iso == "read_committed" else ""))
-                    wall = c["end"] - c["start"]
-                    res[f"{key}, {iso}: MB/s"] = c["bytes"] / wall / 1e6
-                    res[f"{key}, {iso}: client CPU %"] = 100 * c["cpu"] / wall
-                record(res)
-                print(f"   consume rep {rep + 1}: " + ", ".join(f"{k.split(', ')[-1]}={v:.4g}"
-                                                            for k, v in res.items()), file=sys.stderr, flush=True)
-        if do_recovery and isinstance(b, MiniBroker):
+                try:
+                    for iso, expect in (order if rep % 2 == 0 else order[::-1]):  # no order bias
+                        c = run_clients([["consume", "--bootstrap", b.bootstrap, "--topic", topic,
+                                          "--isolation", iso, "--count", str(expect),
+                                          "--timeout", str(60 if a.quick else 600)]], 120 if a.quick else 900)[0]
+                        if not c["complete"]:
+                            raise RuntimeError(f"{iso}: read {c['records']} of {expect} records")
+                        if not c["exact"]:
+                            note(proto, f"consume {iso}: read {c['records']:,} records where {expect:,} were "
+                                        "expected" + (" (aborted records delivered)" if iso == "read_committed"
+                                                      else ""))
+                        wall = c["end"] - c["start"]
+                        res[f"{key}, {iso}: MB/s"] = c["bytes"] / wall / 1e6
+                        res[f"{key}, {iso}: client CPU %"] = 100 * c["cpu"] / wall
+                except Exception as e:  # noqa: BLE001
+                    failed.add(proto.name)
+                    note(proto, f"consume: {e}")
+                    continue
+                record(proto, res)
+                print(f"   {proto.name} consume rep {rep + 1}: " + ", ".join(
+                    f"{k.split(', ')[-1]}={v:.4g}" for k, v in res.items()), file=sys.stderr, flush=True)
+        for proto, b, _topic, _c, _t in loaded if do_recovery else ():
+            if not isinstance(b, MiniBroker):
+                continue
             size = du_mib(b.dir)
-            for kill in (False, True):
-                what = "after kill -9" if kill else "after clean stop"
-                for rep in range(a.reps):
-                    stop_s = b.halt(kill)
-                    b.start(keep_data=True)
-                    res = {f"restart with {size / 1024:.2f} GiB of log {what}: ms to first ApiVersions":
-                           b.cold_start * 1000}
-                    if not kill:
-                        res["clean stop (SIGTERM to exit) ms"] = stop_s * 1000
-                    record(res)
-                    print(f"   restart {what} rep {rep + 1}: {b.cold_start * 1000:.0f} ms",
-                          file=sys.stderr, flush=True)
+            try:
+                for kill in (False, True):
+                    what = "after kill -9" if kill else "after clean stop"
+                    for rep in range(a.reps):
+                        stop_s = b.halt(kill)
+                        b.start(keep_data=True)
+                        res = {f"restart with {size / 1024:.2f} GiB of log {what}: ms to first ApiVersions":
+                               b.cold_start * 1000}
+                        if not kill:
+                            res["clean stop (SIGTERM to exit) ms"] = stop_s * 1000
+                        record(proto, res)
+                        print(f"   {proto.name} restart {what} rep {rep + 1}: {b.cold_start * 1000:.0f} ms",
+                              file=sys.stderr, flush=True)
+            except Exception as e:  # noqa: BLE001
+                note(proto, f"recovery: {e}")
     finally:
-        b.stop()
+        for _proto, b, *_ in loaded:
+            b.stop()
 
 
 # --- the harness --------------------------------------------------------------------------------
@@ -533,11 +566,21 @@ def main() -> int:
 
     for b in brokers:
         notes[b.name] = []
-        print(f"== {b.label}", file=sys.stderr, flush=True)
-        # Cold start: separate start/stop cycles, with idle RSS a moment after the first answer.
-        if "coldstart" in only:
-            for _ in range(a.reps):
-                try:
+
+    def note(b, text):
+        notes[b.name].append(text)
+        print(f"   {b.name}: {text}", file=sys.stderr, flush=True)
+
+    # Every workload is run rep by rep, and within a rep broker by broker in a rotating
+    # order: the other load on this shared machine then falls on every column alike.
+    if "coldstart" in only:
+        print("== cold start", file=sys.stderr, flush=True)
+        dead: set[str] = set()
+        for rep in range(a.reps):
+            for b in rotated(brokers, rep):
+                if b.name in dead:
+                    continue
+                try:  # separate start/stop cycles, idle RSS a moment after the first answer
                     b.start()
                     time.sleep(0.5)
                     res = {"cold start to first ApiVersions ms": b.cold_start * 1000}
@@ -545,30 +588,30 @@ def main() -> int:
                         res["idle RSS MiB"] = proc_status(b.pid).get("VmRSS", float("nan"))
                     record(b.name, res)
                 except Exception as e:  # noqa: BLE001
-                    notes[b.name].append(f"coldstart: {e}")
-                    break
+                    note(b, f"coldstart: {e}")
+                    dead.add(b.name)
                 finally:
                     b.stop()
-        if "consume" in only or "recovery" in only:
-            try:  # on an instance of its own, stopped before the next one starts
-                consume_phase(ctx, b, "consume" in only, "recovery" in only,
-                              lambda res: record(b.name, res), notes[b.name].append)
+    if "consume" in only or "recovery" in only:
+        consume_and_recovery(ctx, brokers, "consume" in only, "recovery" in only,
+                             lambda b, res: record(b.name, res), note)
+    main_workloads = [w for w in only if w not in ("coldstart", "consume", "recovery")]
+    running = []
+    try:
+        if main_workloads:
+            print("== " + ", ".join(main_workloads), file=sys.stderr, flush=True)
+        for b in brokers if main_workloads else ():
+            try:
+                b.start()
+                running.append(b)
             except Exception as e:  # noqa: BLE001
-                notes[b.name].append(f"consume/recovery: {e}")
-                print(f"   consume/recovery failed: {e}", file=sys.stderr, flush=True)
-        if not [w for w in only if w not in ("coldstart", "consume", "recovery")]:
-            continue
-        try:
-            b.start()
-        except Exception as e:  # noqa: BLE001
-            notes[b.name].append(f"did not start: {e}")
-            print(f"   n/a: {e}", file=sys.stderr, flush=True)
-            continue
-        try:
-            for w in only:
-                if w in ("coldstart", "consume", "recovery"):
-                    continue
-                for rep in range(a.reps):
+                note(b, f"did not start: {e}")
+        failed: set[tuple[str, str]] = set()
+        for w in main_workloads:
+            for rep in range(a.reps):
+                for b in rotated(running, rep):
+                    if (b.name, w) in failed or b.proc is None:
+                        continue
                     t = time.time()
                     try:
                         if w == "produce1k":
@@ -580,18 +623,17 @@ def main() -> int:
                         elif w == "txn":
                             res = w_txn(ctx, b)
                         record(b.name, res)
-                        print(f"   {w} rep {rep + 1}: {time.time() - t:.1f}s "
+                        print(f"   {b.name} {w} rep {rep + 1}: {time.time() - t:.1f}s "
                               + ", ".join(f"{k.split(': ')[-1]}={v:.4g}" for k, v in res.items()),
                               file=sys.stderr, flush=True)
                     except Exception as e:  # noqa: BLE001
-                        notes[b.name].append(f"{w}: {e}")
-                        print(f"   {w} failed: {e}", file=sys.stderr, flush=True)
+                        failed.add((b.name, w))
+                        note(b, f"{w}: {e}")
                         if b.proc is not None and b.proc.poll() is not None:
-                            raise RuntimeError(f"broker exited ({b.proc.returncode})")
-                        break
-        except Exception as e:  # noqa: BLE001
-            notes[b.name].append(str(e))
-        finally:
+                            note(b, f"broker exited ({b.proc.returncode})")
+                            b.proc = None
+    finally:
+        for b in running:
             b.stop()
 
     med = {b.name: {k: statistics.median(v) for k, v in samples.get(b.name, {}).items()} for b in brokers}
