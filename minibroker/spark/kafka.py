@@ -9,9 +9,11 @@ read_committed consumer returns (log start, LSO) - the end a read_committed quer
 Reader side: one consumer per range, assigned at the range's start. librdkafka drops
 control records and, under read_committed, aborted batches; the offsets they occupy are
 never returned as messages, so the last offsets before the planned end may never arrive.
-The reader therefore stops on whichever comes first: a message at or past the end, or
-the consumer's position (which librdkafka moves past control records as well) reaching
-the end. Every wait is bounded by ``kafkaConsumer.pollTimeoutMs`` without progress.
+The reader therefore stops on whichever comes first: a message at or past the end, the
+consumer's position (which librdkafka moves past control records as well) reaching the
+end, or a partition-EOF event whose offset (librdkafka's fetch position, past aborted
+batches too) reaches it. Only offsets below ``r.end`` are ever returned, so the records
+of a range do not depend on which of these ends it. Every wait is bounded by ``kafkaConsumer.pollTimeoutMs`` without progress.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def read_range(options: SourceOptions, r: OffsetRange):
             for m in messages:
                 err = m.error()
                 if err is not None:
-                    position = _on_error(consumer, err, r, position, options.fail_on_data_loss)
+                    position = _on_error(consumer, m, r, position, options.fail_on_data_loss)
                     if position >= r.end:
                         break
                     continue
@@ -135,17 +137,35 @@ def read_range(options: SourceOptions, r: OffsetRange):
         yield batch
 
 
-def _on_error(consumer, err, r: OffsetRange, position: int, fail_on_data_loss: bool) -> int:
-    """Handle an error event; returns the position to go on from."""
+def _on_error(consumer, m, r: OffsetRange, position: int, fail_on_data_loss: bool) -> int:
+    """Handle an error event ``m``; returns the position to go on from."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka import TopicPartition as KTP
 
+    err = m.error()
     code = err.code()
     if code == KafkaError._PARTITION_EOF:
-        return position
+        # librdkafka reports EOF when its fetch position reaches the partition's end (the
+        # LSO under read_committed, else the high watermark), once per end offset, and
+        # carries that fetch position as the event's offset (rdkafka_fetcher.c,
+        # rd_kafka_fetch_reply_handle_partition: ``end_offset == fetch_pos.offset``). Every
+        # message below it was queued before the event, so nothing below it is still to
+        # come. This is the only way past aborted batches at the end of a range: librdkafka
+        # drops them without moving position(), e.g. when their ABORT marker lies past the
+        # LSO because another transaction opened before the abort.
+        eof = m.offset()
+        return max(position, eof) if eof is not None and eof >= 0 else position
     if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-        low, _high = consumer.get_watermark_offsets(KTP(r.topic, r.partition), timeout=_METADATA_TIMEOUT,
-                                                    cached=False)
+        low, high = consumer.get_watermark_offsets(KTP(r.topic, r.partition), timeout=_METADATA_TIMEOUT,
+                                                   cached=False)
+        if position >= high:
+            # Past the end of the log: the topic was deleted and recreated, or its tail was
+            # cut. The planned offsets will never exist; Spark's KafkaDataConsumer skips the
+            # rest of the range when failOnDataLoss=false.
+            _lost(f"{r.topic}-{r.partition}: offset {position} is past the end of the log, which now "
+                  f"ends at {high} (the topic was recreated or its tail was lost); offsets "
+                  f"{position}..{r.end - 1} cannot be read ({err.str()})", fail_on_data_loss)
+            return r.end
         _lost(f"{r.topic}-{r.partition}: offsets {position}..{min(low, r.end) - 1} are gone from the "
               f"broker, which now starts at {low} ({err.str()})", fail_on_data_loss)
         if low >= r.end:

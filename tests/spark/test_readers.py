@@ -120,3 +120,104 @@ def test_data_loss_is_an_error_unless_allowed(broker_factory):
                 got = _offsets(read())
                 # Retention may have moved on meanwhile: a suffix, ending exactly at the end.
                 assert got == list(range(got[0], end)) and got[0] >= low, name
+
+
+def test_ranges_over_interleaved_transactions(broker):
+    """Two transactions open at once on one partition: A writes, B opens, A aborts. The LSO
+    is then B's first offset and A's ABORT marker lies beyond it, so a read_committed range
+    ending at the LSO ends with aborted batches whose marker it never sees (librdkafka
+    drops them without moving position()). Every range stops exactly at its end, online
+    and offline, in both isolation levels, before and after B commits."""
+    import time
+
+    from confluent_kafka import Producer
+
+    from .producers import txn_producer
+
+    topic = unique_topic("interleaved")
+    create_topic(broker.bootstrap, topic, 1)
+    offsets: dict[str, list[int]] = {}
+
+    def write(producer, group, n):
+        for _ in range(n):
+            producer.produce(topic, value=group.encode(), partition=0,
+                             on_delivery=lambda err, msg: offsets.setdefault(
+                                 msg.value().decode() if err is None else "error", []).append(msg.offset()))
+        assert producer.flush(30) == 0
+
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    a = txn_producer(broker.bootstrap, f"{topic}-a", **{"linger.ms": 0})
+    b = txn_producer(broker.bootstrap, f"{topic}-b", **{"linger.ms": 0})
+    c = txn_producer(broker.bootstrap, f"{topic}-c", **{"linger.ms": 0})
+    write(plain, "p1", 3)
+    a.begin_transaction()
+    write(a, "a", 10)
+    b.begin_transaction()
+    write(b, "b", 5)
+    a.abort_transaction(30)
+
+    def check(visible_committed, lso, hw):
+        assert "error" not in offsets, offsets.get("error")
+        for isolation, end, visible in (("read_committed", lso, visible_committed),
+                                        ("read_uncommitted", hw, sorted(o for v in offsets.values() for o in v))):
+            opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+                                  "isolation.level": isolation, "kafkaConsumer.pollTimeoutMs": "15000"},
+                                 streaming=False)
+            planner = online.KafkaPlanner(opts)
+            try:
+                assert planner.watermarks([(topic, 0)])[(topic, 0)].latest == end, isolation
+            finally:
+                planner.close()
+            offline = LogDirPlanner(str(broker.data_dir), isolation == "read_committed", [topic])
+            assert offline.watermarks([(topic, 0)])[(topic, 0)].latest == end, isolation
+            a_first, a_last = min(offsets["a"]), max(offsets["a"])
+            ranges = {(0, end), (2, end), (a_first, end), (a_last, end), (end - 1, end),
+                      (0, a_first + 4), (a_first + 1, a_last + 1)}
+            for start, stop in sorted(ranges):
+                r = OffsetRange(topic, 0, start, stop)
+                want = [o for o in visible if start <= o < stop]
+                t0 = time.monotonic()
+                assert _offsets(online.read_range(opts, r)) == want, f"online {isolation} [{start}, {stop})"
+                assert time.monotonic() - t0 < 10, f"online {isolation} [{start}, {stop}) stalled"
+                got = _offsets(read_range(str(broker.data_dir), r, read_committed=opts.read_committed,
+                                          include_headers=False, aborted_seen=offline.aborted_for(r)))
+                assert got == want, f"offline {isolation} [{start}, {stop})"
+
+    # A aborted, B open: the LSO is B's first offset, A's marker lies past it.
+    lso = min(offsets["b"])
+    assert lso == max(offsets["a"]) + 1
+    check(offsets["p1"], lso, max(offsets["b"]) + 2)
+    # C opens, B commits, more plain records: the LSO is C's first offset, past B's marker.
+    c.begin_transaction()
+    write(c, "c", 4)
+    b.commit_transaction(30)
+    write(plain, "p2", 2)
+    check(sorted(offsets["p1"] + offsets["b"]), min(offsets["c"]), max(offsets["p2"]) + 1)
+    c.abort_transaction(30)
+
+
+def test_online_start_past_the_end_of_the_log(broker):
+    """A planned range above the high watermark (the topic was recreated smaller): data
+    loss named as such, and with failOnDataLoss=false an empty read, not a retry loop."""
+    import time
+
+    from confluent_kafka import Producer
+
+    topic = unique_topic("pastend")
+    create_topic(broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        p.produce(topic, value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    r = OffsetRange(topic, 0, 10, 20)
+    for fail in (True, False):
+        opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+                              "failOnDataLoss": str(fail).lower(), "kafkaConsumer.pollTimeoutMs": "8000"},
+                             streaming=False)
+        t0 = time.monotonic()
+        if fail:
+            with pytest.raises(Exception, match="past the end of the log, which now ends at 3"):
+                _offsets(online.read_range(opts, r))
+        else:
+            assert _offsets(online.read_range(opts, r)) == []
+        assert time.monotonic() - t0 < 6
