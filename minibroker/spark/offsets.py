@@ -176,11 +176,13 @@ def rate_limit(start: dict[TopicPartition, int], latest: dict[TopicPartition, in
     """End offsets that advance at most ``max_offsets`` offsets in all from ``start``, shared
     out in proportion to each partition's backlog (Spark's maxOffsetsPerTrigger). Largest
     remainders get the leftover units, so the total is exactly min(backlog, max_offsets).
-    ``start`` must hold every partition of ``latest``; no end is ever below its start."""
+    ``start`` must hold every partition of ``latest``. A partition whose latest offset is
+    below its start (data loss) keeps that latest offset, as in Spark's rateLimit, so the
+    planner sees and reports the drop."""
     backlog = {tp: max(latest[tp] - start[tp], 0) for tp in latest}
     total = sum(backlog.values())
     if total <= max_offsets:
-        return {tp: start[tp] + backlog[tp] for tp in latest}
+        return dict(latest)
     share = {}
     remainders = []
     for tp in sorted(backlog):
@@ -189,4 +191,4 @@ def rate_limit(start: dict[TopicPartition, int], latest: dict[TopicPartition, in
         remainders.append((-(exact % total), tp))
     for _, tp in sorted(remainders)[: max_offsets - sum(share.values())]:
         share[tp] += 1
-    return {tp: start[tp] + share[tp] for tp in latest}
+    return {tp: start[tp] + share[tp] if backlog[tp] else latest[tp] for tp in latest}

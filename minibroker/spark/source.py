@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from . import SOURCE_NAME
-from .offsets import (EARLIEST, START_KEY, OffsetRange, TopicPartition, from_json_dict, plan_ranges,
+from .offsets import (EARLIEST, START_KEY, DataLoss, OffsetRange, TopicPartition, from_json_dict, plan_ranges,
                       rate_limit, resolve, split_ranges, symbolic, to_json_dict)
 from .options import SourceOptions, parse_options
 from .schema import spark_schema
@@ -189,11 +189,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = w.latest
             if self._target is not None:
                 end = min(end, self._target.get(tp, begin[tp]))
-            latest[tp] = max(end, begin[tp])  # offsets never go backwards
+            # An end below the start (the topic was recreated, its tail lost) is kept as it
+            # is, as Spark's Kafka source does: partitions() reports the data loss and the
+            # next batch goes on from there.
+            latest[tp] = end
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(begin, latest, limit.max_rows)
-        for tp, o in begin.items():
-            latest.setdefault(tp, o)  # a partition gone from metadata keeps its offset
+        # A partition gone from metadata is left out of the end offset; partitions()
+        # reports it as data loss (Spark: "... are gone").
         if not unresolved and latest == from_json_dict(start):
             return start  # nothing new: the very same offset tells Spark so
         doc = to_json_dict(latest)
@@ -206,13 +209,43 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin = from_json_dict(start)
+        until = from_json_dict(end)
         if any(o < 0 for o in begin.values()):
             pinned = from_json_dict(end.get(START_KEY, {}))
-            missing = sorted(tp for tp, o in begin.items() if o < 0 and tp not in pinned)
+            # Only partitions this batch reads need the start the first latestOffset pinned:
+            # a partition that appeared since (initialOffset() is asked again when the batch
+            # is replayed) is not in the end offset and joins in the next batch.
+            missing = sorted(tp for tp, o in begin.items() if o < 0 and tp in until and tp not in pinned)
             if missing:
                 raise ValueError(f"no recorded start offset for {missing} in the end offset {end}")
-            begin = {tp: pinned.get(tp, o) for tp, o in begin.items()}
-        return _input_partitions(self._get_planner(), self.options, begin, from_json_dict(end))
+            begin = {tp: pinned.get(tp, o) for tp, o in begin.items() if o >= 0 or tp in pinned}
+        self._check_data_loss(begin, until)
+        return _input_partitions(self._get_planner(), self.options, begin, until)
+
+    def _check_data_loss(self, begin: dict, until: dict) -> None:
+        """Spark's checks in KafkaOffsetReaderAdmin.getOffsetRangesFromResolvedOffsets: a
+        partition gone, a new partition not starting at 0, an offset that went backwards.
+        Each fails the query under failOnDataLoss (the default), else is logged; the
+        next batch then starts from the end offset this one recorded."""
+        problems = []
+        gone = sorted(tp for tp in begin if tp not in until)
+        if gone:
+            problems.append(f"partitions {gone} are gone (deleted, or the topic was recreated with "
+                            f"fewer partitions); some data may have been missed")
+        for tp, o in sorted(until.items()):
+            s = begin.get(tp)
+            if s is None:
+                if o != 0:
+                    problems.append(f"added partition {tp[0]}-{tp[1]} starts from {o} instead of 0; "
+                                    f"some data may have been missed")
+            elif o < s:
+                problems.append(f"partition {tp[0]}-{tp[1]}'s offset was changed from {s} to {o} (the "
+                                f"topic was recreated or its tail was lost); some data may have been missed")
+        for p in problems:
+            if self.options.fail_on_data_loss:
+                raise DataLoss(p + ". Set failOnDataLoss=false to go on from the current offsets "
+                                   "(records may then be missed).")
+            log.warning("spark.stream_data_loss", detail=p)
 
     def read(self, partition):
         return _read(self.options, partition)

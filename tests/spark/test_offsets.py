@@ -35,8 +35,10 @@ def test_rate_limit_shares_the_budget_by_backlog_exactly():
     assert rate_limit(start, latest, 10_000) == latest
     # Every trigger makes progress, even with a budget smaller than the partition count.
     assert sum(rate_limit({A0: 0, A1: 0}, {A0: 3, A1: 3}, 1).values()) == 1
-    # A start past the end (data loss) never moves the offset backwards.
-    assert rate_limit({A0: 50}, {A0: 40}, 10) == {A0: 50}
+    # A latest offset below the start (data loss) is kept, as in Spark's rateLimit, so the
+    # planner sees the drop and reports it.
+    assert rate_limit({A0: 50}, {A0: 40}, 10) == {A0: 40}
+    assert rate_limit({A0: 50, A1: 0}, {A0: 40, A1: 100}, 10) == {A0: 40, A1: 10}
 
 
 def test_split_ranges():
