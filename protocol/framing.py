@@ -75,13 +75,15 @@ class FrameDecoder:
         """``nbytes`` were read into the last ``get_buffer``; the frames now complete.
 
         Frames are memoryviews the caller may keep: a large frame is its own
-        buffer, a small one is copied out of the scratch buffer.
+        buffer, a small one is copied out of the scratch buffer. All are
+        read-only, like views of delivered bytes: kio's decoder refuses a
+        writable buffer.
         """
         if self._big is not None:
             self._bfill += nbytes
             if self._bfill < len(self._bview):
                 return []
-            frame_ = self._bview
+            frame_ = self._bview.toreadonly()
             self._big = self._bview = None
             self._bfill = 0
             return [frame_]
@@ -195,7 +197,7 @@ class FrameDecoder:
             self._bfill += n
             return None
         bview[self._bfill :] = memoryview(data)[:need]
-        frames.append(bview)
+        frames.append(bview.toreadonly())
         self._big = self._bview = None
         self._bfill = 0
         return memoryview(data)[need:] if n > need else None

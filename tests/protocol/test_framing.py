@@ -329,3 +329,42 @@ def test_large_frame_fed_in_pieces_reuses_its_buffer():
         firsts += [bytes(f[:1]) for f in d.feed(data[i : i + 65_536])]  # no view outlives this line
     assert firsts == [b"a", b"b"]
     assert [id(b) for b in d._spares] == spare
+
+
+def test_large_frames_are_read_only_and_kio_decodes_them():
+    """kio's native reader refuses writable buffers: a large non-Produce request
+    assembled in a pooled bytearray must still decode."""
+    import io
+
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.types import TopicName
+    from kio.serial import entity_writer
+
+    from protocol import codec
+
+    req = MetadataRequest(
+        topics=tuple(MetadataRequestTopic(topic_id=None, name=TopicName(f"t{i}")) for i in range(10_000)),
+        allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    out = io.BytesIO()
+    entity_writer(MetadataRequest)(out, req)
+    body = out.getvalue()
+    assert len(body) > 65_536
+    stream = frame(body)
+    d = FrameDecoder()
+    got = []
+    for i in range(0, len(stream), 50_000):
+        got.extend(d.feed(stream[i : i + 50_000]))
+    (f,) = got
+    assert f.readonly
+    assert len(codec.decode_request(3, 12, f).topics) == 10_000
+    d = FrameDecoder()
+    pos, got = 0, []
+    while pos < len(stream):
+        buf = d.get_buffer(-1)
+        n = min(len(buf), len(stream) - pos, 50_000)
+        buf[:n] = stream[pos : pos + n]
+        pos += n
+        got.extend(d.buffer_updated(n))
+    (f,) = got
+    assert f.readonly
+    assert codec.decode_request(3, 12, f).topics[-1].name == "t9999"
