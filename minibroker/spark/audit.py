@@ -2,8 +2,9 @@
 
 Each Kafka partition of the data directory is one Spark task (the data source
 ``minibroker_audit``), which walks the partition's segments read-only and checks the
-invariants in ``audit_checks``; the driver reads ``__transaction_state`` once and hands
-every task what the coordinator decided for its partition. The report names each broken
+invariants in ``audit_checks``; the driver reads ``__transaction_state`` and hands every
+task what the coordinator decided for its partition (a task reads it again only for a
+transaction that began after that read, see ``audit_partition``). The report names each broken
 invariant per partition; the exit status is 1 when any failed, 0 otherwise (2: bad
 arguments). ``--local`` runs the same checks in this process without Spark.
 
@@ -51,7 +52,8 @@ def plan(data_dir: str, topics: list[str] | None = None) -> list[AuditTask]:
 
 
 def run_task(task: AuditTask) -> dict:
-    report = audit_partition(task.path, task.topic, task.partition, task.expect, task.coordinator_known)
+    report = audit_partition(task.path, task.topic, task.partition, task.expect, task.coordinator_known,
+                             data_dir=os.path.dirname(task.path))
     d = report.to_dict()
     if len(d["findings"]) > _MAX_FINDINGS:
         d["findings_dropped"] = len(d["findings"]) - _MAX_FINDINGS

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from protocol.batch import BatchHeader
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from storage.errors import InvalidRecord
-from storage.offline import control_type, read_txn_index, segments, walk_segment
+from storage.offline import control_type, iter_batches, read_txn_index, segments, walk_segment
 
 from .coordinator_log import PartitionExpectations
 
@@ -39,6 +39,7 @@ FAILURE = "failure"
 WARNING = "warning"
 _SEQ_MOD = 2**31
 _TAIL_PROBE = 4096
+_SEQ_WINDOW = 64
 
 
 @dataclass
@@ -91,12 +92,15 @@ class _Txn:
     first_offset: int
     epoch: int
     records: int = 0
+    prev_data: int = -1  # last offset of the producer's data before this transaction, -1: none
 
 
 @dataclass
 class _Seq:
     last: int
-    seen: dict[int, int] = field(default_factory=dict)  # base sequence -> offset
+    # base sequence -> offset of the last _SEQ_WINDOW batches: the ones a retry can repeat
+    # (Kafka's broker keeps 5 per producer; older repeats are caught by the modular test).
+    seen: dict[int, int] = field(default_factory=dict)
 
 
 class _Auditor:
@@ -109,9 +113,11 @@ class _Auditor:
         self.max_epoch: dict[int, int] = {}
         self.seqs: dict[tuple[int, int], _Seq] = {}
         self.open: dict[int, _Txn] = {}
+        self.last_data: dict[int, int] = {}  # producer id -> last offset of its data batches
         self.markers: Counter = Counter()  # (producer id, epoch, commit) -> markers in the log
-        self.aborted: list[tuple[int, int, int, int, int]] = []  # pid, epoch, first, marker, records
-        self.first_timestamp = -1
+        # pid, epoch, first, marker, records, last offset of the pid's data before the txn
+        self.aborted: list[tuple[int, int, int, int, int, int]] = []
+        self.first_marker_timestamp = -1  # broker time of the first marker in the log
 
     def add(self, kind: str, severity: str = FAILURE, **kw) -> None:
         self.r.findings.append(Finding(kind, severity, self.r.topic, self.r.partition, **kw))
@@ -121,7 +127,6 @@ class _Auditor:
         r = self.r
         if r.log_start < 0:
             r.log_start = h.base_offset
-            self.first_timestamp = h.max_timestamp
         self._offsets(h)
         r.batches += 1
         r.records += h.record_count
@@ -189,6 +194,8 @@ class _Auditor:
             if behind:
                 return
         s.seen[h.base_sequence] = h.base_offset
+        if len(s.seen) > _SEQ_WINDOW:
+            del s.seen[next(iter(s.seen))]  # the oldest (dicts keep insertion order)
         s.last = h.last_sequence
 
     def _txn_data(self, h: BatchHeader) -> None:
@@ -200,8 +207,10 @@ class _Auditor:
                             f"has no marker, yet epoch {h.producer_epoch} writes at offset {h.base_offset}")
             txn = None
         if txn is None:
-            txn = self.open[pid] = _Txn(h.base_offset, h.producer_epoch)
+            txn = self.open[pid] = _Txn(h.base_offset, h.producer_epoch,
+                                        prev_data=self.last_data.get(pid, -1))
         txn.records += h.record_count
+        self.last_data[pid] = h.last_offset
 
     def _marker(self, h: BatchHeader, batch) -> None:
         pid = h.producer_id
@@ -212,6 +221,8 @@ class _Auditor:
             return
         if ctype is None:
             return  # an empty control batch: what Kafka's cleaner leaves
+        if self.first_marker_timestamp < 0:
+            self.first_marker_timestamp = h.max_timestamp
         txn = self.open.pop(pid, None)
         if txn is not None and h.producer_epoch < txn.epoch:
             self.add("epoch_regression", offset=h.base_offset, producer_id=pid,
@@ -224,7 +235,8 @@ class _Auditor:
         elif ctype == CONTROL_ABORT:
             self.r.aborted_txns += 1
             first = txn.first_offset if txn is not None else h.base_offset
-            self.aborted.append((pid, h.producer_epoch, first, h.base_offset, txn.records if txn else 0))
+            prev = txn.prev_data if txn is not None else self.last_data.get(pid, -1)
+            self.aborted.append((pid, h.producer_epoch, first, h.base_offset, txn.records if txn else 0, prev))
 
     # -- per segment ------------------------------------------------------------------------
     def segment_tail(self, path: str, stop: int, last_segment: bool) -> None:
@@ -246,13 +258,18 @@ class _Auditor:
                             f"segment ({size - stop} bytes not read)")
 
     # -- at the end ---------------------------------------------------------------------------
-    def finish(self, index_entries, index_complete: bool) -> PartitionReport:
+    def finish(self, index_entries, index_complete: bool, recheck=None) -> PartitionReport:
+        """``recheck(open)``: for the open transactions ``{pid: _Txn}`` the coordinator did
+        not list as undecided, the pids that are undecided or decided with their marker
+        written after all (asked after the walk; see audit_partition)."""
         r = self.r
         r.producers = len(self.max_epoch)
         r.open_txns = len(self.open)
         r.last_stable = min((t.first_offset for t in self.open.values()), default=r.log_end)
+        suspects = {pid: t for pid, t in self.open.items() if pid not in self.expect.undecided}
+        cleared = recheck(suspects) if recheck is not None and suspects and self.coordinator_known else set()
         for pid, txn in sorted(self.open.items()):
-            if pid in self.expect.undecided or not self.coordinator_known:
+            if pid in self.expect.undecided or not self.coordinator_known or pid in cleared:
                 self.add("open_transaction", WARNING, offset=txn.first_offset, producer_id=pid,
                          producer_epoch=txn.epoch,
                          detail=f"{txn.records} records from offset {txn.first_offset} await a marker "
@@ -267,10 +284,19 @@ class _Auditor:
         return r
 
     def _coordinator_markers(self) -> None:
-        # A log that lost its head to retention cannot hold markers older than its first batch.
-        horizon = self.first_timestamp if self.r.log_start > 0 else -1
-        wanted = Counter((m.producer_id, m.epoch, m.commit) for m in self.expect.markers
-                         if m.decided_ms >= horizon)
+        # A log that lost its head to retention holds only the markers of the later decisions.
+        # Which ones is told by broker time, never by the data's CreateTime (a producer's
+        # clock or event time): a marker is stamped when the broker writes it, after the
+        # coordinator prepared the decision (PrepareCommit/PrepareAbort's last_update_ms), so
+        # a decision prepared after the first retained marker was written has its marker
+        # after it, in the retained log. With no marker left, no decision can be required.
+        if self.r.log_start > 0:
+            if self.first_marker_timestamp < 0:
+                return
+            wanted = Counter((m.producer_id, m.epoch, m.commit) for m in self.expect.markers
+                             if m.decided_ms > self.first_marker_timestamp)
+        else:
+            wanted = Counter((m.producer_id, m.epoch, m.commit) for m in self.expect.markers)
         have = self.markers
         # More markers than decisions are allowed: a roll-forward after a crash rewrites them.
         for (pid, epoch, commit), n in sorted(wanted.items()):
@@ -287,7 +313,7 @@ class _Auditor:
                      detail="a segment's .txnindex is missing or malformed (the broker rebuilds it on "
                             "restart; until then read_committed fetches may return aborted records)")
         by_key = {(e.producer_id, e.last_offset): e for e in entries}
-        for pid, epoch, first, marker, records in self.aborted:
+        for pid, epoch, first, marker, records, prev in self.aborted:
             e = by_key.pop((pid, marker), None)
             if e is None:
                 if complete and records:
@@ -298,10 +324,14 @@ class _Auditor:
                 self.add("aborted_visible", offset=first, producer_id=pid, producer_epoch=epoch,
                          detail=f"the index entry of the transaction aborted at {marker} starts at "
                                 f"{e.first_offset}, after its first record at {first}")
-            elif e.first_offset < first:
+            elif e.first_offset <= prev:
+                # An entry starting before the transaction's first record in the log is only
+                # wrong when it reaches the producer's earlier records: when retention removed
+                # the transaction's head, the entry rightly starts below the log start.
                 self.add("committed_hidden", offset=e.first_offset, producer_id=pid, producer_epoch=epoch,
                          detail=f"the index entry of the transaction aborted at {marker} starts at "
-                                f"{e.first_offset}, before its first record at {first}")
+                                f"{e.first_offset}, before its first record at {first}, and covers the "
+                                f"producer's records up to offset {prev} that it did not abort")
         for (pid, marker), e in sorted(by_key.items()):
             if marker < self.r.log_end:
                 self.add("committed_hidden", offset=e.first_offset, producer_id=pid,
@@ -311,8 +341,18 @@ class _Auditor:
 
 def audit_partition(path: str, topic: str, partition: int,
                     expect: PartitionExpectations | None = None,
-                    coordinator_known: bool = False) -> PartitionReport:
-    """Check one partition directory; never writes to it."""
+                    coordinator_known: bool = False, data_dir: str | None = None) -> PartitionReport:
+    """Check one partition directory; never writes to it.
+
+    ``expect`` was read from ``__transaction_state`` before the walk; on a live data dir a
+    transaction may begin after that read. So an open transaction at the tail that
+    ``expect`` does not list as undecided is checked again after the walk (``data_dir``
+    given): ``__transaction_state`` is read again, and the partition is walked again from
+    the transaction's first offset. It is a ``missing_marker`` only if the coordinator
+    still does not list it as undecided and no marker of the producer followed it. The
+    coordinator persists a decision before writing markers and the markers before
+    completing, so a transaction decided by the time of the second read has its markers
+    in the log by the time of the second walk."""
     a = _Auditor(topic, partition, expect or PartitionExpectations(), coordinator_known)
     segs = segments(path)
     a.r.segments = len(segs)
@@ -333,4 +373,23 @@ def audit_partition(path: str, topic: str, partition: int,
             index_complete = False
         else:
             entries.extend(found)
-    return a.finish(entries, index_complete)
+    recheck = None
+    if data_dir is not None:
+        def recheck(suspects: dict[int, _Txn]) -> set[int]:
+            from .coordinator_log import read_coordinator_log
+
+            undecided = read_coordinator_log(data_dir).for_partition((topic, partition)).undecided
+            cleared = set(suspects) & undecided
+            pending = {pid: t for pid, t in suspects.items() if pid not in cleared}
+            if pending:
+                for header, batch, _seg in iter_batches(path, min(t.first_offset for t in pending.values())):
+                    t = pending.get(header.producer_id)
+                    if (t is not None and header.is_control and header.base_offset > t.first_offset
+                            and header.producer_epoch >= t.epoch):
+                        try:
+                            if control_type(batch) is not None:
+                                cleared.add(header.producer_id)
+                        except InvalidRecord:
+                            pass
+            return cleared
+    return a.finish(entries, index_complete, recheck)

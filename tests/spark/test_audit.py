@@ -123,3 +123,81 @@ def test_missing_marker_mid_log_and_cli_exit_status(stopped_log, tmp_path):
     doc = json.loads(proc.stdout)
     assert not doc["ok"] and "missing_marker" in doc["failure_kinds"]
     assert {r["partition"]: r["ok"] for r in doc["reports"]} == {0: False, 1: True}
+
+
+def test_live_log_with_retention_and_a_transaction_begun_during_the_audit(broker_factory):
+    """Legal logs the audit once failed:
+    - retention deleted the head of an aborted transaction (its index entry then starts
+      below the log start);
+    - retention deleted committed transactions whose records carry event-time (old)
+      CreateTimes, markers included;
+    - a transaction began after the audit read __transaction_state (a live data dir)."""
+    import time
+
+    from confluent_kafka import Producer
+
+    from minibroker.spark.audit import plan, run_task
+
+    from .producers import txn_producer
+
+    b = broker_factory(["--segment-bytes", "4096", "--retention-bytes", "9000",
+                        "--retention-check-interval-ms", "200"])
+    aborted, old, live = unique_topic("ab"), unique_topic("old"), unique_topic("live")
+    for t in (aborted, old, live):
+        create_topic(b.bootstrap, t, 1)
+    p = txn_producer(b.bootstrap, f"{aborted}-x", **{"linger.ms": 0, "batch.num.messages": 1})
+    p.begin_transaction()
+    for _ in range(100):
+        p.produce(aborted, value=b"." * 100, partition=0)
+        p.poll(0)
+    assert p.flush(30) == 0
+    p.abort_transaction(30)
+    q = txn_producer(b.bootstrap, f"{old}-x", **{"linger.ms": 0})
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    for n in range(60):
+        q.begin_transaction()
+        for _ in range(3):
+            q.produce(old, value=b"." * 100, partition=0, timestamp=an_hour_ago + n)
+        q.commit_transaction(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(segments(str(b.data_dir / f"{t}-0"))[0].base_offset == 0
+                                              for t in (aborted, old)):
+        time.sleep(0.2)
+    tasks = {t.topic: t for t in plan(str(b.data_dir), [aborted, old, live])}
+    # Begun after the coordinator's log was read for the plan.
+    w = txn_producer(b.bootstrap, f"{live}-x")
+    w.begin_transaction()
+    for _ in range(5):
+        w.produce(live, value=b"v", partition=0)
+    assert w.flush(30) == 0
+    reports = {t: run_task(task) for t, task in tasks.items()}
+    assert reports[aborted]["log_start"] > 0 and reports[old]["log_start"] > 0, "retention did not run"
+    assert {t: [f["kind"] for f in r["findings"] if f["severity"] == "failure"] for t, r in reports.items()} \
+        == {aborted: [], old: [], live: []}
+    assert [f["kind"] for f in reports[live]["findings"]] == ["open_transaction"]
+    w.abort_transaction(30)
+
+
+def test_sequence_wrap_is_not_a_duplicate():
+    """Sequences wrap at 2^31 (Kafka DefaultRecordBatch.incrementSequence); after a wrap a
+    producer reuses sequence 0 legally. A repeat within the recent batches still fails."""
+    from protocol.batch import BatchHeader
+
+    from minibroker.spark.audit_checks import _Auditor
+    from minibroker.spark.coordinator_log import PartitionExpectations
+
+    def header(offset, seq, count):
+        return BatchHeader(0, offset, 100, 0, 2, 0, 0, count - 1, 0, 0, 7, 0, seq, count)
+
+    def run(batches):
+        a = _Auditor("t", 0, PartitionExpectations(), False)
+        for h in batches:
+            a.batch(h, None)
+        return [f.kind for f in a.finish([], True).findings]
+
+    batches = [header(n, n, 1) for n in range(100)]
+    big = 2**31 - 100
+    batches.append(header(100, 100, big))
+    batches += [header(100 + big + n, n, 1) for n in range(3)]  # 0, 1, 2 again: legal
+    assert run(batches) == []
+    assert run(batches + [header(103 + big, 1, 1)]) == ["duplicate"]
