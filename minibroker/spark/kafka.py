@@ -23,6 +23,8 @@ import time
 
 import structlog
 
+from protocol.topics import INTERNAL_TOPICS
+
 from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .options import SourceOptions
 from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer
@@ -60,7 +62,7 @@ class KafkaPlanner:
             if t.error is not None:
                 continue
             if o.pattern is not None:
-                if name.startswith("__") or not re.fullmatch(o.pattern, name):
+                if name in INTERNAL_TOPICS or not re.fullmatch(o.pattern, name):
                     continue
             elif name not in o.subscribe:
                 continue

@@ -21,6 +21,7 @@ import re
 import structlog
 
 from protocol.records import decode_batch
+from protocol.topics import INTERNAL_TOPICS
 from storage.offline import (AbortedIndex, PartitionScan, iter_batches, partition_dirs,
                              txn_index_entries)
 from storage.txn_index import AbortedTxn
@@ -60,8 +61,10 @@ class LogDirPlanner:
             return sorted(self._assign)
         if self._pattern is not None:
             rx = re.compile(self._pattern)
-            # Internal topics only when named: Spark's subscribePattern skips them too.
-            return [tp for tp in found if rx.fullmatch(tp[0]) and not tp[0].startswith("__")]
+            # Internal topics only when named, like Spark's subscribePattern: it lists topics
+            # with the admin client's default ListTopicsOptions (listInternal=false), which
+            # leaves out Kafka's internal topics only, not every name starting with "__".
+            return [tp for tp in found if rx.fullmatch(tp[0]) and tp[0] not in INTERNAL_TOPICS]
         return [tp for tp in found if tp[0] in self._subscribe]
 
     def scan(self, tp: TopicPartition):

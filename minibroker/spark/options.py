@@ -154,8 +154,10 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     else:
         assign = _assignment(options["assign"])
 
-    iso = options.get("isolation.level", options.get("kafka.isolation.level", READ_COMMITTED))
-    iso = iso.strip().lower()
+    given = {k: options[k].strip().lower() for k in ("isolation.level", "kafka.isolation.level") if k in options}
+    if len(set(given.values())) > 1:
+        raise OptionError(f"isolation.level and kafka.isolation.level disagree: {given}; give one")
+    iso = next(iter(given.values()), READ_COMMITTED)
     if iso not in (READ_COMMITTED, READ_UNCOMMITTED):
         raise OptionError(f"isolation.level must be read_committed or read_uncommitted, got {iso!r}")
 

@@ -67,9 +67,25 @@ def test_options():
                 {"path": "/d"},
                 {"path": "/d", "subscribe": "x", "assign": '{"x":[0]}'},
                 {"path": "/d", "subscribe": "x", "isolation.level": "serializable"},
+                {"path": "/d", "subscribe": "x", "isolation.level": "read_committed",
+                 "kafka.isolation.level": "read_uncommitted"},
                 {"path": "/d", "subscribe": "x", "startingOffsets": "latest"},
                 {"path": "/d", "subscribe": "x", "kafka.enable.auto.commit": "true"},
                 {"path": "/d", "subscribe": "x", "maxOffsetsPerTrigger": "0"},
                 {"path": "/d", "subscribe": "x", "typo": "1"}):
         with pytest.raises(OptionError):
             parse_options(bad, streaming=False)
+
+
+def test_subscribe_pattern_leaves_out_only_kafkas_internal_topics(tmp_path):
+    """Spark lists topics with listInternal=false: __consumer_offsets and
+    __transaction_state are left out, a user topic named __audit is not."""
+    from minibroker.spark.logdir import LogDirPlanner
+
+    for name in ("__consumer_offsets-0", "__transaction_state-0", "__audit-0", "events-0"):
+        (tmp_path / name).mkdir()
+    planner = LogDirPlanner(str(tmp_path), True, pattern=".*")
+    assert planner.partitions() == [("__audit", 0), ("events", 0)]
+    assert parse_options({"path": "/d", "subscribe": "x", "isolation.level": "read_uncommitted",
+                          "kafka.isolation.level": "READ_UNCOMMITTED"}, streaming=False).isolation_level \
+        == "read_uncommitted"
