@@ -45,6 +45,10 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 class Errors:
     def __init__(self) -> None:
         self.count = 0
@@ -74,7 +78,7 @@ def produce(a) -> None:
         return
     value = os.urandom(a.size)
     n = 0
-    c0, t0 = cpu_seconds(), time.time()
+    f0, c0, t0 = minor_faults(), cpu_seconds(), time.time()
     deadline = t0 + a.seconds
     produce_ = p.produce
     topic = a.topic
@@ -96,7 +100,8 @@ def produce(a) -> None:
     left = p.flush(60)
     t1, c1 = time.time(), cpu_seconds()
     emit(records=n - left - errors.count, bytes=(n - left - errors.count) * a.size,
-         start=t0, end=t1, cpu=c1 - c0, errors=errors.count, first_error=errors.first, unflushed=left)
+         start=t0, end=t1, cpu=c1 - c0, minflt=minor_faults() - f0, errors=errors.count, first_error=errors.first,
+         unflushed=left)
 
 
 def latency(a) -> None:
