@@ -488,9 +488,11 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
                 order = [("read_uncommitted", total), ("read_committed", committed)]
                 try:
                     for iso, expect in (order if rep % 2 == 0 else order[::-1]):  # no order bias
+                        cpu0, busy0 = proc_cpu(b.pid), machine_busy()
                         c = run_clients([["consume", "--bootstrap", b.bootstrap, "--topic", topic,
                                           "--isolation", iso, "--count", str(expect),
                                           "--timeout", str(60 if a.quick else 600)]], 120 if a.quick else 900)[0]
+                        cpu1, busy1 = proc_cpu(b.pid), machine_busy()
                         if not c["complete"]:
                             raise RuntimeError(f"{iso}: read {c['records']} of {expect} records")
                         if not c["exact"]:
@@ -504,6 +506,11 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
                         res[f"{key}, {iso}: log MB/s (whole log ÷ time to its end)"] = (
                             total * a_size / wall / 1e6)
                         res[f"{key}, {iso}: client CPU %"] = 100 * c["cpu"] / wall
+                        # The consumer process's whole life (connect, metadata) is in these two,
+                        # a little more than the timed window: they say who was busy, not scores.
+                        res[f"{key}, {iso}: broker CPU %"] = 100 * (cpu1 - cpu0) / wall
+                        res[f"{key}, {iso}: machine CPU busy % (all cores)"] = (
+                            100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]))
                 except Exception as e:  # noqa: BLE001
                     failed.add(proto.name)
                     note(proto, f"consume: {e}")

@@ -209,7 +209,12 @@ def consume(a) -> None:
     c = Consumer({**CLIENT_COMMON, "bootstrap.servers": a.bootstrap, "group.id": f"bench-{os.getpid()}",
                   "enable.auto.commit": False, "isolation.level": a.isolation, "error_cb": errors,
                   "fetch.max.bytes": 50 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                  "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 * 1024})
+                  "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 * 1024,
+                  # Past queued.min.messages (100,000 per partition: ~100 MiB of 1 KiB records,
+                  # three 8 MiB fetches ahead of this loop) librdkafka stops fetching that
+                  # partition for fetch.queue.backoff.ms, 1 s by default: reads of the 1 GiB log
+                  # then alternated between ~650 and ~320 MB/s, the consumer idle half the time.
+                  "fetch.queue.backoff.ms": 10})
     md = c.list_topics(a.topic, timeout=10)
     parts = sorted(md.topics[a.topic].partitions)
     tps = [TopicPartition(a.topic, p) for p in parts]
