@@ -1,4 +1,4 @@
-"""The TCP side: one asyncio.Protocol per connection.
+"""The TCP side: one asyncio.BufferedProtocol per connection.
 
 Every complete frame in a delivery is handled at once; answers leave strictly
 in request order even when some of them wait (long-poll fetch), because a
@@ -32,7 +32,7 @@ class _Slot:
         self.done = False
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, registry: set,
                  listener=None, listeners: tuple = ()) -> None:
         self.dispatcher = dispatcher
@@ -72,12 +72,29 @@ class KafkaConnection(asyncio.Protocol):
         if not self.closed:
             self.transport.resume_reading()
 
+    # BufferedProtocol: the transport reads straight into the decoder's buffers, so a 1 MiB
+    # Produce request is copied once from the socket (protocol/framing.py says why).
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except InvalidFrame as e:
+            self._disconnect("invalid_frame", str(e))
+            return
+        if frames:
+            self._handle(frames)
+
     def data_received(self, data: bytes) -> None:
         try:
             frames = self.decoder.feed(data)
         except InvalidFrame as e:
             self._disconnect("invalid_frame", str(e))
             return
+        self._handle(frames)
+
+    def _handle(self, frames) -> None:
         for frame in frames:
             if self.closed:
                 return
