@@ -78,21 +78,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._decode(self.decoder.buffer_updated, nbytes)
+
+    def data_received(self, data: bytes) -> None:
+        self._decode(self.decoder.feed, data)
+
+    def _decode(self, step, arg) -> None:
         try:
-            frames = self.decoder.buffer_updated(nbytes)
+            frames = step(arg)
         except InvalidFrame as e:
             self._disconnect("invalid_frame", str(e))
             return
         if frames:
             self._handle(frames)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            frames = self.decoder.feed(data)
-        except InvalidFrame as e:
-            self._disconnect("invalid_frame", str(e))
-            return
-        self._handle(frames)
 
     def _handle(self, frames) -> None:
         for frame in frames:

@@ -56,6 +56,17 @@ class FrameDecoder:
         # starts before the previous one has been handled.
         self._spares: list[bytearray] = []
 
+    def _size_at(self, buf, pos: int) -> int:
+        (size,) = _SIZE.unpack_from(buf, pos)
+        if size < 0:
+            raise InvalidFrame(f"invalid frame size {size}")
+        if size > self.max_size:
+            raise InvalidFrame(
+                f"frame of {size} bytes is larger than the maximum {self.max_size} "
+                "(socket.request.max.bytes)"
+            )
+        return size
+
     @property
     def buffered(self) -> int:
         return self._have + self._slen + (self._bfill + 4 if self._big is not None else 0)
@@ -93,14 +104,7 @@ class FrameDecoder:
         pos = 0
         frames: list[memoryview] = []
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(view, pos)
-            if size < 0:
-                raise InvalidFrame(f"invalid frame size {size}")
-            if size > self.max_size:
-                raise InvalidFrame(
-                    f"frame of {size} bytes is larger than the maximum {self.max_size} "
-                    "(socket.request.max.bytes)"
-                )
+            size = self._size_at(view, pos)
             start = pos + 4
             if end - start >= size:
                 frames.append(memoryview(bytes(view[start : start + size])))
@@ -141,14 +145,7 @@ class FrameDecoder:
         end = len(data)
         pos = 0
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(data, pos)
-            if size < 0:
-                raise InvalidFrame(f"invalid frame size {size}")
-            if size > self.max_size:
-                raise InvalidFrame(
-                    f"frame of {size} bytes is larger than the maximum {self.max_size} "
-                    "(socket.request.max.bytes)"
-                )
+            size = self._size_at(data, pos)
             if end - pos - 4 < size:
                 if size + 4 > SCRATCH_SIZE:
                     # A large frame split across deliveries (uvloop hands
