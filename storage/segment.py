@@ -83,23 +83,15 @@ def iter_file_batches(path: str, check_crc: bool = False) -> Iterator[tuple[Batc
 
     Stops at the first incomplete or zeroed batch (preallocated space of a
     segment that was not closed cleanly); compare the last header's ``end``
-    with the file size to see what was left.
+    with the file size to see what was left. Read with ``pread``, not mapped:
+    a broker running on the same directory trims an active segment when it
+    rolls, and a mapped reader touching the cut pages would die of SIGBUS.
     """
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return
-        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-    view = memoryview(mm)
-    try:
-        for header in iter_headers(view, 0, size, check_crc):
-            yield header, view[header.position : header.end]
-    finally:
-        view.release()
-        try:
-            mm.close()
-        except BufferError:
-            pass  # the caller still holds batches; the last one frees the map
+    from .offline import SegmentFiles, walk_segment  # offline builds on this module's layout
+
+    name = os.path.basename(path)
+    base = int(name.split(".")[0]) if name.split(".")[0].isdigit() else 0
+    yield from walk_segment(SegmentFiles(base, path), check_crc=check_crc, position=0)
 
 
 class Segment:
