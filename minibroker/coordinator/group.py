@@ -93,6 +93,9 @@ class Group:
     txn_offsets: dict[int, dict[tuple[str, int], Offset]] = field(default_factory=dict)
     join_timer: asyncio.TimerHandle | None = None
     initial_delay_until: float = 0.0
+    # A member joined a new group (generation 0) during its initial delay: the delay runs
+    # once more (Kafka's GroupMetadata.newMemberAdded).
+    new_member_added: bool = False
 
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_future is not None for m in self.members.values())
@@ -264,6 +267,8 @@ class GroupCoordinator:
                 g.protocol_type = protocol_type
             log.info("group.member_joined", group_id=group_id, member_id=member_id,
                      instance_id=instance_id, client_id=client_id, members=len(g.members))
+            if g.state == PREPARING_REBALANCE and g.generation == 0:
+                g.new_member_added = True
             self._prepare_rebalance(g, reason=f"new member {member_id} joined")
         else:
             changed = list(protocols) != member.protocols
@@ -360,15 +365,37 @@ class GroupCoordinator:
         if g.join_timer is not None:
             g.join_timer.cancel()
         if was_empty and self.initial_rebalance_delay_ms > 0:
-            # Kafka's InitialDelayedJoin: let the first members of a new group arrive together.
+            # Kafka's InitialDelayedJoin: let the first members of a new group arrive together;
+            # each newcomer during the delay earns one more delay, within the rebalance timeout.
             delay = min(self.initial_rebalance_delay_ms, timeout or self.initial_rebalance_delay_ms)
-            g.initial_delay_until = loop.time() + delay / 1000
-            g.join_timer = loop.call_later(delay / 1000, self._complete_join, g)
+            remaining = max(timeout - self.initial_rebalance_delay_ms, 0)
+            g.new_member_added = False
+            self._delay_initial_join(g, delay, remaining)
         else:
             g.initial_delay_until = 0.0
             g.join_timer = loop.call_later(timeout / 1000, self._complete_join, g)
         log.info("group.rebalance_started", group_id=g.group_id, generation=g.generation,
                  members=len(g.members), reason=reason)
+
+    def _delay_initial_join(self, g: Group, delay_ms: int, remaining_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        g.initial_delay_until = loop.time() + delay_ms / 1000
+        g.join_timer = loop.call_later(delay_ms / 1000, self._initial_delay_over, g, delay_ms,
+                                       remaining_ms)
+
+    def _initial_delay_over(self, g: Group, delay_ms: int, remaining_ms: int) -> None:
+        # GroupCoordinator.scala, InitialDelayedJoin.onComplete: the next delay is the configured
+        # one capped by what is left, and what is left shrinks by the delay just served.
+        if g.state != PREPARING_REBALANCE:
+            return
+        if g.new_member_added and remaining_ms != 0:
+            g.new_member_added = False
+            delay = min(self.initial_rebalance_delay_ms, remaining_ms)
+            log.info("group.initial_delay_extended", group_id=g.group_id, members=len(g.members),
+                     delay_ms=delay, remaining_ms=max(remaining_ms - delay_ms, 0))
+            self._delay_initial_join(g, delay, max(remaining_ms - delay_ms, 0))
+            return
+        self._complete_join(g)
 
     def _try_complete_join(self, g: Group) -> None:
         if g.state != PREPARING_REBALANCE or not g.all_joined():

@@ -555,10 +555,52 @@ async def test_initial_rebalance_delay_gathers_the_first_members(tmp_path):
         tb = spawn(join_new(b, "g-delay"))
         ja, jb = await settle(ta, 5), await settle(tb, 5)
         elapsed = asyncio.get_running_loop().time() - t0
-        # both in the first generation, answered after the delay
+        # both in the first generation, answered after the delay, which b's arrival during it
+        # extended by one more delay (Kafka's InitialDelayedJoin): 0.4 + 0.4 s, not 0.4 s
         assert ja.generation_id == jb.generation_id == 1
         assert len(ja.members if ja.leader == ja.member_id else jb.members) == 2
-        assert 0.35 <= elapsed < 3.0
+        assert 0.75 <= elapsed < 4.0
+    finally:
+        await r.close()
+
+
+async def test_initial_rebalance_delay_alone_is_not_extended(tmp_path):
+    r = Running(await start(cfg_for(tmp_path, group_initial_rebalance_delay_ms=400)))
+    try:
+        a = await r.connect()
+        t0 = asyncio.get_running_loop().time()
+        ja = await settle(spawn(join_new(a, "g-delay-1")), 5)
+        elapsed = asyncio.get_running_loop().time() - t0
+        assert ja.generation_id == 1 and ja.leader == ja.member_id
+        assert 0.35 <= elapsed < 0.75
+    finally:
+        await r.close()
+
+
+async def test_initial_rebalance_delay_is_capped_by_the_rebalance_timeout(tmp_path):
+    # Rebalance timeout 1 s, delay 0.4 s, a newcomer every 0.3 s: the delay is extended to 0.8 s
+    # (remaining 0.6 -> 0.2) and then 1.0 s (remaining 0), and the first generation completes
+    # there with the four members that arrived by then, however many keep coming.
+    r = Running(await start(cfg_for(tmp_path, group_initial_rebalance_delay_ms=400)))
+    try:
+        clients = [await r.connect() for _ in range(6)]
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        done: dict[int, float] = {}
+
+        async def member(i, c):
+            j = await join_new(c, "g-delay-cap", rebalance_ms=1000)
+            done[i] = loop.time() - t0
+            return j
+
+        tasks = []
+        for i, c in enumerate(clients):
+            tasks.append(spawn(member(i, c)))
+            await asyncio.sleep(0.3)
+        answers = [await settle(t, 8) for t in tasks]
+        assert [j.generation_id for j in answers[:4]] == [1, 1, 1, 1]
+        assert all(j.generation_id > 1 for j in answers[4:])
+        assert 0.95 <= done[0] < 1.5, done
     finally:
         await r.close()
 
