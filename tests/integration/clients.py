@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -133,15 +135,36 @@ def check_contiguous(records_by_partition, ends: dict[int, int]) -> None:
 
 # -- external tools ------------------------------------------------------------------------
 
+def _missing(msg: str):
+    if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
 def require_tool(name: str) -> str:
     """Path of an external tool; skip without it, unless run.sh asked for every tool."""
     path = shutil.which(name)
     if path is None:
-        msg = f"{name} is not installed (tests/run.sh installs it)"
-        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        _missing(f"{name} is not installed (tests/run.sh installs it)")
     return path
+
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+
+
+def require_kafkajs() -> str:
+    """Path of node once tests/js has KafkaJS; skip (or fail, under run.sh) without them."""
+    node = require_tool("node")
+    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+        _missing(f"kafkajs is not installed in {JS_DIR}/node_modules (tests/run.sh runs npm ci there)")
+    return node
+
+
+def run_node(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run one of tests/js's KafkaJS drivers to its end."""
+    node = require_kafkajs()
+    return subprocess.run([node, str(JS_DIR / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(JS_DIR))
 
 
 # -- confluent-kafka produce --------------------------------------------------------------

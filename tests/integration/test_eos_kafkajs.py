@@ -43,14 +43,12 @@ import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
 
 from . import wire
-from .clients import create_topic, require_tool, unique_topic
+from .clients import JS_DIR, create_topic, require_kafkajs, unique_topic
 from .test_eos_pipeline import Instance
 from .test_txn_support import READ_COMMITTED, READ_UNCOMMITTED, TXN_BROKER_ARGS, read_all
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
 SCRIPT = JS_DIR / "eos_pipeline.js"
 N_RECORDS = 5_000
 N_KEYS = 20
@@ -309,12 +307,7 @@ def check_output(broker, run: Run, records) -> None:
 
 
 def test_eos_pipeline_kafkajs(broker_factory, tmp_path):
-    node = require_tool("node")
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        msg = f"kafkajs is not installed in {JS_DIR}/node_modules (tests/run.sh runs npm ci there)"
-        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    node = require_kafkajs()
     b = broker_factory(EOS_BROKER_ARGS)
     rng = random.Random(SEED)
     input_topic, output_topic = unique_topic("eos-kafkajs-in"), unique_topic("eos-kafkajs-out")

@@ -15,7 +15,6 @@ A member that must crash runs in its own process (this module, ``python -c`` ent
 from __future__ import annotations
 
 import json
-import os
 import signal
 import struct
 import subprocess
@@ -30,14 +29,13 @@ import pytest
 
 from . import wire
 from .broker import REPO_ROOT, BrokerProcess
-from .clients import create_topic, require_tool
+from .clients import create_topic, run_node
 from .conftest import MODULE_BROKER_ARGS
 from .test_txn_support import log_events
 
 GROUP_BROKER_ARGS = MODULE_BROKER_ARGS + ["--group-initial-rebalance-delay-ms", "0"]
 PARTITIONS = 6
 SESSION_MS = 6000  # the broker's minimum (Kafka's group.min.session.timeout.ms)
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
 
 
 @pytest.fixture(scope="module")
@@ -480,14 +478,7 @@ def test_static_member_restarts_without_rebalance(gbroker, topic):
 # -- KafkaJS -------------------------------------------------------------------------------------
 
 def _run_node(script: str, *args: str, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    node = require_tool("node")
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        msg = f"kafkajs is not installed in {JS_DIR}/node_modules (tests/run.sh runs npm ci there)"
-        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return subprocess.run([node, str(JS_DIR / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(JS_DIR))
+    return run_node(script, *args, timeout=timeout)
 
 
 def produce_values(bootstrap: str, topic: str, values_by_partition: dict[int, list[bytes]]) -> None:

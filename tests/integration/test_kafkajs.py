@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from . import wire
-from .clients import check_contiguous, consume_assigned, create_topic, require_tool
+from .clients import check_contiguous, consume_assigned, create_topic, run_node
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
 N = 5000
 PARTITIONS = 4
 
@@ -22,14 +19,7 @@ def js_value(i: int) -> bytes:
 
 
 def _run_node(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess:
-    node = require_tool("node")
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        msg = f"kafkajs is not installed in {JS_DIR}/node_modules (tests/run.sh runs npm ci there)"
-        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return subprocess.run([node, str(JS_DIR / "produce.js"), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(JS_DIR))
+    return run_node("produce.js", *args, timeout=timeout)
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])

@@ -5,18 +5,14 @@ minibroker does not have yet)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
-import pytest
 
 from . import wire
-from .clients import create_topic, require_tool
+from .clients import create_topic, run_node
 from .test_txn_support import (READ_COMMITTED, READ_UNCOMMITTED, check_in_offset_order, log_events, read_all,
                                txn_id, values_by_partition)
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
 PARTS = 3
 PER_PART = 10
 PLAN = ["commit", "abort", "commit"]
@@ -27,14 +23,7 @@ def js_value(k: int, p: int, i: int) -> bytes:
 
 
 def _run_node(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    node = require_tool("node")
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        msg = f"kafkajs is not installed in {JS_DIR}/node_modules (tests/run.sh runs npm ci there)"
-        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return subprocess.run([node, str(JS_DIR / "txn_produce.js"), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(JS_DIR))
+    return run_node("txn_produce.js", *args, timeout=timeout)
 
 
 def test_kafkajs_commit_abort_commit(broker, topic):
