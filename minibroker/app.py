@@ -27,7 +27,7 @@ from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
-from .listeners import BoundListener, Endpoint
+from .listeners import BoundListener, Endpoint, host_port
 from .server import KafkaConnection
 
 log = structlog.get_logger("minibroker")
@@ -133,11 +133,6 @@ async def start(config: Config) -> RunningBroker:
     for server in servers:
         await server.start_serving()
     return RunningBroker(broker, servers, everything, connections)
-
-
-def host_port(host: str, port: int) -> str:
-    """``host:port`` as Kafka clients parse a bootstrap address (IPv6 in brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _write_ready_file(path: Path, listeners: tuple[BoundListener, ...]) -> None:

@@ -13,7 +13,7 @@ from storage.config import FlushPolicy, LogConfig
 from storage.manager import LogManager
 from storage.producer_ids import ProducerIdAllocator
 
-from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from protocol.topics import GROUP_METADATA_TOPIC
 
 from .config import Config
 from .coordinator.group import GroupCoordinator

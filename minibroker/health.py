@@ -13,7 +13,7 @@ import struct
 import sys
 import time
 
-from minibroker.listeners import ListenerError, parse_endpoints
+from minibroker.listeners import WILDCARDS, ListenerError, host_port, parse_endpoints
 from protocol.probe import ProbeError, api_versions_request, parse_api_versions_response
 
 _MAX_ANSWER = 1 << 20
@@ -35,10 +35,6 @@ def _split(bootstrap: str) -> tuple[str, int]:
     if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError(port)
     return host.strip("[]") or "localhost", int(port)
-
-
-def _show(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -85,12 +81,11 @@ def default_bootstrap(env=os.environ) -> str:
         except ListenerError:
             pass
         else:
-            host = first.host if first.host not in ("", "0.0.0.0", "::") else "localhost"
-            return f"{host}:{first.port}"
-    host = env.get("MINIBROKER_HOST") or "localhost"
-    if host in ("0.0.0.0", "::"):
-        host = "localhost"
-    return f"{host}:{env.get('MINIBROKER_PORT') or 9092}"
+            host = first.host if first.host not in WILDCARDS else "localhost"
+            return host_port(host, first.port)
+    host = env.get("MINIBROKER_HOST") or ""
+    return host_port(host if host not in WILDCARDS else "localhost",
+                     env.get("MINIBROKER_PORT") or 9092)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         error, count, seconds = probe(host, port, ns.timeout)
     except (OSError, ProbeError) as e:
         if not ns.quiet:
-            print(f"unhealthy: {_show(host, port)}: {e}", file=sys.stderr)
+            print(f"unhealthy: {host_port(host, port)}: {e}", file=sys.stderr)
         return 1
     if error != 0:
         if not ns.quiet:
-            print(f"unhealthy: {_show(host, port)} answered ApiVersions with error code {error}",
+            print(f"unhealthy: {host_port(host, port)} answered ApiVersions with error code {error}",
                   file=sys.stderr)
         return 1
     if not ns.quiet:
-        print(f"healthy: {_show(host, port)} answered ApiVersions with {count} apis "
+        print(f"healthy: {host_port(host, port)} answered ApiVersions with {count} apis "
               f"in {seconds * 1000:.1f} ms")
     return 0

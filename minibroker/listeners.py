@@ -17,11 +17,16 @@ from dataclasses import dataclass
 
 DEFAULT_NAME = "PLAINTEXT"
 _UNSUPPORTED_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_WILDCARDS = ("", "0.0.0.0", "::")
+WILDCARDS = ("", "0.0.0.0", "::")
 
 
 class ListenerError(ValueError):
     pass
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as Kafka clients parse a bootstrap address (IPv6 in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,7 @@ class Endpoint:
     port: int
 
     def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.name}://{host}:{self.port}"
+        return f"{self.name}://{host_port(self.host, self.port)}"
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class Listener:
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host
         if not host:
-            host = self.host if self.host not in _WILDCARDS else "localhost"
+            host = self.host if self.host not in WILDCARDS else "localhost"
         return host, self.advertised_port or bound_port
 
 
@@ -152,7 +156,7 @@ def resolve(listeners: str | None, advertised: str | None, *, host: str, port: i
     out = []
     for e in bind:
         a = adv.get(e.name)
-        if a is not None and a.host in _WILDCARDS:
+        if a is not None and a.host in WILDCARDS:
             raise ListenerError(f"--advertised-listeners: {a} is not an address a client can "
                                 "connect to")
         out.append(Listener(e.name, e.host, e.port,

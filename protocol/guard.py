@@ -159,6 +159,6 @@ def check(cls, body) -> None:
     """Raise GuardError when ``body`` holds a length kio must not be trusted with."""
     end = len(body)
     try:
-        pos = entity_skipper(cls)(body, 0, end)
+        entity_skipper(cls)(body, 0, end)
     except (struct.error, IndexError) as e:
         raise GuardError(str(e)) from None

@@ -25,7 +25,6 @@ from protocol.batch import (
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
-    iter_headers,
 )
 
 from .config import LogConfig

@@ -294,7 +294,7 @@ class TransactionCoordinator:
         """Abort the open transaction with a bumped epoch (Kafka's PrepareEpochFence)."""
         old_epoch = meta.producer_epoch
         if meta.state == tl.ONGOING:
-            pid, epoch = meta.producer_id, old_epoch + 1
+            epoch = old_epoch + 1
             if epoch >= MAX_EPOCH:
                 epoch = old_epoch  # an exhausted epoch aborts as is; InitProducerId rotates the id
             self._persist(meta, tl.PREPARE_EPOCH_FENCE, producer_epoch=epoch)

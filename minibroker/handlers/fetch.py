@@ -8,7 +8,6 @@ client handles by sending full fetches.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import structlog

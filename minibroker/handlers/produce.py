@@ -34,7 +34,6 @@ class ProduceHandlers:
         return [Api(PRODUCE, wire.MIN_VERSION, 11, self.produce, decoder=wire.decode_produce)]
 
     def produce(self, ctx, req: wire.ProduceRequest):
-        b = self.broker
         acks = req.acks
         results: list[tuple[str, list]] = []
         any_error = False

@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 

@@ -134,8 +134,6 @@ def test_live_log_with_retention_and_a_transaction_begun_during_the_audit(broker
     - a transaction began after the audit read __transaction_state (a live data dir)."""
     import time
 
-    from confluent_kafka import Producer
-
     from minibroker.spark.audit import plan, run_task
 
     from .producers import txn_producer
