@@ -12,6 +12,7 @@ from storage import meta
 from storage.config import FlushPolicy, LogConfig
 from storage.manager import LogManager
 from storage.producer_ids import ProducerIdAllocator
+from storage.sync_job import SyncJob
 
 from protocol.topics import GROUP_METADATA_TOPIC
 
@@ -37,7 +38,7 @@ class Broker:
             retention_ms=config.retention_ms,
             retention_bytes=config.retention_bytes,
             producer_id_expiration_ms=config.producer_id_expiration_ms,
-            flush=FlushPolicy(config.fsync.mode, config.fsync.interval_ms),
+            flush=FlushPolicy(config.fsync.mode, config.fsync.interval_ms, background=True),
         )
         self.logs = LogManager(config.data_dir, self.default_log_config)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
@@ -154,8 +155,8 @@ class Broker:
         self._tasks.append(loop.create_task(self._every(
             self.config.transactional_id_expiration_check_interval_ms,
             self.txn_coordinator.expire_ids, "txn_id_expiration")))
-        if self.config.fsync.mode == "interval":
-            self._tasks.append(loop.create_task(self._flush_loop(self.config.fsync.interval_ms)))
+        # Always: a topic's flush.ms may put it on an interval whatever --fsync says.
+        self._tasks.append(loop.create_task(self._flush_loop()))
 
     async def _retention_loop(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
@@ -183,13 +184,26 @@ class Broker:
             except Exception:
                 log.exception("producer_expiration.failed")
 
-    async def _flush_loop(self, interval_ms: int) -> None:
+    async def _flush_loop(self) -> None:
+        """Kafka's log flusher: each log on a flush.ms interval is flushed when it falls
+        due, and the wait for the disk happens on a worker thread, so produce requests
+        are served meanwhile instead of stalling behind fdatasync."""
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            job = SyncJob()
+            wait_ms = None
             try:
-                self.logs.flush_all()
+                wait_ms = self.logs.add_due_flushes(job)
+                files = len(job)
+                if files:
+                    await asyncio.to_thread(job.run)
+                error = job.finish()
+                if error is not None:
+                    log.error("flush.failed", error=str(error), files=files)
             except Exception:
+                job.abandon()
                 log.exception("flush.failed")
+            # Look again at least every second: logs created or reconfigured since.
+            await asyncio.sleep(min(1000 if wait_ms is None else max(wait_ms, 1), 1000) / 1000)
 
     async def stop(self) -> None:
         for task in self._tasks:

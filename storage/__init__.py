@@ -1,7 +1,8 @@
 """Every byte on disk: Kafka's partition layout, offsets, retention, recovery.
 
 Usable without the server (the dump-log tool reads segments with it). No
-asyncio, sockets or threads here: time is passed in or read from a clock.
+asyncio, sockets or threads here: time is passed in or read from a clock, and
+the waiting part of a flush is a ``SyncJob`` the owner runs where it likes.
 """
 
 from .catalog import Catalog, TopicInfo, validate_topic_name
@@ -29,6 +30,7 @@ from .log import AppendInfo, PartitionLog
 from .manager import LogManager
 from .producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
 from .segment import Segment, iter_file_batches
+from .sync_job import SyncJob
 from .txn_index import AbortedTxn, TxnIndex
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "RecordBatchTooLarge",
     "Segment",
     "StorageError",
+    "SyncJob",
     "TopicExists",
     "TopicInfo",
     "TransactionCoordinatorFenced",

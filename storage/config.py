@@ -22,6 +22,10 @@ class FlushPolicy:
     # flush.ms both Long.MAX). "always" msyncs each append before it is acked.
     mode: FlushMode = "never"
     interval_ms: int = 1000
+    # An owner flushes interval-mode logs off its own thread (``LogManager.add_due_flushes``);
+    # appends then never wait for a flush. Without one, the append that finds flush.ms
+    # elapsed flushes inline.
+    background: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in ("always", "interval", "never"):
@@ -76,10 +80,10 @@ class LogConfig:
                 changes[attr] = _long(name, overrides[name])
         flush = self.flush
         if "flush.messages" in overrides and _long("flush.messages", overrides["flush.messages"]) == 1:
-            flush = FlushPolicy("always", flush.interval_ms)
+            flush = replace(flush, mode="always")
         elif "flush.ms" in overrides:
             interval = _long("flush.ms", overrides["flush.ms"])
-            flush = FlushPolicy("never", flush.interval_ms) if interval >= LONG_MAX else FlushPolicy("interval", interval)
+            flush = replace(flush, mode="never") if interval >= LONG_MAX else replace(flush, mode="interval", interval_ms=interval)
         return replace(self, flush=flush, **changes)
 
     def to_kafka(self) -> dict[str, str]:

@@ -16,6 +16,8 @@ import sys
 from array import array
 from bisect import bisect_right
 
+from .sync_job import SyncJob
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 # Write entries out in chunks: each append is a syscall, and a crash loses
@@ -53,6 +55,16 @@ class _IndexFile:
                 self._durable = True
         finally:
             os.close(fd)
+
+    def add_sync(self, job: SyncJob) -> None:
+        """Write the pending entries now and leave their fsync to ``job`` (a sealed
+        segment's index: nothing is appended to it while the job runs)."""
+        self.persist()
+        if not self._durable and job.open(self.path):
+            job.on_done(self._synced)
+
+    def _synced(self) -> None:
+        self._durable = True
 
     def rewrite(self, fsync: bool = False) -> None:
         """Replace the file with every entry held in memory."""

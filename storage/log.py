@@ -29,6 +29,7 @@ from .producer_state import (
     read_control_marker,
 )
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = [
@@ -195,6 +196,7 @@ class PartitionLog:
         self._segment_ms = config.segment_ms
         self._sync_each = config.flush.mode == "always"
         self._flush_interval = config.flush.interval_ms if config.flush.mode == "interval" else -1
+        self._flush_inline = not config.flush.background
 
     def reconfigure(self, config: LogConfig) -> None:
         """Apply new topic configs (AlterConfigs) to the open log."""
@@ -380,7 +382,7 @@ class PartitionLog:
 
         if self._sync_each:
             seg.sync()
-        elif self._flush_interval >= 0:
+        elif self._flush_interval >= 0 and self._flush_inline:
             if now_ms is None:
                 now_ms = self._clock()
             if now_ms - self._last_flush_ms >= self._flush_interval:
@@ -579,6 +581,33 @@ class PartitionLog:
             _fsync_dir(self.path)
             self._dir_dirty = False
         self._last_flush_ms = self._clock() if now_ms is None else now_ms
+
+    def add_flush(self, job: SyncJob, now_ms: int | None = None) -> None:
+        """``flush`` for an owner that waits elsewhere: the writes happen now, the
+        syncs when ``job`` runs (see storage/sync_job.py). A failed job puts the
+        sealed segments and the directory back to be flushed next time."""
+        if self._closed:
+            return
+        sealed, self._unflushed = self._unflushed, []
+        for seg in sealed:
+            seg.add_sync(job)
+        self._active.add_sync(job)
+        dir_dirty, self._dir_dirty = self._dir_dirty, False
+        if dir_dirty:
+            job.open(self.path)
+
+        def retry() -> None:
+            self._unflushed[:0] = [seg for seg in sealed if seg in self._segments]
+            self._dir_dirty = self._dir_dirty or dir_dirty
+
+        job.on_failure(retry)
+        self._last_flush_ms = self._clock() if now_ms is None else now_ms
+
+    def flush_due_ms(self) -> int | None:
+        """When flush.ms next falls due (interval mode), else None."""
+        if self._flush_interval < 0 or self._closed:
+            return None
+        return self._last_flush_ms + self._flush_interval
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """For a periodic timer: flush if flush.ms has passed (interval mode)."""

@@ -23,6 +23,7 @@ from .catalog import Catalog, TopicInfo, validate_topic_name
 from .config import LogConfig
 from .errors import DataDirLocked, InvalidTopic, UnknownTopic
 from .log import PartitionLog, wall_clock_ms
+from .sync_job import SyncJob
 
 log = structlog.get_logger(__name__)
 
@@ -174,6 +175,21 @@ class LogManager:
     def flush_all(self) -> None:
         for plog in self._logs.values():
             plog.flush()
+
+    def add_due_flushes(self, job: SyncJob, now_ms: int | None = None) -> int | None:
+        """Put every log whose flush.ms has passed into ``job`` (``PartitionLog.add_flush``);
+        returns the ms until the next one falls due, None if no log flushes on an interval."""
+        now = self._clock() if now_ms is None else now_ms
+        next_due = None
+        for plog in self._logs.values():
+            due = plog.flush_due_ms()
+            if due is None:
+                continue
+            if due <= now:
+                plog.add_flush(job, now)
+                due = plog.flush_due_ms()
+            next_due = due if next_due is None else min(next_due, due)
+        return None if next_due is None else next_due - now
 
     def maybe_flush_all(self, now_ms: int | None = None) -> int:
         now = self._clock() if now_ms is None else now_ms

@@ -30,6 +30,7 @@ from protocol.batch import (
 from .config import LogConfig
 from .errors import StorageError
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
 
 log = structlog.get_logger(__name__)
@@ -364,6 +365,28 @@ class Segment:
             # the file (and the allocation of its blocks, not the mtime).
             os.fdatasync(self._fd)
             self._synced = self.size
+
+    def add_sync(self, job: SyncJob) -> None:
+        """Put into ``job`` what ``sync`` (the active segment) or ``fsync`` (a sealed one)
+        would wait for; the bookkeeping follows when the job finishes."""
+        if self.capacity:
+            if self._fd >= 0 and self._synced < self.size:
+                mark = self.size
+                job.add(os.dup(self._fd), data_only=True)
+                job.on_done(lambda: self._synced_to(mark))
+            return
+        # Sealed: nothing is appended any more, so "clean" stays true once synced.
+        if self._dirty and job.open(self.path):
+            job.on_done(self._clean)
+        self.index.add_sync(job)
+        self.time_index.add_sync(job)
+        self.txn_index.add_sync(job)
+
+    def _synced_to(self, mark: int) -> None:
+        self._synced = max(self._synced, mark)
+
+    def _clean(self) -> None:
+        self._dirty = False
 
     def fsync(self) -> None:
         """Make the data, the file size and the indexes durable."""

@@ -29,6 +29,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from .errors import StorageError
+from .sync_job import SyncJob
 
 __all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TXN_INDEX_SUFFIX", "TxnIndex", "TxnIndexCorrupt"]
 
@@ -123,6 +124,15 @@ class TxnIndex:
         except OSError as exc:
             raise StorageError(f"{self.path}: cannot write the transaction index: {exc}") from exc
         self._durable = False
+
+    def add_sync(self, job: SyncJob) -> None:
+        """Leave this file's fsync to ``job`` (a sealed segment's: no entry is added
+        while the job runs)."""
+        if not self._durable and job.open(self.path):
+            job.on_done(self._synced)
+
+    def _synced(self) -> None:
+        self._durable = True
 
     def flush(self, fsync: bool = True) -> None:
         """Make the file durable (the log's flush and close)."""
