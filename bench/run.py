@@ -1,13 +1,17 @@
 """Benchmark minibroker against peer brokers in one run (issue 6).
 
     python bench/run.py [--quick] [--reps N] [--only W[,W...]] [--brokers B[,B...]] [--seconds S]
+                        [--baseline DIR]
 
 Starts each broker on a free loopback port, runs each workload with the same client settings
 (bench/workloads.py) against each, stops it, and prints one table of medians over --reps runs
 with the ratio minibroker ÷ peer per row; also writes bench/results.md and bench/results.json.
 
 Workloads (names for --only): produce1k, produce100, latency, txn, consume, recovery, coldstart.
-Brokers (names for --brokers): mb-never, mb-1000, mb-always, mock, tansu.
+Brokers (names for --brokers): mb-never, mb-1000, mb-always, mock, tansu; with --baseline DIR
+(another checkout of minibroker, e.g. `git worktree add /tmp/base HEAD~1`) also base-never,
+base-1000, base-always: that code in the same run, interleaved rep by rep like every peer, which
+is the only fair A/B of a hot-path change on a machine whose speed drifts from run to run.
 """
 
 from __future__ import annotations
@@ -76,15 +80,16 @@ def wait_api_versions(bootstrap: str, t0: float, proc: subprocess.Popen | None, 
     raise RuntimeError("no ApiVersions answer within %ss" % limit)
 
 
-_READY_FILE: list[bool] = []
+_READY_FILE: dict[str, bool] = {}
+BASELINE: list[str] = []  # --baseline DIR, once parsed
 
 
-def has_ready_file() -> bool:
-    """Whether this minibroker has --ready-file (asked once)."""
-    if not _READY_FILE:
-        out = subprocess.run([PY, "-m", "minibroker.cli", "--help"], cwd=ROOT, capture_output=True, text=True)
-        _READY_FILE.append("--ready-file" in out.stdout)
-    return _READY_FILE[0]
+def has_ready_file(root: str = ROOT) -> bool:
+    """Whether the minibroker in ``root`` has --ready-file (asked once)."""
+    if root not in _READY_FILE:
+        out = subprocess.run([PY, "-m", "minibroker.cli", "--help"], cwd=root, capture_output=True, text=True)
+        _READY_FILE[root] = "--ready-file" in out.stdout
+    return _READY_FILE[root]
 
 
 def wait_ready_file(path: str, t0: float, proc: subprocess.Popen, limit: float) -> str:
@@ -165,11 +170,13 @@ class Broker:
 class MiniBroker(Broker):
     in_memory = False
 
-    def __init__(self, fsync: str):
+    def __init__(self, fsync: str, root: str = ROOT):
         super().__init__()
         self.fsync = fsync
-        self.name = f"mb-{fsync}"
-        self.label = f"minibroker fsync={fsync}"
+        self.root = root
+        self.baseline = root != ROOT
+        self.name = f"base-{fsync}" if self.baseline else f"mb-{fsync}"
+        self.label = f"minibroker{' at ' + root if self.baseline else ''} fsync={fsync}"
         self.dir: str | None = None
         self.ready_time: float | None = None
 
@@ -178,7 +185,7 @@ class MiniBroker(Broker):
         if not (keep_data and self.dir):
             self.dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
         ready = self.dir + ".ready"
-        if has_ready_file():
+        if has_ready_file(self.root):
             # Port 0 and --ready-file: the broker picks a free port itself (no race with
             # other processes for the one free_port() saw) and says when it listens.
             with contextlib.suppress(FileNotFoundError):
@@ -190,7 +197,7 @@ class MiniBroker(Broker):
         t0 = time.perf_counter()
         self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
                                       "--fsync", self.fsync, "--log-level", "warning", *extra],
-                                     cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(self.dir + ".err", "a"))
         if extra:
             self.bootstrap = wait_ready_file(ready, t0, self.proc, limit=120)
@@ -264,6 +271,12 @@ class Tansu(Broker):
 def make_brokers(names):
     table = {"mb-never": lambda: MiniBroker("never"), "mb-1000": lambda: MiniBroker("1000"),
              "mb-always": lambda: MiniBroker("always"), "mock": Mock, "tansu": Tansu}
+    for root in BASELINE:
+        for fsync in ("never", "1000", "always"):
+            table[f"base-{fsync}"] = lambda fsync=fsync: MiniBroker(fsync, root)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise SystemExit(f"unknown broker(s) {', '.join(unknown)}; known: {', '.join(table)}")
     return [table[n]() for n in names]
 
 
@@ -560,7 +573,13 @@ def main() -> int:
     ap.add_argument("--producers", type=int, default=2, help="producer processes for produce1k/produce100")
     ap.add_argument("--consume-mib", type=int, default=None)
     ap.add_argument("--out", default=HERE)
+    ap.add_argument("--baseline", metavar="DIR", help="another minibroker checkout: brokers base-never, "
+                    "base-1000, base-always run its code, and the table compares each mb-* with it")
     a = ap.parse_args()
+    if a.baseline:
+        if not os.path.isfile(os.path.join(a.baseline, "minibroker", "cli.py")):
+            ap.error(f"--baseline {a.baseline}: no minibroker checkout there")
+        BASELINE.append(os.path.abspath(a.baseline))
     a.seconds = a.seconds or (2.0 if a.quick else 5.0)
     a.consume_mib = a.consume_mib or (32 if a.quick else 1024)
     only = [w.strip() for w in a.only.split(",") if w.strip()]
@@ -665,8 +684,8 @@ def main() -> int:
                     if d not in metric_order:
                         metric_order.insert(metric_order.index(k) + 2, d)
     reps = {b.name: {k: len(v) for k, v in samples.get(b.name, {}).items()} for b in brokers}
-    mbs = [b for b in brokers if isinstance(b, MiniBroker)]
-    peers_ = [b for b in brokers if not isinstance(b, MiniBroker)]
+    mbs = [b for b in brokers if isinstance(b, MiniBroker) and not b.baseline]
+    peers_ = [b for b in brokers if b not in mbs]
     ratio_cols = [(m, p) for m in mbs for p in peers_]
 
     def fmt(v):
