@@ -19,7 +19,6 @@ from protocol.topics import GROUP_METADATA_TOPIC
 from .config import Config
 from .coordinator.group import GroupCoordinator
 from .coordinator.transaction import TransactionCoordinator
-from .durability import GroupCommit
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -47,7 +46,6 @@ class Broker:
             self, max_timeout_ms=config.transaction_max_timeout_ms,
             id_expiration_ms=config.transactional_id_expiration_ms)
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
-        self.group_commit = GroupCommit()
         self._tasks: list[asyncio.Task] = []
         self.group_coordinator = GroupCoordinator(
             self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)

@@ -304,8 +304,6 @@ class PartitionLog:
         header: BatchHeader | None = None,
         now_ms: int | None = None,
         origin: AppendOrigin = "client",
-        *,
-        defer_sync: bool = False,
     ) -> AppendInfo:
         """Append one validated RecordBatch v2, assigning its offsets.
 
@@ -318,10 +316,6 @@ class PartitionLog:
         Raises a ``ProducerStateError`` (with the Kafka error code) when the
         producer state refuses the batch; returns ``duplicate=True`` and the
         original offsets, writing nothing, for a retry of a recent batch.
-
-        ``defer_sync``: in flush.messages=1 mode, leave the fdatasync to the
-        caller, who must make the append durable (``add_flush`` and a SyncJob)
-        before acknowledging it, so that concurrent appends share one sync.
         """
         if header is None:
             header = _parse(batch)
@@ -387,8 +381,7 @@ class PartitionLog:
                 )
 
         if self._sync_each:
-            if not defer_sync:
-                seg.sync()
+            seg.sync()
         elif self._flush_interval >= 0 and self._flush_inline:
             if now_ms is None:
                 now_ms = self._clock()
@@ -609,11 +602,6 @@ class PartitionLog:
 
         job.on_failure(retry)
         self._last_flush_ms = self._clock() if now_ms is None else now_ms
-
-    @property
-    def syncs_each_append(self) -> bool:
-        """flush.messages=1: every append is durable before it is acknowledged."""
-        return self._sync_each
 
     def flush_due_ms(self) -> int | None:
         """When flush.ms next falls due (interval mode), else None."""

@@ -37,8 +37,6 @@ class ProduceHandlers:
         acks = req.acks
         results: list[tuple[str, list]] = []
         any_error = False
-        # Appends to flush.messages=1 logs, acknowledged once durable: (topic #, partition #, log).
-        unsynced: list[tuple[int, int, object]] = []
         if acks not in (0, 1, -1):
             for t in req.topics:
                 results.append((t.name, [(p.index, ErrorCode.invalid_required_acks, -1, -1,
@@ -51,33 +49,13 @@ class ProduceHandlers:
                     res = self._append(t.name, p)
                     if res[1] != ErrorCode.none:
                         any_error = True
-                    elif res[5] is not None:
-                        unsynced.append((len(results), len(parts), res[5]))
-                    parts.append(res[:5])
+                    parts.append(res)
                 results.append((t.name, parts))
-        if unsynced:
-            # A retried batch found as a duplicate waits too: its first append may not be synced yet.
-            synced = [(ti, pi, plog, self.broker.group_commit.wait(plog)) for ti, pi, plog in unsynced]
         if acks == 0:
             if any_error:
                 # Kafka closes the connection so an acks=0 producer notices (KafkaApis.handleProduceRequest).
                 raise Disconnect("produce_error_acks0", "a partition failed in an acks=0 produce")
             return None
-        if unsynced:
-            return self._respond_when_synced(ctx, results, synced)
-        return self._respond(ctx, results)
-
-    async def _respond_when_synced(self, ctx, results, synced):
-        for ti, pi, plog, fut in synced:
-            error = await fut
-            if error is not None:
-                # Kafka answers KAFKA_STORAGE_ERROR when a flush fails (LogDirFailureChannel).
-                index = results[ti][1][pi][0]
-                results[ti][1][pi] = (index, ErrorCode.kafka_storage_error, -1, plog.log_start_offset,
-                                      f"the append could not be made durable: {error}")
-        return self._respond(ctx, results)
-
-    def _respond(self, ctx, results):
         R = response_cls(ctx)
         T = nested(R, "TopicProduceResponse")
         P = nested(R, "PartitionProduceResponse")
@@ -99,7 +77,6 @@ class ProduceHandlers:
         return build(R, responses=tuple(topics), throttle_time=ZERO)
 
     def _append(self, topic: str, p: wire.ProducePartition):
-        """(index, error, base offset, log start, message[, log whose sync the answer awaits])"""
         b = self.broker
         info = b.topic(topic)
         if info is None or not 0 <= p.index < info.partitions:
@@ -144,8 +121,7 @@ class ProduceHandlers:
                 return (p.index, error, -1, plog.log_start_offset,
                         "transactional batch for a partition not in the producer's transaction")
         try:
-            sync = plog.syncs_each_append
-            appended = plog.append(records, header, defer_sync=sync)
+            appended = plog.append(records, header)
         except ProducerStateError as e:
             log.warning("produce.rejected", topic=topic, **e.log_fields())
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
@@ -155,5 +131,4 @@ class ProduceHandlers:
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         if not appended.duplicate:
             b.notify_append(topic, p.index)
-        return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None,
-                plog if sync else None)
+        return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)
