@@ -191,6 +191,7 @@ class Broker:
         while True:
             job = SyncJob()
             wait_ms = None
+            started = time.monotonic()
             try:
                 wait_ms = self.logs.add_due_flushes(job)
                 files = len(job)
@@ -202,6 +203,8 @@ class Broker:
             except Exception:
                 job.abandon()
                 log.exception("flush.failed")
+            if wait_ms is not None:
+                wait_ms -= (time.monotonic() - started) * 1000  # the sync took some of it
             # Look again at least every second: logs created or reconfigured since.
             await asyncio.sleep(min(1000 if wait_ms is None else max(wait_ms, 1), 1000) / 1000)
 

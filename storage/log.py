@@ -603,11 +603,12 @@ class PartitionLog:
         job.on_failure(retry)
         self._last_flush_ms = self._clock() if now_ms is None else now_ms
 
-    def flush_due_ms(self) -> int | None:
-        """When flush.ms next falls due (interval mode), else None."""
+    def flush_due_ms(self, now_ms: int) -> int | None:
+        """When flush.ms next falls due (interval mode), else None; never later than
+        ``now_ms`` + flush.ms, should the clock have gone back since the last flush."""
         if self._flush_interval < 0 or self._closed:
             return None
-        return self._last_flush_ms + self._flush_interval
+        return min(self._last_flush_ms, now_ms) + self._flush_interval
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """For a periodic timer: flush if flush.ms has passed (interval mode)."""

@@ -182,12 +182,12 @@ class LogManager:
         now = self._clock() if now_ms is None else now_ms
         next_due = None
         for plog in self._logs.values():
-            due = plog.flush_due_ms()
+            due = plog.flush_due_ms(now)
             if due is None:
                 continue
             if due <= now:
                 plog.add_flush(job, now)
-                due = plog.flush_due_ms()
+                due = plog.flush_due_ms(now)
             next_due = due if next_due is None else min(next_due, due)
         return None if next_due is None else next_due - now
 

@@ -141,3 +141,18 @@ def test_manager_flushes_due_logs_and_says_when_next(tmp_path, clock):
         assert other.add_due_flushes(SyncJob()) is None  # no log flushes on an interval
     finally:
         other.close_all()
+
+
+def test_clock_going_back_does_not_postpone_the_flush(tmp_path, clock):
+    m = LogManager(tmp_path / "data", BACKGROUND, clock=clock)
+    try:
+        m.create_topic("t", 1)
+        m.get_log("t", 0).append(make_batch())
+        clock.now += 200
+        job = SyncJob()
+        assert m.add_due_flushes(job) == 100
+        clock.now -= 3_600_000  # the wall clock stepped back an hour
+        assert m.add_due_flushes(job) == 100  # still due within flush.ms, not in an hour
+        job.abandon()
+    finally:
+        m.close_all()

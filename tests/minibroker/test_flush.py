@@ -1,0 +1,39 @@
+"""--fsync MS: the broker's flusher syncs due logs on a worker thread, never on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+from minibroker.app import start
+from minibroker.config import Config, FsyncPolicy
+from protocol.errors import ErrorCode
+
+from . import requests as rq
+from .conftest import RawClient
+
+
+async def test_periodic_flush_runs_off_the_event_loop(tmp_path, monkeypatch):
+    loop_thread = threading.get_ident()
+    synced_on: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced_on.append(threading.get_ident()), real(fd))[1])
+    running = await start(Config(port=0, data_dir=tmp_path / "data", fsync=FsyncPolicy("interval", 50),
+                                 num_partitions=1))
+    c = await RawClient.connect(running.port)
+    try:
+        await c.call(rq.metadata(["fl"]))
+        for _ in range(5):  # appends keep landing while flush.ms passes: none flushes inline
+            resp = await c.call(rq.produce("fl", 0, rq.batch(3)))
+            assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+            await asyncio.sleep(0.03)
+        for _ in range(100):  # bounded: 50 ms flush.ms, a few seconds at most
+            if synced_on:
+                break
+            await asyncio.sleep(0.02)
+        assert synced_on, "the partition was never flushed"
+        assert loop_thread not in synced_on
+    finally:
+        await c.close()
+        await running.close()
