@@ -44,3 +44,24 @@ def test_bench_smoke(tmp_path):
     assert "| metric" in (out / "results.md").read_text()
     # Every data dir was removed with its broker.
     assert not [p for p in os.listdir(tmp_path) if p.startswith("bench-")]
+
+
+def test_bench_baseline_runs_the_other_checkout(tmp_path):
+    # A link to this checkout stands in for another one (git worktree add /tmp/base HEAD~1).
+    base = tmp_path / "base"
+    base.symlink_to(ROOT, target_is_directory=True)
+    out = tmp_path / "out"
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--reps", "1", "--seconds", "0.5",
+         "--only", "produce1k", "--brokers", "mb-never,base-never", "--baseline", str(base), "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads((out / "results.json").read_text())
+    assert result["brokers"]["base-never"]["label"] == f"minibroker at {base} fsync=never"
+    assert result["median"]["base-never"]["produce 1 KiB idempotent acks=all 3p: MB/s"] > 0
+    assert "mb-never ÷ base-never" in (out / "results.md").read_text()
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--brokers", "base-never"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "unknown broker" in bad.stderr
