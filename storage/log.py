@@ -571,16 +571,13 @@ class PartitionLog:
     # ------------------------------------------------------------ durability
 
     def flush(self, now_ms: int | None = None) -> None:
-        """Make everything appended so far durable."""
-        for seg in self._unflushed:
-            seg.fsync()
-        self._unflushed.clear()
-        if not self._closed:
-            self._active.sync()
-        if self._dir_dirty:
-            _fsync_dir(self.path)
-            self._dir_dirty = False
-        self._last_flush_ms = self._clock() if now_ms is None else now_ms
+        """Make everything appended so far durable: ``add_flush``, waited for here."""
+        job = SyncJob()
+        self.add_flush(job, now_ms)
+        job.run()
+        error = job.finish()
+        if error is not None:
+            raise error
 
     def add_flush(self, job: SyncJob, now_ms: int | None = None) -> None:
         """``flush`` for an owner that waits elsewhere: the writes happen now, the
