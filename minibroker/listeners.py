@@ -127,8 +127,7 @@ def _check_ports(bind: list[Endpoint]) -> None:
     for port, same in by_port.items():
         if len(same) == 1:
             continue
-        families = sorted(str(_family(e.host)) for e in same)
-        if len(same) == 2 and families == sorted([str(socket.AF_INET), str(socket.AF_INET6)]):
+        if len(same) == 2 and {_family(e.host) for e in same} == {socket.AF_INET, socket.AF_INET6}:
             continue
         raise ListenerError(f"--listeners: each listener needs its own port (port {port} is "
                             "used twice; only one IPv4 and one IPv6 address may share one)")
