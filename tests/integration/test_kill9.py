@@ -52,8 +52,11 @@ def _produce_until_killed(b, topic: str, min_acked: int = 10_000, min_seconds: f
     sent = 0
     for i in range(first, first + 10_000_000):
         now = time.monotonic()
-        if killed_at is None and len(acked) >= min_acked and now - start >= min_seconds:
-            in_flight_at_kill = len(producer)
+        # len(producer) is what is queued or awaiting an answer; a fast broker can drain it between two
+        # produce() calls, and a kill then lands between batches, so wait for a moment when it is not empty.
+        if (killed_at is None and len(acked) >= min_acked and now - start >= min_seconds
+                and (in_flight := len(producer)) > 0):
+            in_flight_at_kill = in_flight
             b.kill9()
             killed_at = now
         if killed_at is not None and now - killed_at > 1.0:
