@@ -107,16 +107,21 @@ def member_loop(conf: dict, topic: str, emit, should_stop, deadline: float) -> N
             return
         offsets = [TopicPartition(topic, p, o) for p, o in sorted(pending.items())]
         upto = {str(p): o for p, o in pending.items()}
+        gen = cgmd_generation(cons.consumer_group_metadata())
         try:
             cons.commit(offsets=offsets, asynchronous=False)
-            emit({"ev": "committed", "upto": upto})
+            emit({"ev": "committed", "upto": upto, "gen": gen})
         except KafkaException as e:
-            if e.args[0].code() == KafkaError.REBALANCE_IN_PROGRESS:
-                # A member that joined the next generation commits before its SyncGroup is answered
-                # (the group is CompletingRebalance): Kafka refuses, and the error is retriable
-                # (RebalanceInProgressException extends RetriableCommitFailedException). Keep the
-                # positions; the next commit, at the latest the one in on_revoke, carries them.
-                emit({"ev": "commit_retry", "err": str(e.args[0]), "upto": upto})
+            code = e.args[0].code()
+            if code in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION):
+                # A commit racing a rebalance: REBALANCE_IN_PROGRESS while the group is
+                # CompletingRebalance, ILLEGAL_GENERATION when the group moved on past the generation
+                # the commit carried. The Java client raises RebalanceInProgressException (retriable)
+                # for both when the member is itself rejoining (ConsumerCoordinator's
+                # OffsetCommitResponseHandler). Keep the positions: the next commit, at the latest the
+                # one in on_revoke, carries them (check_group_consumption holds it to that).
+                emit({"ev": "commit_retry", "err": str(e.args[0]), "code": e.args[0].name(),
+                      "gen": gen, "upto": upto})
                 return
             emit({"ev": "commit_error", "err": str(e.args[0]), "upto": upto})
         pending.clear()
@@ -313,8 +318,10 @@ def check_group_consumption(members: list[Member], acked: set[tuple[int, int]],
                             crashed: list[Member] = (), commits_may_fail: bool = False) -> None:
     """Every acked record consumed; none twice (except a crashed member's uncommitted tail);
     within one generation each partition consumed by one member only (the incarnations of a
-    static member count as one); no commit failed. With commits_may_fail (the broker restarts
-    under the group), records a failed commit covered may be delivered once more."""
+    static member count as one); no commit failed (one refused because it raced a rebalance must
+    be made good by a later commit, before the partition is revoked, and an ILLEGAL_GENERATION
+    by one in a newer generation). With commits_may_fail (the broker restarts under the group),
+    records a failed commit covered may be delivered once more."""
     by_tp: dict[tuple[int, int], list[tuple[float, str]]] = defaultdict(list)
     owners: dict[tuple[int, int], set[str]] = defaultdict(set)
     committed_upto: dict[str, dict[int, int]] = {}
@@ -322,6 +329,7 @@ def check_group_consumption(members: list[Member], acked: set[tuple[int, int]],
     problems: list[str] = []
     for m in members:
         upto: dict[int, int] = {}
+        stale: list[dict] = []  # ILLEGAL_GENERATION answers not yet followed by a newer generation's commit
         for ev in m.snapshot():
             if ev["ev"] == "rec":
                 by_tp[(ev["p"], ev["o"])].append((ev["t"], m.name))
@@ -329,12 +337,21 @@ def check_group_consumption(members: list[Member], acked: set[tuple[int, int]],
             elif ev["ev"] == "committed":
                 for p, o in ev["upto"].items():
                     upto[int(p)] = max(upto.get(int(p), 0), o)
+                stale = [r for r in stale if ev["gen"] <= r["gen"]]
+            elif ev["ev"] == "commit_retry" and ev["code"] == "ILLEGAL_GENERATION":
+                stale.append(ev)
             elif ev["ev"] == "commit_error" and commits_may_fail:
                 for p, o in ev["upto"].items():
                     uncommitted.update((m.name, int(p), x) for x in range(upto.get(int(p), 0), o))
             elif ev["ev"] in ("commit_error", "error"):
                 problems.append(f"{m.name}: {ev}")
         committed_upto[m.name] = upto
+        if m.name not in {c.name for c in crashed}:
+            # The broker said the group had moved past that generation: the member's next successful
+            # commit must then carry a newer one, or the answer was wrong.
+            problems.extend(f"{m.name}: {r} was never followed by a commit in a newer generation" for r in stale)
+    retries = [(m.name, ev["code"], ev["gen"]) for m in members for ev in m.snapshot() if ev["ev"] == "commit_retry"]
+    print(f"commits refused while rebalancing and made good later: {retries}")
     assert not problems, problems[:10]
     missing = sorted(acked - set(by_tp))
     assert not missing, f"{len(missing)} acked records never consumed, first {missing[:10]}"
