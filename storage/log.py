@@ -385,7 +385,7 @@ class PartitionLog:
         elif self._flush_interval >= 0 and self._flush_inline:
             if now_ms is None:
                 now_ms = self._clock()
-            if now_ms - self._last_flush_ms >= self._flush_interval:
+            if self.flush_due_ms(now_ms) <= now_ms:
                 self.flush(now_ms)
         if completed is not None:
             return AppendInfo(base, last, -1, position, False, completed)
@@ -606,16 +606,6 @@ class PartitionLog:
         if self._flush_interval < 0 or self._closed:
             return None
         return min(self._last_flush_ms, now_ms) + self._flush_interval
-
-    def maybe_flush(self, now_ms: int | None = None) -> bool:
-        """For a periodic timer: flush if flush.ms has passed (interval mode)."""
-        if self._flush_interval < 0 or self._closed:
-            return False
-        now = self._clock() if now_ms is None else now_ms
-        if now - self._last_flush_ms < self._flush_interval:
-            return False
-        self.flush(now)
-        return True
 
     def close(self) -> None:
         """Flush, trim the active segment, write indexes, mark the shutdown clean."""

@@ -191,9 +191,6 @@ class LogManager:
             next_due = due if next_due is None else min(next_due, due)
         return None if next_due is None else next_due - now
 
-    def maybe_flush_all(self, now_ms: int | None = None) -> int:
-        now = self._clock() if now_ms is None else now_ms
-        return sum(plog.maybe_flush(now) for plog in self._logs.values())
 
     def close_all(self) -> None:
         if self._lock_fd < 0:

@@ -301,11 +301,11 @@ def test_flush_modes(open_log, clock):
 
     log = open_log(LogConfig(flush=FlushPolicy("interval", 100)), name="t-1")
     log.append(make_batch())
-    assert not log.maybe_flush(clock.now + 50)
-    assert log.maybe_flush(clock.now + 100)
+    assert log.flush_due_ms(clock.now + 50) > clock.now + 50
+    assert log.flush_due_ms(clock.now + 100) <= clock.now + 100
     clock.now += 500
     log.append(make_batch())  # flushes inline: interval passed
-    assert not log.maybe_flush(clock.now)
+    assert log.flush_due_ms(clock.now) > clock.now
 
 
 def test_iter_file_batches(open_log):

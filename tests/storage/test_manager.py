@@ -10,6 +10,7 @@ from storage import (
     InvalidTopic,
     LogConfig,
     LogManager,
+    SyncJob,
     TopicExists,
     UnknownTopic,
 )
@@ -151,7 +152,8 @@ def test_retention_flush_and_partitions(manager):
     for i in range(4):
         log.append(make_batch(1, 3000, timestamp=TS0 + i))
     m.flush_all()
-    assert m.maybe_flush_all(TS0) == 0
+    job = SyncJob()
+    assert m.add_due_flushes(job, TS0) is None and len(job) == 0  # flush.ms is not set: never due
     assert m.apply_retention(TS0 + 10_000) == 3
     assert log.log_start_offset == 3
     m.add_partitions("t", 4)
