@@ -40,19 +40,15 @@ class _IndexFile:
         self._pending = bytearray()
         self._durable = True  # nothing written since the last fsync
 
-    def persist(self, fsync: bool = False) -> None:
-        """Append the entries not yet on disk."""
-        if not self._pending and (self._durable or not fsync):
+    def persist(self) -> None:
+        """Append the entries not yet on disk (``add_sync`` makes them durable)."""
+        if not self._pending:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            if self._pending:
-                os.write(fd, self._pending)
-                self._pending.clear()
+            os.write(fd, self._pending)
+            self._pending.clear()
             self._durable = False
-            if fsync:
-                os.fsync(fd)
-                self._durable = True
         finally:
             os.close(fd)
 

@@ -574,10 +574,7 @@ class PartitionLog:
         """Make everything appended so far durable: ``add_flush``, waited for here."""
         job = SyncJob()
         self.add_flush(job, now_ms)
-        job.run()
-        error = job.finish()
-        if error is not None:
-            raise error
+        job.wait()
 
     def add_flush(self, job: SyncJob, now_ms: int | None = None) -> None:
         """``flush`` for an owner that waits elsewhere: the writes happen now, the

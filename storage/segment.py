@@ -367,15 +367,18 @@ class Segment:
             self._synced = self.size
 
     def add_sync(self, job: SyncJob) -> None:
-        """Put into ``job`` what ``sync`` (the active segment) or ``fsync`` (a sealed one)
-        would wait for; the bookkeeping follows when the job finishes."""
+        """Put into ``job`` what makes the segment durable: the appended data of the active
+        one (what ``sync`` waits for), or a sealed one's file and indexes; the bookkeeping
+        follows when the job finishes."""
         if self.capacity:
             if self._fd >= 0 and self._synced < self.size:
                 mark = self.size
                 job.add(os.dup(self._fd), data_only=True)
                 job.on_done(lambda: self._synced_to(mark))
             return
-        # Sealed: nothing is appended any more, so "clean" stays true once synced.
+        # Sealed: nothing is appended any more, so "clean" stays true once synced. Pages
+        # written through a map that is gone are still in the page cache; fsync on any
+        # descriptor of the file writes them.
         if self._dirty and job.open(self.path):
             job.on_done(self._clean)
         self.index.add_sync(job)
@@ -387,24 +390,6 @@ class Segment:
 
     def _clean(self) -> None:
         self._dirty = False
-
-    def fsync(self) -> None:
-        """Make the data, the file size and the indexes durable."""
-        if self.capacity:
-            self.sync()
-            os.fsync(self._fd)
-        elif self._dirty:
-            # Pages written through a map that is gone are still in the page
-            # cache; fsync on any descriptor of the file writes them.
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._dirty = False
-        self.index.persist(fsync=True)
-        self.time_index.persist(fsync=True)
-        self.txn_index.flush(fsync=True)
 
     def seal(self, fsync: bool = False) -> None:
         """No more appends: final time index entry, file trimmed, indexes written."""
@@ -424,7 +409,9 @@ class Segment:
             self.capacity = 0
             self._release_map()
         if fsync:
-            self.fsync()
+            job = SyncJob()
+            self.add_sync(job)
+            job.wait()
         else:
             self.index.persist()
             self.time_index.persist()

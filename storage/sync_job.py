@@ -82,6 +82,14 @@ class SyncJob:
         self._done.clear()
         self._undo.clear()
 
+    def wait(self) -> None:
+        """Run the job on this thread and record the outcome (:meth:`run`, then
+        :meth:`finish`); raise the error if a sync failed."""
+        self.run()
+        error = self.finish()
+        if error is not None:
+            raise error
+
     def finish(self) -> OSError | None:
         """On the owner's thread, after :meth:`run`: record the outcome; returns the error."""
         for fn in self._undo if self.error is not None else self._done:

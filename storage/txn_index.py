@@ -134,19 +134,6 @@ class TxnIndex:
     def _synced(self) -> None:
         self._durable = True
 
-    def flush(self, fsync: bool = True) -> None:
-        """Make the file durable (the log's flush and close)."""
-        if self._durable or not fsync:
-            return
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return  # deleted under us; rebuilt at the next open
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._durable = True
 
     def delete(self) -> None:
         self.entries = []

@@ -4,6 +4,7 @@ import struct
 import pytest
 
 from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+from storage.sync_job import SyncJob
 
 
 def test_offset_index_lookup_and_persist(tmp_path):
@@ -21,7 +22,9 @@ def test_offset_index_lookup_and_persist(tmp_path):
     assert index.floor_position(999) == 0
     assert index.floor_position(2000) == 2000
     assert index.floor_position(2999) == 2000
-    index.persist(fsync=True)
+    job = SyncJob()
+    index.add_sync(job)
+    job.wait()
     raw = open(path, "rb").read()
     assert len(raw) == 49 * 8
     assert struct.unpack_from(">ii", raw, 0) == (10, 1000)  # Kafka's layout: relative offset, position

@@ -10,6 +10,7 @@ from structlog.testing import LogCapture
 import storage.log
 from storage import LogConfig
 from storage.producer_state import list_snapshots
+from storage.sync_job import SyncJob
 from storage.txn_index import ABORTED_TXN_SIZE, AbortedTxn, TxnIndex
 
 from .batches import TS0, crash, make_batch
@@ -76,7 +77,9 @@ def test_index_round_trip(tmp_path):
     assert index.to_bytes() == file_bytes(path)
     with pytest.raises(ValueError):
         index.append(AbortedTxn(9, 125, 130, 131))  # not after the last marker
-    index.flush()
+    job = SyncJob()
+    index.add_sync(job)
+    job.wait()
     loaded = TxnIndex.load(path, 100, 131)
     assert loaded.stale is None and loaded.entries == entries and loaded.last_offset == 130
     # Entries whose marker is past the segment's end (a torn tail) are cut.
