@@ -327,6 +327,8 @@ def check_group_consumption(members: list[Member], acked: set[tuple[int, int]],
     committed_upto: dict[str, dict[int, int]] = {}
     uncommitted: set[tuple[str, int, int]] = set()  # (member, partition, offset) a failed commit left
     problems: list[str] = []
+    retries: list[tuple[str, str, int]] = []  # (member, error, generation) of refused-and-retried commits
+    crashed_names = {m.name for m in crashed}
     for m in members:
         upto: dict[int, int] = {}
         stale: list[dict] = []  # ILLEGAL_GENERATION answers not yet followed by a newer generation's commit
@@ -338,24 +340,24 @@ def check_group_consumption(members: list[Member], acked: set[tuple[int, int]],
                 for p, o in ev["upto"].items():
                     upto[int(p)] = max(upto.get(int(p), 0), o)
                 stale = [r for r in stale if ev["gen"] <= r["gen"]]
-            elif ev["ev"] == "commit_retry" and ev["code"] == "ILLEGAL_GENERATION":
-                stale.append(ev)
+            elif ev["ev"] == "commit_retry":
+                retries.append((m.name, ev["code"], ev["gen"]))
+                if ev["code"] == "ILLEGAL_GENERATION":
+                    stale.append(ev)
             elif ev["ev"] == "commit_error" and commits_may_fail:
                 for p, o in ev["upto"].items():
                     uncommitted.update((m.name, int(p), x) for x in range(upto.get(int(p), 0), o))
             elif ev["ev"] in ("commit_error", "error"):
                 problems.append(f"{m.name}: {ev}")
         committed_upto[m.name] = upto
-        if m.name not in {c.name for c in crashed}:
+        if m.name not in crashed_names:
             # The broker said the group had moved past that generation: the member's next successful
             # commit must then carry a newer one, or the answer was wrong.
             problems.extend(f"{m.name}: {r} was never followed by a commit in a newer generation" for r in stale)
-    retries = [(m.name, ev["code"], ev["gen"]) for m in members for ev in m.snapshot() if ev["ev"] == "commit_retry"]
     print(f"commits refused while rebalancing and made good later: {retries}")
     assert not problems, problems[:10]
     missing = sorted(acked - set(by_tp))
     assert not missing, f"{len(missing)} acked records never consumed, first {missing[:10]}"
-    crashed_names = {m.name for m in crashed}
     dups = []
     excused_count = 0
     for (p, o), deliveries in by_tp.items():
