@@ -14,7 +14,7 @@ from pathlib import Path
 
 import structlog
 
-from storage.errors import StorageError
+from minibroker_storage.errors import StorageError
 
 from .broker import Broker
 from .config import Config, FsyncPolicy

@@ -8,13 +8,13 @@ from collections import defaultdict
 
 import structlog
 
-from storage import meta
-from storage.config import FlushPolicy, LogConfig
-from storage.manager import LogManager
-from storage.producer_ids import ProducerIdAllocator
-from storage.sync_job import SyncJob
+from minibroker_storage import meta
+from minibroker_storage.config import FlushPolicy, LogConfig
+from minibroker_storage.manager import LogManager
+from minibroker_storage.producer_ids import ProducerIdAllocator
+from minibroker_storage.sync_job import SyncJob
 
-from protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
 from .config import Config
 from .coordinator.group import GroupCoordinator

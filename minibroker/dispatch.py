@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from protocol import codec
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.header import API_VERSIONS_KEY, HeaderError, peek_header, read_request_header
+from minibroker_protocol import codec
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.header import API_VERSIONS_KEY, HeaderError, peek_header, read_request_header
 
 log = structlog.get_logger("minibroker.dispatch")
 

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from protocol.batch import crc_ok
-from protocol.records import CONTROL_COMMIT, decode_batch, parse_control_record, parse_end_txn_marker
-from storage.segment import iter_file_batches
+from minibroker_protocol.batch import crc_ok
+from minibroker_protocol.records import CONTROL_COMMIT, decode_batch, parse_control_record, parse_end_txn_marker
+from minibroker_storage.segment import iter_file_batches
 
 CODECS = {0: "NONE", 1: "GZIP", 2: "SNAPPY", 3: "LZ4", 4: "ZSTD"}
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 from minibroker.listeners import WILDCARDS, ListenerError, host_port, parse_endpoints
-from protocol.probe import ProbeError, api_versions_request, parse_api_versions_response
+from minibroker_protocol.probe import ProbeError, api_versions_request, parse_api_versions_response
 
 _MAX_ANSWER = 1 << 20
 

@@ -14,7 +14,7 @@ from collections import deque
 
 import structlog
 
-from protocol.framing import FrameDecoder, InvalidFrame, size_prefix
+from minibroker_protocol.framing import FrameDecoder, InvalidFrame, size_prefix
 
 from .dispatch import Disconnect, Dispatcher
 

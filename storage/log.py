@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import structlog
 
-from protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
+from minibroker_protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 
 from .config import INT32_MAX, FlushPolicy, LogConfig
 from .errors import LogClosed, OffsetOutOfRange, ProducerStateError, RecordBatchTooLarge, StorageError
@@ -657,7 +657,7 @@ def _parse(batch) -> BatchHeader:
 
 def _decode(batch):
     try:
-        from protocol.records import decode_batch
+        from minibroker_protocol.records import decode_batch
     except ImportError:
         return None
     return decode_batch(batch)

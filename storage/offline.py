@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
-from protocol.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
-from protocol.records import CONTROL_ABORT, CONTROL_COMMIT
+from minibroker_protocol.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
+from minibroker_protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 
 from .catalog import CATALOG_FILE
 from .errors import InvalidRecord

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import structlog
 from crc32c import crc32c
 
-from protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, InvalidBatch, iter_headers
-from protocol.records import (
+from minibroker_protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, InvalidBatch, iter_headers
+from minibroker_protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     decode_batch,

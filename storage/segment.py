@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import structlog
 from crc32c import crc32c
 
-from protocol.batch import (
+from minibroker_protocol.batch import (
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from protocol import group_log as gl
-from protocol.batch import iter_headers
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, decode_batch, parse_control_record
-from protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol import group_log as gl
+from minibroker_protocol.batch import iter_headers
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import build_batch, decode_batch, parse_control_record
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
 log = structlog.get_logger("minibroker.group")
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from protocol import txn_log as tl
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, build_control_batch, decode_batch
-from protocol.batch import iter_headers
-from protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
-from storage.errors import ProducerStateError, StorageError
+from minibroker_protocol import txn_log as tl
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import build_batch, build_control_batch, decode_batch
+from minibroker_protocol.batch import iter_headers
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minibroker_storage.errors import ProducerStateError, StorageError
 
 log = structlog.get_logger("minibroker.txn")
 

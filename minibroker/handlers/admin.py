@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.topics import is_internal, topic_name_error
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import is_internal, topic_name_error
 
 from .. import topic_configs as tc
 from ..dispatch import Api

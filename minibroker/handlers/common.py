@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from protocol import codec
+from minibroker_protocol import codec
 
 ZERO = datetime.timedelta(0)
 

@@ -7,8 +7,8 @@ producing too.
 
 from __future__ import annotations
 
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
 
 from ..dispatch import Api
 from .common import ZERO, advertised_endpoint, response_cls

@@ -12,10 +12,10 @@ import time
 
 import structlog
 
-from protocol import fetch as wire
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from storage.errors import OffsetOutOfRange
+from minibroker_protocol import fetch as wire
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.errors import OffsetOutOfRange
 
 from ..dispatch import Api
 from .common import ZERO, response_cls

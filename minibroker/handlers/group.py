@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
 from ..coordinator.group import GroupError, Offset, now_ms
 from ..dispatch import Api

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.topics import is_internal, topic_name_error
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import is_internal, topic_name_error
 
 from ..dispatch import Api
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, advertised_endpoint, response_cls

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import structlog
 
-from protocol import produce as wire
-from protocol.batch import InvalidBatch, validate_produce_records
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.topics import is_internal
-from storage.errors import ProducerStateError, StorageError
+from minibroker_protocol import produce as wire
+from minibroker_protocol.batch import InvalidBatch, validate_produce_records
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import is_internal
+from minibroker_storage.errors import ProducerStateError, StorageError
 
 from ..dispatch import Api, Disconnect
 from .common import ZERO, response_cls

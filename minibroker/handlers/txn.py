@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import structlog
 
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
 from ..coordinator.transaction import TxnError
 from ..dispatch import Api

@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime
 import re
 
-from protocol import txn_log as tl
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
+from minibroker_protocol import txn_log as tl
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
 
 from ..coordinator.transaction import now_ms
 from ..dispatch import Api

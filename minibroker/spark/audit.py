@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from storage.offline import partition_dirs
+from minibroker_storage.offline import partition_dirs
 
 from .audit_checks import FAILURE, audit_partition
 from .coordinator_log import CoordinatorView, PartitionExpectations, read_coordinator_log

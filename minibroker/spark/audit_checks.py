@@ -28,10 +28,10 @@ import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from protocol.batch import BatchHeader
-from protocol.records import CONTROL_ABORT, CONTROL_COMMIT
-from storage.errors import InvalidRecord
-from storage.offline import control_type, iter_batches, read_txn_index, segments, walk_segment
+from minibroker_protocol.batch import BatchHeader
+from minibroker_protocol.records import CONTROL_ABORT, CONTROL_COMMIT
+from minibroker_storage.errors import InvalidRecord
+from minibroker_storage.offline import control_type, iter_batches, read_txn_index, segments, walk_segment
 
 from .coordinator_log import PartitionExpectations
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocol import txn_log as tl
-from protocol.records import decode_batch
-from protocol.topics import TRANSACTION_STATE_TOPIC
-from storage.offline import iter_batches, partition_dirs
+from minibroker_protocol import txn_log as tl
+from minibroker_protocol.records import decode_batch
+from minibroker_protocol.topics import TRANSACTION_STATE_TOPIC
+from minibroker_storage.offline import iter_batches, partition_dirs
 
 TopicPartition = tuple[str, int]
 

@@ -23,7 +23,7 @@ import time
 
 import structlog
 
-from protocol.topics import INTERNAL_TOPICS
+from minibroker_protocol.topics import INTERNAL_TOPICS
 
 from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .options import SourceOptions

@@ -20,11 +20,11 @@ import re
 
 import structlog
 
-from protocol.records import decode_batch
-from protocol.topics import INTERNAL_TOPICS
-from storage.offline import (AbortedIndex, PartitionScan, iter_batches, partition_dirs,
+from minibroker_protocol.records import decode_batch
+from minibroker_protocol.topics import INTERNAL_TOPICS
+from minibroker_storage.offline import (AbortedIndex, PartitionScan, iter_batches, partition_dirs,
                              txn_index_entries)
-from storage.txn_index import AbortedTxn
+from minibroker_storage.txn_index import AbortedTxn
 
 from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer

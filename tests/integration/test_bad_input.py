@@ -18,7 +18,7 @@ UNSUPPORTED_VERSION = 35
 
 
 def _batch(n: int = 3, tag: str = "ok", size: int = 20) -> bytes:
-    from protocol.records import build_batch
+    from minibroker_protocol.records import build_batch
 
     return build_batch([(f"k{i}".encode(), f"{tag}-{i}-".encode() + b"v" * size) for i in range(n)])
 

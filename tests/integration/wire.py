@@ -145,7 +145,7 @@ def _decode_response(api_key: int, version: int, frame: bytes, correlation_id: i
 
 
 def encode_request(entity, correlation_id: int) -> bytes:
-    from protocol.codec import encode_request as _encode
+    from minibroker_protocol.codec import encode_request as _encode
 
     return _encode(entity, correlation_id)
 

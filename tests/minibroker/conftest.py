@@ -9,8 +9,8 @@ import pytest
 
 from minibroker.app import start
 from minibroker.config import Config, FsyncPolicy
-from protocol import codec
-from protocol.header import read_uvarint
+from minibroker_protocol import codec
+from minibroker_protocol.header import read_uvarint
 
 
 class RawClient:

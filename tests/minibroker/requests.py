@@ -6,8 +6,8 @@ import datetime
 
 from kio.index import load_request_schema
 
-from protocol.build import build, nested
-from protocol.records import build_batch
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.records import build_batch
 
 
 def req(key: int, version: int, /, **fields):

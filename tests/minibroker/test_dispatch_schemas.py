@@ -9,7 +9,7 @@ from pathlib import Path
 from minibroker.app import build_dispatcher
 from minibroker.broker import Broker
 from minibroker.config import Config
-from protocol import codec
+from minibroker_protocol import codec
 
 
 def test_every_advertised_version_has_schemas(tmp_path: Path):

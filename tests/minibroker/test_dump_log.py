@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 from minibroker.dump_log import dump, main
-from protocol.records import build_batch, build_control_batch
-from storage.config import LogConfig
-from storage.log import PartitionLog
+from minibroker_protocol.records import build_batch, build_control_batch
+from minibroker_storage.config import LogConfig
+from minibroker_storage.log import PartitionLog
 
 
 def _log_with_batches(tmp_path):

@@ -8,7 +8,7 @@ import threading
 
 from minibroker.app import start
 from minibroker.config import Config, FsyncPolicy
-from protocol.errors import ErrorCode
+from minibroker_protocol.errors import ErrorCode
 
 from . import requests as rq
 from .conftest import RawClient

@@ -20,8 +20,8 @@ from kio.index import load_request_schema
 
 from minibroker.app import start
 from minibroker.config import Config, FsyncPolicy
-from protocol.build import build, nested
-from protocol.errors import ErrorCode as E
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode as E
 
 from . import requests as rq
 from .conftest import RawClient

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from protocol.errors import ErrorCode
+from minibroker_protocol.errors import ErrorCode
 
 from . import requests as rq
 
@@ -219,7 +219,7 @@ async def test_create_topics_errors_and_describe_configs(broker):
     assert md.topics[0].error_code == ErrorCode.unknown_topic_or_partition
 
     from kio.index import load_request_schema
-    from protocol.build import build, nested
+    from minibroker_protocol.build import build, nested
     cls = load_request_schema(32, 4)
     R = nested(cls, "DescribeConfigsResource")
     resp = await c.call(build(cls, resources=(
@@ -267,7 +267,7 @@ async def test_find_coordinator(broker):
 
 
 async def test_client_control_batches_are_refused(broker):
-    from protocol.records import build_control_batch
+    from minibroker_protocol.records import build_control_batch
     c = await broker.connect()
     await c.call(rq.metadata(["ctl"]))
     marker = build_control_batch(producer_id=1, producer_epoch=0, commit=True, coordinator_epoch=0)

@@ -6,8 +6,8 @@ import datetime
 
 from minibroker.app import start
 from minibroker.config import Config, FsyncPolicy
-from protocol.errors import ErrorCode
-from protocol.records import build_batch
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import build_batch
 
 from . import requests as rq
 from .conftest import RawClient
@@ -99,7 +99,7 @@ async def test_partitions_of_one_request_are_judged_separately(broker):
     pid = (await c.call(init_pid())).producer_id
     await c.call(rq.produce("idem-multi", 0, idem_batch(pid, 0, 0)))
     from kio.index import load_request_schema
-    from protocol.build import build, nested
+    from minibroker_protocol.build import build, nested
     cls = load_request_schema(0, 9)
     T, P = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
     req = build(cls, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),

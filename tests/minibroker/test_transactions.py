@@ -7,10 +7,10 @@ import datetime
 
 from minibroker.app import start
 from minibroker.config import Config, FsyncPolicy
-from protocol import txn_log as tl
-from protocol.batch import iter_headers
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, decode_batch, parse_control_record
+from minibroker_protocol import txn_log as tl
+from minibroker_protocol.batch import iter_headers
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import build_batch, decode_batch, parse_control_record
 
 from . import requests as rq
 from .conftest import RawClient
@@ -24,7 +24,7 @@ def init(tid, version=4, timeout_ms=60_000, pid=-1, epoch=-1):
 
 def add_partitions(tid, pid, epoch, topic, partitions, version=3):
     from kio.index import load_request_schema
-    from protocol.build import build, nested
+    from minibroker_protocol.build import build, nested
     cls = load_request_schema(24, version)
     T = nested(cls, "AddPartitionsToTxnTopic")
     return build(cls, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
@@ -207,7 +207,7 @@ async def test_write_txn_markers_api(broker):
     plog = broker.broker.get_log("tx-wire", 0)
     assert plog.last_stable_offset == 0
     from kio.index import load_request_schema
-    from protocol.build import build, nested
+    from minibroker_protocol.build import build, nested
     cls = load_request_schema(27, 1)
     M, T = nested(cls, "WritableTxnMarker"), nested(cls, "WritableTxnMarkerTopic")
     resp = await c.call(build(cls, markers=(build(
@@ -277,7 +277,7 @@ async def test_admin_views(broker):
     assert [(s.transactional_id, s.transaction_state) for s in lst.transaction_states] == [("t-admin", "Ongoing")]
     assert tuple(lst.unknown_state_filters) == ("Bogus",)
     from kio.index import load_request_schema
-    from protocol.build import build, nested
+    from minibroker_protocol.build import build, nested
     cls = load_request_schema(61, 0)
     T = nested(cls, "TopicRequest")
     dp = await c.call(build(cls, topics=(build(T, name="tx-admin", partition_indexes=(1, 5)),)))

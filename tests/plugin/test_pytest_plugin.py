@@ -251,7 +251,7 @@ def test_readme_example(pytester: pytest.Pytester) -> None:
 
 def test_plugin_import_is_cheap() -> None:
     code = ("import sys, minibroker.testing.pytest_plugin\n"
-            "heavy = ('kio', 'storage', 'protocol', 'structlog', 'uvloop', 'confluent_kafka',"
+            "heavy = ('kio', 'minibroker_storage', 'minibroker_protocol', 'structlog', 'uvloop', 'confluent_kafka',"
             " 'minibroker.app', 'minibroker.cli')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -18,11 +18,11 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from protocol import codec
-from protocol import fetch as fetch_wire
-from protocol import produce as produce_wire
-from protocol.errors import ErrorCode
-from protocol.header import API_VERSIONS_KEY
+from minibroker_protocol import codec
+from minibroker_protocol import fetch as fetch_wire
+from minibroker_protocol import produce as produce_wire
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.header import API_VERSIONS_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLERS_DIR = ROOT / "minibroker" / "handlers"
@@ -95,10 +95,10 @@ def _source_table() -> dict[int, tuple[int, int]]:
                 and isinstance(stmt.value, ast.Constant)
             ):
                 names[stmt.targets[0].id] = stmt.value.value
-            elif isinstance(stmt, ast.ImportFrom) and stmt.module == "protocol":
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module == "minibroker_protocol":
                 for alias in stmt.names:
                     names[alias.asname or alias.name] = importlib.import_module(
-                        f"protocol.{alias.name}"
+                        f"minibroker_protocol.{alias.name}"
                     )
         for node in ast.walk(tree):
             if (

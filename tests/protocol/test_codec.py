@@ -15,9 +15,9 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from kio.static.primitive import Records
 
-from protocol import build, codec
-from protocol.errors import ErrorCode
-from protocol.header import API_VERSIONS_KEY, peek_header, read_request_header
+from minibroker_protocol import build, codec
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.header import API_VERSIONS_KEY, peek_header, read_request_header
 
 from .test_api_versions_table import PAIRS
 
@@ -225,7 +225,7 @@ _CHILD = """
 import resource, sys
 limit = 2 * 1024 ** 3
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from protocol import build, codec
+from minibroker_protocol import build, codec
 api_key, version, body = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
 try:
     codec.decode_request(api_key, version, body)

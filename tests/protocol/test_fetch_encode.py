@@ -12,17 +12,17 @@ from hypothesis import strategies as st
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from protocol import codec
-from protocol.build import build, nested
-from protocol.errors import ErrorCode
-from protocol.fetch import (
+from minibroker_protocol import codec
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.fetch import (
     MAX_VERSION,
     MIN_VERSION,
     FetchPartition,
     FetchTopic,
     encode_fetch_response,
 )
-from protocol.records import build_batch
+from minibroker_protocol.records import build_batch
 
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
 TS = 1_700_000_000_000

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.framing import DEFAULT_MAX_FRAME, FrameDecoder, InvalidFrame, frame, size_prefix
+from minibroker_protocol.framing import DEFAULT_MAX_FRAME, FrameDecoder, InvalidFrame, frame, size_prefix
 
 
 def wire(*payloads: bytes) -> bytes:
@@ -340,7 +340,7 @@ def test_large_frames_are_read_only_and_kio_decodes_them():
     from kio.schema.types import TopicName
     from kio.serial import entity_writer
 
-    from protocol import codec
+    from minibroker_protocol import codec
 
     req = MetadataRequest(
         topics=tuple(MetadataRequestTopic(topic_id=None, name=TopicName(f"t{i}")) for i in range(10_000)),

@@ -14,7 +14,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHe
 from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHeaderV1
 from kio.serial import entity_writer
 
-from protocol.header import (
+from minibroker_protocol.header import (
     API_VERSIONS_KEY,
     HeaderError,
     RequestHeader,

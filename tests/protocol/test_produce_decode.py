@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 
-from protocol import codec
-from protocol.batch import validate_produce_records
-from protocol.build import nested
-from protocol.header import write_uvarint
-from protocol.produce import (
+from minibroker_protocol import codec
+from minibroker_protocol.batch import validate_produce_records
+from minibroker_protocol.build import nested
+from minibroker_protocol.header import write_uvarint
+from minibroker_protocol.produce import (
     FLEXIBLE_FROM,
     MAX_VERSION,
     MIN_VERSION,
@@ -24,7 +24,7 @@ from protocol.produce import (
     ProduceTopic,
     decode_produce,
 )
-from protocol.records import Record, build_batch
+from minibroker_protocol.records import Record, build_batch
 
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
 TS = 1_700_000_000_000

@@ -9,9 +9,9 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import batch
-from protocol.errors import ErrorCode
-from protocol.records import (
+from minibroker_protocol import batch
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     Record,

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from minibroker.spark.audit import audit_with_spark, main, summarize
-from storage.offline import iter_batches, segments
+from minibroker_storage.offline import iter_batches, segments
 from tests.integration.broker import REPO_ROOT
 from tests.integration.clients import create_topic, unique_topic
 
@@ -179,7 +179,7 @@ def test_live_log_with_retention_and_a_transaction_begun_during_the_audit(broker
 def test_sequence_wrap_is_not_a_duplicate():
     """Sequences wrap at 2^31 (Kafka DefaultRecordBatch.incrementSequence); after a wrap a
     producer reuses sequence 0 legally. A repeat within the recent batches still fails."""
-    from protocol.batch import BatchHeader
+    from minibroker_protocol.batch import BatchHeader
 
     from minibroker.spark.audit_checks import _Auditor
     from minibroker.spark.coordinator_log import PartitionExpectations

@@ -1,6 +1,6 @@
 import pytest
 
-from storage import LogConfig, PartitionLog
+from minibroker_storage import LogConfig, PartitionLog
 
 from .batches import TS0
 

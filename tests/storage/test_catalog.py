@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from storage import (
+from minibroker_storage import (
     Catalog,
     InvalidPartitions,
     InvalidTopic,

@@ -3,8 +3,8 @@ import struct
 
 import pytest
 
-from storage.index import IndexCorrupt, OffsetIndex, TimeIndex
-from storage.sync_job import SyncJob
+from minibroker_storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+from minibroker_storage.sync_job import SyncJob
 
 
 def test_offset_index_lookup_and_persist(tmp_path):

@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from protocol.batch import read_header
-from storage import (
+from minibroker_protocol.batch import read_header
+from minibroker_storage import (
     FlushPolicy,
     LogClosed,
     LogConfig,
@@ -11,7 +11,7 @@ from storage import (
     RecordBatchTooLarge,
     iter_file_batches,
 )
-from storage.log import CLEAN_SHUTDOWN_FILE
+from minibroker_storage.log import CLEAN_SHUTDOWN_FILE
 
 from .batches import TS0, base_offset_of, make_batch, same_apart_from_offset, split_batches
 
@@ -242,9 +242,9 @@ def test_offset_for_timestamp_out_of_order_timestamps(open_log):
 
 
 def test_offset_for_timestamp_without_record_decoder(open_log, monkeypatch):
-    import storage.log
+    import minibroker_storage.log
 
-    monkeypatch.setattr(storage.log, "_decode", lambda batch: None)
+    monkeypatch.setattr(minibroker_storage.log, "_decode", lambda batch: None)
     log = open_log()
     log.append(make_batch(4, timestamps=[TS0, TS0 + 2, TS0 + 4, TS0 + 6]))
     log.append(make_batch(4, timestamps=[TS0 + 10, TS0 + 12, TS0 + 14, TS0 + 16]))

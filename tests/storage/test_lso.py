@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import LogConfig, PartitionLog
-from storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
-from storage.producer_state import list_snapshots
-from storage.txn_index import AbortedTxn
+from minibroker_storage import LogConfig, PartitionLog
+from minibroker_storage.errors import InvalidProducerEpoch, TransactionCoordinatorFenced
+from minibroker_storage.producer_state import list_snapshots
+from minibroker_storage.txn_index import AbortedTxn
 
 from .batches import TS0, crash
 from .txns import Writer, read_headers

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from storage import (
+from minibroker_storage import (
     DataDirLocked,
     InvalidConfig,
     InvalidTopic,
@@ -14,7 +14,7 @@ from storage import (
     TopicExists,
     UnknownTopic,
 )
-from storage.manager import kafka_uuid, parse_partition_dir
+from minibroker_storage.manager import kafka_uuid, parse_partition_dir
 
 from .batches import TS0, make_batch
 
@@ -68,7 +68,7 @@ def test_second_manager_on_same_dir_fails(manager, tmp_path):
         manager()
     # Another process too (flock is per open file, so this also holds across processes).
     code = (
-        "import sys; from storage import LogManager, DataDirLocked\n"
+        "import sys; from minibroker_storage import LogManager, DataDirLocked\n"
         f"try:\n    LogManager({str(tmp_path / 'data')!r})\nexcept DataDirLocked:\n    sys.exit(3)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.getcwd()})

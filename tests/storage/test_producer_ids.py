@@ -1,4 +1,4 @@
-from storage.producer_ids import ProducerIdAllocator
+from minibroker_storage.producer_ids import ProducerIdAllocator
 
 
 def test_ids_are_unique_and_increasing(tmp_path):

@@ -6,15 +6,15 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
-import storage.log
-import storage.producer_state
+import minibroker_storage.log
+import minibroker_storage.producer_state
 
-from protocol.batch import iter_headers, read_header
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, build_control_batch
-from storage import LogConfig, LogManager
-from storage.config import INT32_MAX
-from storage.errors import (
+from minibroker_protocol.batch import iter_headers, read_header
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import build_batch, build_control_batch
+from minibroker_storage import LogConfig, LogManager
+from minibroker_storage.config import INT32_MAX
+from minibroker_storage.errors import (
     InvalidProducerEpoch,
     InvalidRecord,
     InvalidTxnState,
@@ -23,8 +23,8 @@ from storage.errors import (
     TransactionCoordinatorFenced,
     UnknownProducerId,
 )
-from storage.log import CLEAN_SHUTDOWN_FILE, AppendInfo
-from storage.producer_state import (
+from minibroker_storage.log import CLEAN_SHUTDOWN_FILE, AppendInfo
+from minibroker_storage.producer_state import (
     BatchMetadata,
     CompletedTxn,
     CorruptSnapshot,
@@ -92,8 +92,8 @@ def events(monkeypatch):
         wrapper_class=structlog.make_filtering_bound_logger(0),
         cache_logger_on_first_use=False,
     )
-    monkeypatch.setattr(storage.log, "_log", logger)
-    monkeypatch.setattr(storage.producer_state, "_log", logger)
+    monkeypatch.setattr(minibroker_storage.log, "_log", logger)
+    monkeypatch.setattr(minibroker_storage.producer_state, "_log", logger)
     return cap.entries
 
 
@@ -508,8 +508,8 @@ def test_snapshot_above_the_log_end_is_not_used(tmp_path, open_log):
 
 
 def test_replay_reads_headers_only(open_log, monkeypatch):
-    import protocol.records
-    import storage.producer_state
+    import minibroker_protocol.records
+    import minibroker_storage.producer_state
 
     log = open_log(CONFIG)
     _busy_log(log)
@@ -521,8 +521,8 @@ def test_replay_reads_headers_only(open_log, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("records decoded during replay")
 
-    monkeypatch.setattr(protocol.records, "decode_batch", refuse)
-    monkeypatch.setattr(storage.producer_state, "decode_batch", refuse)
+    monkeypatch.setattr(minibroker_protocol.records, "decode_batch", refuse)
+    monkeypatch.setattr(minibroker_storage.producer_state, "decode_batch", refuse)
     log = open_log(CONFIG)
     assert state(log) == before
 

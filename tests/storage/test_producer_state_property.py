@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.batch import iter_headers
-from protocol.records import build_batch
-from storage import LogConfig, PartitionLog
-from storage.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
-from storage.producer_state import list_snapshots
+from minibroker_protocol.batch import iter_headers
+from minibroker_protocol.records import build_batch
+from minibroker_storage import LogConfig, PartitionLog
+from minibroker_storage.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+from minibroker_storage.producer_state import list_snapshots
 
 from .batches import TS0, crash
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.batch import read_header
-from storage import LogConfig, PartitionLog, RecordBatchTooLarge
+from minibroker_protocol.batch import read_header
+from minibroker_storage import LogConfig, PartitionLog, RecordBatchTooLarge
 
 from .batches import TS0, base_offset_of, crash, make_batch, split_batches
 

@@ -3,8 +3,8 @@ import struct
 
 import pytest
 
-from storage import LogConfig
-from storage.log import CLEAN_SHUTDOWN_FILE
+from minibroker_storage import LogConfig
+from minibroker_storage.log import CLEAN_SHUTDOWN_FILE
 
 from .batches import TS0, base_offset_of, crash, make_batch, split_batches
 

@@ -1,6 +1,6 @@
 import os
 
-from storage import LogConfig, OffsetOutOfRange
+from minibroker_storage import LogConfig, OffsetOutOfRange
 
 from .batches import TS0, base_offset_of, make_batch, split_batches
 

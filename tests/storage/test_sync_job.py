@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from storage import FlushPolicy, LogConfig, LogManager, SyncJob
+from minibroker_storage import FlushPolicy, LogConfig, LogManager, SyncJob
 
 from .batches import TS0, make_batch
 

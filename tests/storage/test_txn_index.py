@@ -7,11 +7,11 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
-import storage.log
-from storage import LogConfig
-from storage.producer_state import list_snapshots
-from storage.sync_job import SyncJob
-from storage.txn_index import ABORTED_TXN_SIZE, AbortedTxn, TxnIndex
+import minibroker_storage.log
+from minibroker_storage import LogConfig
+from minibroker_storage.producer_state import list_snapshots
+from minibroker_storage.sync_job import SyncJob
+from minibroker_storage.txn_index import ABORTED_TXN_SIZE, AbortedTxn, TxnIndex
 
 from .batches import TS0, crash, make_batch
 from .txns import Writer
@@ -46,7 +46,7 @@ def events(monkeypatch):
         wrapper_class=structlog.make_filtering_bound_logger(0),
         cache_logger_on_first_use=False,
     )
-    monkeypatch.setattr(storage.log, "_log", logger)
+    monkeypatch.setattr(minibroker_storage.log, "_log", logger)
     return cap.entries
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from protocol.batch import iter_headers
-from protocol.records import build_batch, build_control_batch
+from minibroker_protocol.batch import iter_headers
+from minibroker_protocol.records import build_batch, build_control_batch
 
 from .batches import TS0
 
