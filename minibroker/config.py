@@ -65,6 +65,11 @@ class Config:
     group_initial_rebalance_delay_ms: int = 3000
     producer_id_expiration_check_interval_ms: int = 600_000
     max_request_bytes: int = 104_857_600
+    # Kafka's queued.max.request.bytes idea: the bytes every connection's unfinished or unhandled
+    # requests may hold together; past it the broker stops reading sockets until memory frees.
+    queued_max_request_bytes: int = 104_857_600
+    # Background checksum scrub of closed segments, bytes per second; 0 = off.
+    scrub_bytes_per_sec: int = 0
     log_level: str = "info"
     log_format: str = "console"
     # Empty: one PLAINTEXT listener from host/port/advertised_host/advertised_port.
@@ -196,6 +201,16 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
     opt("--max-request-bytes", type=int, default=int(_env("max_request_bytes", d.max_request_bytes)),
         help="largest request frame accepted before the connection is closed, Kafka's "
              "socket.request.max.bytes (env MINIBROKER_MAX_REQUEST_BYTES; default %(default)s)")
+    opt("--queued-max-request-bytes", type=int,
+        default=int(_env("queued_max_request_bytes", d.queued_max_request_bytes)),
+        help="bytes that all connections' partly received and not yet answered requests may hold "
+             "together; beyond it the broker stops reading from sockets until memory frees, Kafka's "
+             "queued.max.request.bytes (env MINIBROKER_QUEUED_MAX_REQUEST_BYTES; default %(default)s)")
+    opt("--scrub-bytes-per-sec", type=int,
+        default=int(_env("scrub_bytes_per_sec", d.scrub_bytes_per_sec)),
+        help="verify the checksums of closed segments in the background at this many bytes per "
+             "second; 0 turns the background scrub off (env MINIBROKER_SCRUB_BYTES_PER_SEC; "
+             "default %(default)s)")
     opt("--log-level", default=_env("log_level", d.log_level),
         choices=["debug", "info", "warning", "error"],
         help="(env MINIBROKER_LOG_LEVEL; default %(default)s)")
@@ -235,6 +250,8 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         transactional_id_expiration_check_interval_ms=ns.transactional_id_expiration_check_interval_ms,
         producer_id_expiration_check_interval_ms=ns.producer_id_expiration_check_interval_ms,
         max_request_bytes=ns.max_request_bytes,
+        queued_max_request_bytes=ns.queued_max_request_bytes,
+        scrub_bytes_per_sec=ns.scrub_bytes_per_sec,
         log_level=ns.log_level,
         log_format=ns.log_format,
     )
