@@ -30,30 +30,35 @@ from minibroker_protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from .catalog import CATALOG_FILE
 from .errors import InvalidRecord
 from .index import IndexCorrupt
-from .producer_state import read_control_marker
-from .segment import INDEX_SUFFIX, LOG_SUFFIX
-from .txn_index import ABORTED_TXN_SIZE, TXN_INDEX_SUFFIX, AbortedTxn
+from .index_format import parse_offset_index
+from .producer_state import SNAPSHOT_SUFFIX, read_control_marker
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn, parse_txn_index
 
 __all__ = [
     "AbortedIndex",
     "LogSummary",
     "PartitionDir",
     "PartitionScan",
+    "SEGMENT_FILE_KINDS",
     "SegmentFiles",
+    "base_offset_of",
     "control_type",
     "iter_batches",
+    "log_tail",
     "partition_dirs",
     "read_offset_index",
     "read_txn_index",
+    "segment_file_kind",
+    "segment_file_list",
     "segments",
     "summarize",
     "txn_index_entries",
     "walk_segment",
 ]
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 _SKIP_SUFFIXES = ("-delete", "-stray", "-future")
+SEGMENT_FILE_KINDS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,26 +134,40 @@ def segments(partition_path: str) -> list[SegmentFiles]:
     return out
 
 
+def segment_file_kind(path: str) -> str | None:
+    """The suffix of a file a partition directory holds per segment (``.log``,
+    ``.index``, ...), None for any other file (``*.deleted``, ``*.tmp``, checkpoints)."""
+    name = os.path.basename(path)
+    dot = name.rfind(".")
+    return name[dot:] if dot > 0 and name[dot:] in SEGMENT_FILE_KINDS else None
+
+
+def segment_file_list(directory: str) -> list[str]:
+    """Every ``<offset>.<kind>`` file of ``directory``: by offset, then in
+    SEGMENT_FILE_KINDS order (a segment's log before its indexes)."""
+    found = []
+    for name in os.listdir(directory):
+        kind = segment_file_kind(name)
+        offset = base_offset_of(name)
+        if kind is not None and offset is not None and name == name.partition(".")[0] + kind:
+            found.append((offset, SEGMENT_FILE_KINDS.index(kind), os.path.join(directory, name)))
+    found.sort()
+    return [path for _, _, path in found]
+
+
 # --------------------------------------------------------------------- indexes
 
 
 def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
-    """``(absolute offset, position)`` entries of a ``.index`` file; [] when missing or
-    unusable (a tool then walks the segment from its start)."""
+    """``(absolute offset, position)`` entries of a ``.index`` file, up to the first one
+    the broker would refuse; [] when missing (a tool then walks the segment from its start)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return []
-    usable = len(data) - len(data) % _OFFSET_ENTRY.size
-    entries = [(base_offset + rel, pos) for rel, pos in _OFFSET_ENTRY.iter_unpack(data[:usable])]
-    # A preallocated index tail reads as zero entries after the first one.
-    out: list[tuple[int, int]] = []
-    for off, pos in entries:
-        if out and (off <= out[-1][0] or pos <= out[-1][1]):
-            break
-        out.append((off, pos))
-    return out
+    contents = parse_offset_index(data, base_offset)
+    return contents.entries[: contents.usable]
 
 
 def read_txn_index(path: str) -> list[AbortedTxn] | None:
@@ -159,14 +178,39 @@ def read_txn_index(path: str) -> list[AbortedTxn] | None:
             data = f.read()
     except FileNotFoundError:
         return None
-    if len(data) % ABORTED_TXN_SIZE:
+    contents = parse_txn_index(data, base_offset_of(path) or 0)
+    if not contents.usable:
         return None
-    out = []
-    for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(data):
-        if version != 0 or pid < 0 or not 0 <= first <= last:
-            return None
-        out.append(AbortedTxn(pid, first, last, lso))
-    return out
+    return [txn for _, txn in contents.entries]
+
+
+def base_offset_of(path: str) -> int | None:
+    """The base offset a segment file's name gives (``<20 digits>.<kind>``), None if none."""
+    stem = os.path.basename(path).partition(".")[0]
+    return int(stem) if stem.isdigit() else None
+
+
+def log_tail(path: str, valid_end: int) -> tuple[int, bool]:
+    """``(bytes, all_zero)`` of what follows the last readable batch, which ends at
+    ``valid_end``. Zeros are space reserved for appends (the active segment, or one a
+    crash left untrimmed); anything else is a torn or corrupt batch. Holes of a sparse
+    file are skipped, not read."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        pos = valid_end
+        while pos < size:
+            try:
+                pos = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break  # only holes from here on (ENXIO), or no SEEK_DATA: read on
+            chunk = os.pread(fd, min(_CHUNK, size - pos), pos)
+            if not chunk:
+                break
+            if chunk.count(0) != len(chunk):
+                return size - valid_end, False
+            pos += len(chunk)
+    return max(size - valid_end, 0), True
 
 
 class AbortedIndex:

@@ -31,7 +31,15 @@ from typing import NamedTuple
 from .errors import StorageError
 from .sync_job import SyncJob
 
-__all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TXN_INDEX_SUFFIX", "TxnIndex", "TxnIndexCorrupt"]
+__all__ = [
+    "ABORTED_TXN_SIZE",
+    "AbortedTxn",
+    "TXN_INDEX_SUFFIX",
+    "TxnIndex",
+    "TxnIndexContents",
+    "TxnIndexCorrupt",
+    "parse_txn_index",
+]
 
 TXN_INDEX_SUFFIX = ".txnindex"
 ABORTED_TXN_VERSION = 0
@@ -189,24 +197,49 @@ class TxnIndex:
         return index
 
 
-def _decode(data: bytes, path: str, base_offset: int) -> list[AbortedTxn]:
-    if len(data) % ABORTED_TXN_SIZE:
-        raise TxnIndexCorrupt(f"{len(data)} bytes is not a whole number of {ABORTED_TXN_SIZE}-byte entries")
-    out: list[AbortedTxn] = []
+class TxnIndexContents(NamedTuple):
+    """A ``.txnindex`` file as stored, judged but not repaired: the one reading of the
+    format, shared by ``TxnIndex.load`` and the offline tools (dump-log, the audit)."""
+
+    entries: list[tuple[int, AbortedTxn]]  # (version, entry) of every whole entry, in file order
+    trailing_bytes: int  # bytes after the last whole entry
+    problems: list[tuple[int, str]]  # (entry number, what is wrong with it), in file order
+
+    @property
+    def usable(self) -> bool:
+        """True when the broker would trust the file as it is."""
+        return not self.trailing_bytes and not self.problems
+
+
+def parse_txn_index(data: bytes, base_offset: int) -> TxnIndexContents:
+    """Decode every entry of a ``.txnindex`` and note each one the broker would not trust."""
+    usable = len(data) - len(data) % ABORTED_TXN_SIZE
+    entries: list[tuple[int, AbortedTxn]] = []
+    problems: list[tuple[int, str]] = []
     last = -1
-    for version, pid, first, last_offset, lso in _ENTRY.iter_unpack(data):
+    for n, (version, pid, first, last_offset, lso) in enumerate(_ENTRY.iter_unpack(data[:usable])):
+        entries.append((version, AbortedTxn(pid, first, last_offset, lso)))
+        # Kafka's TransactionIndex.sanityCheck (marker at or above the base offset), plus
+        # what must hold of any entry we write: ordered by marker, first <= marker,
+        # LSO <= marker + 1.
         if version != ABORTED_TXN_VERSION:
-            raise TxnIndexCorrupt(f"entry version {version}")
-        # Kafka's TransactionIndex.sanityCheck, plus what must hold of any
-        # entry we write: ordered by marker, first <= marker, LSO <= marker + 1.
-        if last_offset < base_offset:
-            raise TxnIndexCorrupt(f"marker offset {last_offset} is below the segment's base {base_offset}")
-        if last_offset <= last:
-            raise TxnIndexCorrupt(f"marker offsets are not increasing ({last} then {last_offset})")
-        if not 0 <= first <= last_offset or lso > last_offset + 1 or pid < 0:
-            raise TxnIndexCorrupt(
-                f"impossible entry: producer {pid}, offsets {first}..{last_offset}, LSO {lso}"
+            problems.append((n, f"entry version {version}"))
+        elif last_offset < base_offset:
+            problems.append((n, f"marker offset {last_offset} is below the segment's base {base_offset}"))
+        elif last_offset <= last:
+            problems.append((n, f"marker offsets are not increasing ({last} then {last_offset})"))
+        elif not 0 <= first <= last_offset or lso > last_offset + 1 or pid < 0:
+            problems.append(
+                (n, f"impossible entry: producer {pid}, offsets {first}..{last_offset}, LSO {lso}")
             )
-        out.append(AbortedTxn(pid, first, last_offset, lso))
-        last = last_offset
-    return out
+        last = max(last, last_offset)
+    return TxnIndexContents(entries, len(data) - usable, problems)
+
+
+def _decode(data: bytes, path: str, base_offset: int) -> list[AbortedTxn]:
+    contents = parse_txn_index(data, base_offset)
+    if contents.trailing_bytes:
+        raise TxnIndexCorrupt(f"{len(data)} bytes is not a whole number of {ABORTED_TXN_SIZE}-byte entries")
+    if contents.problems:
+        raise TxnIndexCorrupt(contents.problems[0][1])
+    return [txn for _, txn in contents.entries]
