@@ -3,63 +3,166 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
+from pathlib import Path
 
-from . import logs
-from .config import add_serve_options, config_from_args
-from .listeners import ListenerError
-
-SUBCOMMANDS = ("serve", "dump-log", "health", "audit")
+from . import __version__, logs
+from .config import ConfigError, add_serve_options, load
 
 # Each tool is imported only when asked for, so that serving starts without loading it.
 TOOLS = {
     "dump-log": ("minibroker.dump_log", "main"),
     "health": ("minibroker.health", "main"),
     "audit": ("minibroker.spark.audit", "main"),
+    "scrub": ("minibroker.scrub_cli", "main"),
 }
+SUBCOMMANDS = ("serve", *TOOLS)
+
+USAGE = """\
+minibroker [serve] [OPTIONS] [server.properties]
+       minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
+       minibroker --version"""
+
+DESCRIPTION = """\
+A Kafka-protocol broker. Without a subcommand it serves on 127.0.0.1:9092 with data in
+./minibroker-data.
+
+commands:
+  serve       run the broker (the default)
+  dump-log    print a segment, index or snapshot the way kafka-dump-log.sh does
+  health      one ApiVersions round trip; exit 0 when a broker answers
+  audit       check a data directory for exactly-once violations (needs the [spark] extra)
+  scrub       verify the checksums of every segment in a data directory"""
+
+EPILOG = """\
+Every option can also be set by the environment variable named after it (MINIBROKER_PORT=9093),
+by its Kafka property in a server.properties file or a KAFKA_* variable (KAFKA_NUM_PARTITIONS=4).
+First source wins: command line, --wait-for-config file, KAFKA_*, MINIBROKER_*, server.properties,
+default. Every value is checked before the broker starts; each problem is reported on one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        # A usage error: the (short) usage, then the one line.
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="A Kafka-protocol broker. Without a subcommand it serves on "
-                    "127.0.0.1:9092 with data in ./minibroker-data.",
-        epilog="Other commands: 'minibroker dump-log FILE.log [--print-data-log]' prints a segment "
-               "the way kafka-dump-log.sh does; 'minibroker health [--bootstrap HOST:PORT]' makes "
-               "one ApiVersions round trip and exits 0 when a broker answers; 'minibroker audit "
-               "DATA_DIR' checks a data directory for exactly-once violations (needs the [spark] "
-               "extra). Every option can also be set by the environment variable named after it, "
-               "e.g. MINIBROKER_PORT=9093.",
-    )
+    p = _Parser(prog=prog, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"minibroker {__version__}")
+    p.add_argument("properties", nargs="?", metavar="server.properties",
+                   help="a Kafka server.properties file, as kafka-server-start.sh takes it "
+                        "(the same as --config)")
     add_serve_options(p)
     return p
+
+
+def _fail(lines: list[str], code: int = 2) -> int:
+    """Errors that are not about the command's syntax: no usage, one line each."""
+    for line in lines:
+        sys.stderr.write(f"minibroker: error: {line}\n")
+    sys.stderr.flush()
+    return code
+
+
+def _run_tool(name: str, argv: list[str]) -> int:
+    import importlib
+    module, func = TOOLS[name]
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        return _fail([f"'{name}' is not available in this installation ({module} is missing)"], 1)
+    return getattr(mod, func)(argv)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _wait_for_file(path: Path, log) -> bool:
+    """Block until ``path`` exists and has stopped changing; False when a signal asked to stop.
+
+    A file copied in (``docker cp``, Testcontainers' copyFileToContainer) appears before it is
+    whole, so it is read only once its size and mtime held still for one poll.
+    """
+    def stop(*_):
+        raise _Stop
+    # PID 1 in a container ignores a signal it has no handler for: without these, a container
+    # still waiting could not be stopped.
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    log.info("config.waiting_for_file", path=str(path), pid=os.getpid())
+    t0 = time.monotonic()
+    try:
+        last = None
+        while True:
+            try:
+                st = path.stat()
+                now = (st.st_size, st.st_mtime_ns)
+            except FileNotFoundError:
+                now = None
+            if now is not None and now == last:
+                break
+            last = now
+            time.sleep(0.1)
+    except _Stop:
+        log.info("config.wait_stopped", path=str(path), reason="signal")
+        return False
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    log.info("config.file_arrived", path=str(path),
+             waited_ms=round((time.monotonic() - t0) * 1000))
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
-        import importlib
-        module, func = TOOLS[argv[0]]
-        return getattr(importlib.import_module(module), func)(argv[1:])
+        return _run_tool(argv[0], argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
     parser = _serve_parser()
     ns = parser.parse_args(argv)
+    if ns.properties is not None and not Path(ns.properties).exists() and "." not in ns.properties:
+        # "minibroker dumplog": a mistyped command, not a properties file.
+        parser.error(f"unknown command {ns.properties!r} (commands: {', '.join(SUBCOMMANDS)})")
     # kio registers a hypothesis strategy for each of its types whenever hypothesis is
     # importable (kio/static/_phantom.py), which costs ~120 ms of start-up in a test venv;
     # a serving broker never uses them.
     sys.modules.setdefault("hypothesis", None)
     try:
-        config = config_from_args(ns)
-    except ListenerError as e:
-        parser.error(str(e))
-    if config.ready_file is not None and not config.ready_file.resolve().parent.is_dir():
-        parser.error(f"--ready-file: directory {config.ready_file.parent} does not exist")
-    logs.configure(config.log_level, config.log_format)
+        loaded = load(ns)
+    except ConfigError as e:
+        return _fail(e.problems)
+    logs.configure(loaded.config.log_level, loaded.config.log_format)
+    if loaded.wait_for_config is not None:
+        import structlog
+        if not _wait_for_file(loaded.wait_for_config, structlog.get_logger("minibroker")):
+            return 0
+        try:
+            loaded = load(ns, read_wait_file=True)
+        except ConfigError as e:
+            return _fail(e.problems)
+        logs.configure(loaded.config.log_level, loaded.config.log_format)
+    from .preflight import problems
+    found = problems(loaded.config)
+    if found:
+        return _fail(found)
+    if loaded.notes:
+        import structlog
+        log = structlog.get_logger("minibroker")
+        for event, fields in loaded.notes:
+            log.info(event, **fields)
     from .app import run
-    run(config, started)
+    run(loaded.config, started)
     return 0
 
 

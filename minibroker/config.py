@@ -1,15 +1,32 @@
-"""Broker configuration: command-line options, each also read from MINIBROKER_<NAME>."""
+"""Broker configuration: the options, where each may come from, and what each accepts.
+
+Every option is read, first source wins, from: the command line; a ``--wait-for-config``
+file; ``KAFKA_*`` environment variables (Kafka's property names, minibroker/properties.py);
+``MINIBROKER_<OPTION>`` variables; ``server.properties`` files (``--config`` or the
+positional argument); the built-in default. ``KAFKA_*`` sits above ``MINIBROKER_*`` so that
+an environment written for apache/kafka behaves the same on the minibroker image, whose
+own defaults are ``MINIBROKER_*`` variables.
+
+Values are checked here, whatever their source, with the bounds Kafka's own validators put
+on the property each option mirrors (KafkaConfig / LogConfig ``atLeast``), and every
+problem becomes one line naming its source: ``ConfigError.problems``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from .listeners import Listener, resolve
+from .listeners import Listener, ListenerError, resolve
+from .properties import (KAFKA_PROPERTIES, LISTENER_PROPERTIES, PropertiesError, env_to_property,
+                         filter_listeners, kafka_env, parse_properties)
 
 DEFAULT_PORT = 9092
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -27,11 +44,9 @@ class FsyncPolicy:
         try:
             ms = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"--fsync must be 'always', 'never' or a number of milliseconds, not {text!r}"
-            ) from None
+            raise ValueError("must be 'always', 'never' or a number of milliseconds") from None
         if ms <= 0:
-            raise argparse.ArgumentTypeError("--fsync interval must be > 0 ms")
+            raise ValueError("the interval must be > 0 ms")
         return cls("interval", ms)
 
     def __str__(self) -> str:
@@ -88,8 +103,38 @@ class Config:
         return self.effective_listeners()[0].advertised(bound_port)
 
 
-def _env(name: str, default):
-    return os.environ.get("MINIBROKER_" + name.upper().replace("-", "_"), default)
+class ConfigError(ValueError):
+    """Every problem found, one line each, naming where the bad value came from."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+# -- value parsers: text -> value, or ValueError saying what is wrong ----------------------
+
+def _integer(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("not an integer") from None
+
+
+def _int(lo: int, hi: int = INT64_MAX, why: str = "") -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        v = _integer(text)
+        if not lo <= v <= hi:
+            bound = f"between {lo} and {hi}" if hi < INT32_MAX else f"at least {lo}"
+            raise ValueError(f"must be {bound}{why}")
+        return v
+    return parse
+
+
+def _ms_or_forever(text: str) -> int:
+    v = _integer(text)
+    if v < -1:
+        raise ValueError("must be -1 (forever) or at least 0")
+    return v
 
 
 def _bool(text) -> bool:
@@ -100,158 +145,392 @@ def _bool(text) -> bool:
         return True
     if v in ("0", "false", "no", "off"):
         return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+    raise ValueError("not true or false")
+
+
+def _choice(*values: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        v = text.strip().lower()
+        if v not in values:
+            raise ValueError(f"must be one of {', '.join(values)}")
+        return v
+    return parse
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+def _path(text: str) -> Path:
+    if not text.strip():
+        raise ValueError("empty path")
+    return Path(text.strip())
+
+
+def _log_dirs(text: str) -> Path:
+    dirs = [d for d in text.split(",") if d.strip()]
+    if len(dirs) > 1:
+        raise ValueError("minibroker keeps its data in one directory, not a list")
+    return _path(dirs[0] if dirs else "")
+
+
+def _fsync(text: str) -> FsyncPolicy:
+    return FsyncPolicy.parse(text)
+
+
+_PORT = _int(0, 65535)
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    parse: Callable[[str], object]
+    default: object
+    help: str
+    metavar: str | None = None
+    optional_value: bool = False   # "--ephemeral" alone means true
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "MINIBROKER_" + self.dest.upper()
+
+
+_D = Config()
+_BYTES = "bytes"
+OPTIONS: tuple[Option, ...] = (
+    Option("--host", _text, _D.host, "address to listen on"),
+    Option("--port", _PORT, _D.port, "TCP port to listen on (0-65535); 0 picks a free one"),
+    Option("--advertised-host", _text, None,
+           "host name clients are told to connect to in Metadata answers (default: --host, or "
+           "localhost when listening on all addresses)"),
+    Option("--advertised-port", _PORT, None,
+           "port clients are told to connect to (default: the bound port)"),
+    Option("--listeners", _text, None,
+           "sockets to listen on, Kafka's listeners syntax, e.g. "
+           "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092; an empty host means every "
+           "interface, port 0 a free port; replaces --host/--port and the --advertised-host/"
+           "--advertised-port shorthand; every listener is PLAINTEXT",
+           metavar="NAME://HOST:PORT,..."),
+    Option("--advertised-listeners", _text, None,
+           "the address each listener gives its clients in Metadata and FindCoordinator "
+           "answers, e.g. INTERNAL://minibroker:29092,EXTERNAL://localhost:9092; a listener "
+           "left out advertises its own host (localhost for every-interface) and port; port 0 "
+           "means the bound port; without --listeners, the one listener is PLAINTEXT on "
+           "--host/--port", metavar="NAME://HOST:PORT,..."),
+    Option("--data-dir", _path, _D.data_dir,
+           "where topics, segments and broker state live (Kafka's log.dirs, one directory)"),
+    Option("--ephemeral", _bool, _D.ephemeral,
+           "keep data in a new temporary directory, removed when the broker stops, and never "
+           "fsync: a throw-away broker for CI; --data-dir is ignored", metavar="BOOL",
+           optional_value=True),
+    Option("--ready-file", _path, None,
+           "once every listener accepts connections, write FILE (atomically) with one line per "
+           "listener, its advertised host:port, the first listener first", metavar="FILE"),
+    Option("--node-id", _int(0, INT32_MAX), _D.node_id,
+           "broker id reported in Metadata, Kafka's node.id"),
+    Option("--num-partitions", _int(1, INT32_MAX, " (Kafka's num.partitions)"), _D.num_partitions,
+           "partitions of auto-created topics, Kafka's num.partitions"),
+    Option("--auto-create-topics", _bool, _D.auto_create_topics,
+           "create unknown topics on Metadata requests, Kafka's auto.create.topics.enable",
+           metavar="BOOL"),
+    Option("--fsync", _fsync, _D.fsync,
+           "when appended data is forced to disk: 'always' before every produce answer, "
+           "every MS milliseconds in the background (Kafka's log.flush.interval.ms), or "
+           "'never' (leave it to the OS)", metavar="always|never|MS"),
+    # LogConfig: segment.bytes atLeast(LegacyRecord.RECORD_OVERHEAD_V0 = 14), an INT.
+    Option("--segment-bytes", _int(14, INT32_MAX, " (Kafka's log.segment.bytes)"), _D.segment_bytes,
+           "roll a new segment at this size, Kafka's log.segment.bytes"),
+    Option("--segment-ms", _int(1, why=" (Kafka's log.roll.ms)"), _D.segment_ms,
+           "roll a new segment after this age, Kafka's log.roll.ms"),
+    Option("--retention-ms", _ms_or_forever, _D.retention_ms,
+           "delete segments older than this, -1 keeps forever, Kafka's log.retention.ms"),
+    Option("--retention-bytes", _int(-1), _D.retention_bytes,
+           "delete old segments while a partition is larger than this, -1 = no limit, Kafka's "
+           "log.retention.bytes"),
+    Option("--retention-check-interval-ms", _int(1), _D.retention_check_interval_ms,
+           "how often retention runs, Kafka's log.retention.check.interval.ms"),
+    Option("--producer-id-expiration-ms", _int(1, INT32_MAX), _D.producer_id_expiration_ms,
+           "forget an idempotent producer's state after this long without a write, Kafka's "
+           "producer.id.expiration.ms"),
+    Option("--producer-id-expiration-check-interval-ms", _int(1, INT32_MAX),
+           _D.producer_id_expiration_check_interval_ms,
+           "how often expired producer state is removed, Kafka's "
+           "producer.id.expiration.check.interval.ms"),
+    Option("--transaction-max-timeout-ms", _int(1, INT32_MAX), _D.transaction_max_timeout_ms,
+           "largest transaction.timeout.ms a producer may ask for, Kafka's "
+           "transaction.max.timeout.ms"),
+    Option("--transactional-id-expiration-ms", _int(1, INT32_MAX), _D.transactional_id_expiration_ms,
+           "forget a transactional id idle this long, Kafka's transactional.id.expiration.ms"),
+    Option("--transaction-abort-check-interval-ms", _int(1, INT32_MAX),
+           _D.transaction_abort_check_interval_ms,
+           "how often transactions past their timeout are aborted, Kafka's "
+           "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+    Option("--transactional-id-expiration-check-interval-ms", _int(1, INT32_MAX),
+           _D.transactional_id_expiration_check_interval_ms,
+           "how often expired transactional ids are removed, Kafka's "
+           "transaction.remove.expired.transaction.cleanup.interval.ms"),
+    Option("--group-initial-rebalance-delay-ms", _int(0, INT32_MAX),
+           _D.group_initial_rebalance_delay_ms,
+           "how long a new group waits for more members before its first rebalance, Kafka's "
+           "group.initial.rebalance.delay.ms"),
+    Option("--message-max-bytes", _int(0, INT32_MAX, " (Kafka's message.max.bytes)"),
+           _D.message_max_bytes, "largest record batch accepted, Kafka's message.max.bytes"),
+    Option("--max-request-bytes", _int(1, INT32_MAX), _D.max_request_bytes,
+           "largest request frame accepted before the connection is closed, Kafka's "
+           "socket.request.max.bytes"),
+    Option("--queued-max-request-bytes", _int(1), _D.queued_max_request_bytes,
+           "bytes that all connections' partly received and not yet answered requests may hold "
+           "together; beyond it the broker stops reading from sockets until memory frees, Kafka's "
+           "queued.max.request.bytes"),
+    Option("--scrub-bytes-per-sec", _int(0), _D.scrub_bytes_per_sec,
+           "verify the checksums of closed segments in the background at this many bytes per "
+           "second; 0 turns the background scrub off"),
+    Option("--log-level", _choice("debug", "info", "warning", "error"), _D.log_level,
+           "debug, info, warning or error"),
+    Option("--log-format", _choice("console", "json"), _D.log_format,
+           "structured log output style: console or json"),
+)
+BY_FLAG = {o.flag: o for o in OPTIONS}
+# Kafka's log.dirs is a list; minibroker has one directory.
+_KAFKA_PARSE = {"log.dirs": _log_dirs, "log.dir": _log_dirs}
+_RANK = {prop: i for i, prop in enumerate(KAFKA_PROPERTIES)}
+
+
+def _default_text(o: Option) -> str:
+    if o.default is None:
+        return ""
+    if isinstance(o.default, bool):
+        return "; default " + str(o.default).lower()
+    return f"; default {o.default}"
 
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
-    d = Config()
-    opt = p.add_argument
-    opt("--host", default=_env("host", d.host),
-        help="address to listen on (env MINIBROKER_HOST; default %(default)s)")
-    opt("--port", type=int, default=int(_env("port", d.port)),
-        help="TCP port to listen on; 0 picks a free one (env MINIBROKER_PORT; default %(default)s)")
-    opt("--advertised-host", default=_env("advertised_host", None),
-        help="host name clients are told to connect to in Metadata answers "
-             "(env MINIBROKER_ADVERTISED_HOST; default: --host, or localhost when listening on all addresses)")
-    opt("--advertised-port", type=int, default=_env("advertised_port", None),
-        help="port clients are told to connect to (env MINIBROKER_ADVERTISED_PORT; default: the bound port)")
-    opt("--listeners", default=_env("listeners", None), metavar="NAME://HOST:PORT,...",
-        help="sockets to listen on, Kafka's listeners syntax, e.g. "
-             "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092; an empty host means every "
-             "interface, port 0 a free port; replaces --host/--port and the --advertised-host/"
-             "--advertised-port shorthand; every listener is PLAINTEXT (env MINIBROKER_LISTENERS)")
-    opt("--advertised-listeners", default=_env("advertised_listeners", None),
-        metavar="NAME://HOST:PORT,...",
-        help="the address each listener gives its clients in Metadata and FindCoordinator "
-             "answers, e.g. INTERNAL://minibroker:29092,EXTERNAL://localhost:9092; a listener "
-             "left out advertises its own host (localhost for every-interface) and port; port 0 "
-             "means the bound port (env MINIBROKER_ADVERTISED_LISTENERS)")
-    opt("--data-dir", type=Path, default=Path(_env("data_dir", d.data_dir)),
-        help="where topics, segments and broker state live (env MINIBROKER_DATA_DIR; default ./%(default)s)")
-    opt("--ephemeral", type=_bool, nargs="?", const=True,
-        default=_bool(_env("ephemeral", d.ephemeral)), metavar="BOOL",
-        help="keep data in a new temporary directory, removed when the broker stops, and never "
-             "fsync: a throw-away broker for CI; --data-dir is ignored (env MINIBROKER_EPHEMERAL; "
-             "default false)")
-    opt("--ready-file", type=Path, default=_env("ready_file", None), metavar="FILE",
-        help="once every listener accepts connections, write FILE (atomically) with one line per "
-             "listener, its advertised host:port, the first listener first "
-             "(env MINIBROKER_READY_FILE)")
-    opt("--node-id", type=int, default=int(_env("node_id", d.node_id)),
-        help="broker id reported in Metadata (env MINIBROKER_NODE_ID; default %(default)s)")
-    opt("--num-partitions", type=int, default=int(_env("num_partitions", d.num_partitions)),
-        help="partitions of auto-created topics, Kafka's num.partitions (env MINIBROKER_NUM_PARTITIONS; default %(default)s)")
-    opt("--auto-create-topics", type=_bool, default=_bool(_env("auto_create_topics", d.auto_create_topics)),
-        metavar="BOOL",
-        help="create unknown topics on Metadata requests, Kafka's auto.create.topics.enable "
-             "(env MINIBROKER_AUTO_CREATE_TOPICS; default true)")
-    opt("--fsync", type=FsyncPolicy.parse, default=FsyncPolicy.parse(str(_env("fsync", "1000"))),
-        metavar="always|never|MS",
-        help="when appended data is forced to disk: 'always' before every produce answer, "
-             "every MS milliseconds in the background, or 'never' (leave it to the OS) "
-             "(env MINIBROKER_FSYNC; default 1000)")
-    opt("--segment-bytes", type=int, default=int(_env("segment_bytes", d.segment_bytes)),
-        help="roll a new segment at this size, Kafka's log.segment.bytes (env MINIBROKER_SEGMENT_BYTES; default %(default)s)")
-    opt("--segment-ms", type=int, default=int(_env("segment_ms", d.segment_ms)),
-        help="roll a new segment after this age, Kafka's log.roll.ms (env MINIBROKER_SEGMENT_MS; default %(default)s)")
-    opt("--retention-ms", type=int, default=int(_env("retention_ms", d.retention_ms)),
-        help="delete segments older than this, -1 keeps forever, Kafka's log.retention.ms "
-             "(env MINIBROKER_RETENTION_MS; default %(default)s = 7 days)")
-    opt("--retention-bytes", type=int, default=int(_env("retention_bytes", d.retention_bytes)),
-        help="delete old segments while a partition is larger than this, -1 = no limit "
-             "(env MINIBROKER_RETENTION_BYTES; default %(default)s)")
-    opt("--retention-check-interval-ms", type=int,
-        default=int(_env("retention_check_interval_ms", d.retention_check_interval_ms)),
-        help="how often retention runs (env MINIBROKER_RETENTION_CHECK_INTERVAL_MS; default %(default)s)")
-    opt("--producer-id-expiration-ms", type=int,
-        default=int(_env("producer_id_expiration_ms", d.producer_id_expiration_ms)),
-        help="forget an idempotent producer's state after this long without a write, Kafka's "
-             "producer.id.expiration.ms (env MINIBROKER_PRODUCER_ID_EXPIRATION_MS; default %(default)s = 1 day)")
-    opt("--producer-id-expiration-check-interval-ms", type=int,
-        default=int(_env("producer_id_expiration_check_interval_ms",
-                         d.producer_id_expiration_check_interval_ms)),
-        help="how often expired producer state is removed "
-             "(env MINIBROKER_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS; default %(default)s)")
-    opt("--transaction-max-timeout-ms", type=int,
-        default=int(_env("transaction_max_timeout_ms", d.transaction_max_timeout_ms)),
-        help="largest transaction.timeout.ms a producer may ask for, Kafka's "
-             "transaction.max.timeout.ms (env MINIBROKER_TRANSACTION_MAX_TIMEOUT_MS; default %(default)s)")
-    opt("--transactional-id-expiration-ms", type=int,
-        default=int(_env("transactional_id_expiration_ms", d.transactional_id_expiration_ms)),
-        help="forget a transactional id idle this long, Kafka's transactional.id.expiration.ms "
-             "(env MINIBROKER_TRANSACTIONAL_ID_EXPIRATION_MS; default %(default)s = 7 days)")
-    opt("--transaction-abort-check-interval-ms", type=int,
-        default=int(_env("transaction_abort_check_interval_ms", d.transaction_abort_check_interval_ms)),
-        help="how often transactions past their timeout are aborted, Kafka's "
-             "transaction.abort.timed.out.transaction.cleanup.interval.ms "
-             "(env MINIBROKER_TRANSACTION_ABORT_CHECK_INTERVAL_MS; default %(default)s)")
-    opt("--transactional-id-expiration-check-interval-ms", type=int,
-        default=int(_env("transactional_id_expiration_check_interval_ms",
-                         d.transactional_id_expiration_check_interval_ms)),
-        help="how often expired transactional ids are removed, Kafka's "
-             "transaction.remove.expired.transaction.cleanup.interval.ms "
-             "(env MINIBROKER_TRANSACTIONAL_ID_EXPIRATION_CHECK_INTERVAL_MS; default %(default)s)")
-    opt("--group-initial-rebalance-delay-ms", type=int,
-        default=int(_env("group_initial_rebalance_delay_ms", d.group_initial_rebalance_delay_ms)),
-        help="how long a new group waits for more members before its first rebalance, Kafka's "
-             "group.initial.rebalance.delay.ms (env MINIBROKER_GROUP_INITIAL_REBALANCE_DELAY_MS; "
-             "default %(default)s)")
-    opt("--message-max-bytes", type=int, default=int(_env("message_max_bytes", d.message_max_bytes)),
-        help="largest record batch accepted, Kafka's message.max.bytes (env MINIBROKER_MESSAGE_MAX_BYTES; default %(default)s)")
-    opt("--max-request-bytes", type=int, default=int(_env("max_request_bytes", d.max_request_bytes)),
-        help="largest request frame accepted before the connection is closed, Kafka's "
-             "socket.request.max.bytes (env MINIBROKER_MAX_REQUEST_BYTES; default %(default)s)")
-    opt("--queued-max-request-bytes", type=int,
-        default=int(_env("queued_max_request_bytes", d.queued_max_request_bytes)),
-        help="bytes that all connections' partly received and not yet answered requests may hold "
-             "together; beyond it the broker stops reading from sockets until memory frees, Kafka's "
-             "queued.max.request.bytes (env MINIBROKER_QUEUED_MAX_REQUEST_BYTES; default %(default)s)")
-    opt("--scrub-bytes-per-sec", type=int,
-        default=int(_env("scrub_bytes_per_sec", d.scrub_bytes_per_sec)),
-        help="verify the checksums of closed segments in the background at this many bytes per "
-             "second; 0 turns the background scrub off (env MINIBROKER_SCRUB_BYTES_PER_SEC; "
-             "default %(default)s)")
-    opt("--log-level", default=_env("log_level", d.log_level),
-        choices=["debug", "info", "warning", "error"],
-        help="(env MINIBROKER_LOG_LEVEL; default %(default)s)")
-    opt("--log-format", default=_env("log_format", d.log_format), choices=["console", "json"],
-        help="structured log output style (env MINIBROKER_LOG_FORMAT; default %(default)s)")
+    """The broker's options. Values stay text here: they are checked by ``load`` whatever
+    their source, so a bad environment variable cannot break ``--help``."""
+    for o in OPTIONS:
+        kwargs = dict(default=None, metavar=o.metavar, dest=o.dest,
+                      help=f"{o.help} (env {o.env}{_default_text(o)})".replace("%", "%%"))
+        if o.optional_value:
+            kwargs.update(nargs="?", const="true")
+        p.add_argument(o.flag, **kwargs)
+    p.add_argument("--config", default=None, metavar="FILE", dest="config",
+                   help="read Kafka's server.properties format (or KAFKA_*/MINIBROKER_* "
+                        "KEY=VALUE lines) from FILE; the properties minibroker has no use for "
+                        "are logged and ignored (env MINIBROKER_CONFIG)")
+    p.add_argument("--wait-for-config", default=None, metavar="FILE", dest="wait_for_config",
+                   help="before binding, wait until FILE exists and read it like --config, above "
+                        "every source but the command line: the Testcontainers way to learn "
+                        "the mapped port (env MINIBROKER_WAIT_FOR_CONFIG)")
 
 
-def config_from_args(ns: argparse.Namespace) -> Config:
-    """Raises ``listeners.ListenerError`` for a listener list Kafka would refuse."""
-    advertised_port = int(ns.advertised_port) if ns.advertised_port else None
-    listeners = resolve(ns.listeners, ns.advertised_listeners, host=ns.host, port=ns.port,
-                        advertised_host=ns.advertised_host, advertised_port=advertised_port)
-    return Config(
-        listeners=listeners if ns.listeners else (),
-        ready_file=Path(ns.ready_file) if ns.ready_file else None,
-        ephemeral=ns.ephemeral,
-        host=ns.host,
-        port=ns.port,
-        advertised_host=ns.advertised_host,
-        advertised_port=advertised_port,
-        data_dir=ns.data_dir,
-        node_id=ns.node_id,
-        num_partitions=ns.num_partitions,
-        auto_create_topics=ns.auto_create_topics,
-        fsync=ns.fsync,
-        segment_bytes=ns.segment_bytes,
-        segment_ms=ns.segment_ms,
-        retention_ms=ns.retention_ms,
-        retention_bytes=ns.retention_bytes,
-        retention_check_interval_ms=ns.retention_check_interval_ms,
-        message_max_bytes=ns.message_max_bytes,
-        producer_id_expiration_ms=ns.producer_id_expiration_ms,
-        group_initial_rebalance_delay_ms=ns.group_initial_rebalance_delay_ms,
-        transaction_max_timeout_ms=ns.transaction_max_timeout_ms,
-        transactional_id_expiration_ms=ns.transactional_id_expiration_ms,
-        transaction_abort_check_interval_ms=ns.transaction_abort_check_interval_ms,
-        transactional_id_expiration_check_interval_ms=ns.transactional_id_expiration_check_interval_ms,
-        producer_id_expiration_check_interval_ms=ns.producer_id_expiration_check_interval_ms,
-        max_request_bytes=ns.max_request_bytes,
-        queued_max_request_bytes=ns.queued_max_request_bytes,
-        scrub_bytes_per_sec=ns.scrub_bytes_per_sec,
-        log_level=ns.log_level,
-        log_format=ns.log_format,
-    )
+@dataclass
+class Loaded:
+    config: Config
+    # (event, fields) to log once logging is configured: the configuration is read first.
+    notes: list[tuple[str, dict]] = field(default_factory=list)
+    config_file: Path | None = None
+    wait_for_config: Path | None = None
+
+
+@dataclass
+class _Value:
+    text: str
+    label: str                          # where it came from, for error lines
+    parse: Callable[[str], object] | None = None   # overrides the option's parser
+    scale: int = 1
+    prop_rank: int = 1 << 30            # Kafka property priority: lower wins within a source
+
+
+def _read_file(path: Path, problems: list[str]) -> list[tuple[int, str, str]]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        problems.append(f"{path}: no such file")
+    except IsADirectoryError:
+        problems.append(f"{path}: is a directory, not a properties file")
+    except (OSError, UnicodeDecodeError) as e:
+        problems.append(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}")
+    else:
+        try:
+            return parse_properties(text, str(path))
+        except PropertiesError as e:
+            problems.append(str(e))
+    return []
+
+
+class _Layer:
+    """One source's values by option flag, plus the Kafka properties it set."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, _Value] = {}
+        self.listener_props: dict[str, str] = {}
+        self.ignored: list[str] = []
+        self.kafka_used: list[str] = []
+
+    def add_kafka(self, prop: str, value: str, label: str) -> None:
+        if prop in LISTENER_PROPERTIES:
+            self.listener_props[prop] = value
+            return
+        m = KAFKA_PROPERTIES.get(prop)
+        if m is None:
+            self.ignored.append(prop)
+            return
+        # The first property listed for an option wins over later ones (ms over hours).
+        rank = _RANK[prop]
+        current = self.values.get(m.option)
+        if current is not None and current.prop_rank < rank:
+            return
+        self.values[m.option] = _Value(value, label, _KAFKA_PARSE.get(prop), m.scale, rank)
+        self.kafka_used.append(prop)
+
+
+def _file_layer(path: Path, problems: list[str]) -> _Layer:
+    layer = _Layer()
+    env_names = {o.env: o for o in OPTIONS}
+    for lineno, key, value in _read_file(path, problems):
+        label = f"{path}:{lineno}: {key}={value!r}"
+        if key.startswith("MINIBROKER_"):
+            o = env_names.get(key)
+            if o is None:
+                problems.append(f"{path}:{lineno}: {key} is not a minibroker option")
+            else:
+                layer.values[o.flag] = _Value(value, label)
+        elif key.startswith("KAFKA_"):
+            layer.add_kafka(env_to_property(key), value, label)
+        else:
+            layer.add_kafka(key, value, label)
+    return layer
+
+
+def _env_layers(env) -> tuple[_Layer, _Layer]:
+    mini = _Layer()
+    for o in OPTIONS:
+        if o.env in env:
+            mini.values[o.flag] = _Value(env[o.env], f"{o.env}={env[o.env]!r}")
+    kafka = _Layer()
+    for prop, (value, name) in sorted(kafka_env(env).items()):
+        kafka.add_kafka(prop, value, f"{name}={value!r}")
+    return mini, kafka
+
+
+def _cli_layer(ns: argparse.Namespace) -> _Layer:
+    layer = _Layer()
+    for o in OPTIONS:
+        text = getattr(ns, o.dest, None)
+        if text is not None:
+            layer.values[o.flag] = _Value(text, f"{o.flag} {text!r}")
+    return layer
+
+
+def _meta(ns: argparse.Namespace, env, name: str, problems: list[str]) -> Path | None:
+    text = getattr(ns, name, None)
+    label = "--" + name.replace("_", "-")
+    if text is None:
+        var = "MINIBROKER_" + name.upper()
+        text, label = env.get(var), var
+    if text is None:
+        return None
+    if not text.strip():
+        problems.append(f"{label}: empty path")
+        return None
+    return Path(text)
+
+
+def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> Loaded:
+    """The configuration from every source, or ``ConfigError`` listing every problem.
+
+    ``read_wait_file``: also read the ``--wait-for-config`` file (which must exist by now).
+    """
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    config_file = _meta(ns, env, "config", problems)
+    positional = getattr(ns, "properties", None)
+    if positional is not None:
+        if config_file is not None and getattr(ns, "config", None) is not None:
+            problems.append("give the properties file once: as --config or as the argument")
+        config_file = Path(positional)
+    wait_file = _meta(ns, env, "wait_for_config", problems)
+
+    mini_env, kafka_env_layer = _env_layers(env)
+    layers = [_cli_layer(ns)]
+    if read_wait_file and wait_file is not None:
+        layers.append(_file_layer(wait_file, problems))
+    layers += [kafka_env_layer, mini_env]
+    if config_file is not None:
+        layers.append(_file_layer(config_file, problems))
+
+    values: dict[str, object] = {}
+    for o in OPTIONS:
+        source = next((lay.values[o.flag] for lay in layers if o.flag in lay.values), None)
+        if source is None:
+            values[o.dest] = o.default
+            continue
+        parse = source.parse or o.parse
+        try:
+            value = parse(source.text)
+            if source.scale != 1:
+                # Kafka: a negative hours/minutes retention means forever, as -1 ms does.
+                value = -1 if value < 0 else value * source.scale
+                o.parse(str(value))       # the scaled value within the option's bounds
+            values[o.dest] = value
+        except ValueError as e:
+            problems.append(f"{source.label}: {e}")
+
+    notes: list[tuple[str, dict]] = []
+    listener_props: dict[str, str] = {}
+    for lay in reversed(layers):
+        listener_props.update(lay.listener_props)
+    if listener_props and not problems:
+        for flag in ("--listeners", "--advertised-listeners"):
+            if values.get(flag[2:].replace("-", "_")):
+                try:
+                    kept, dropped = filter_listeners(
+                        values[flag[2:].replace("-", "_")],
+                        listener_props.get("listener.security.protocol.map"),
+                        listener_props.get("controller.listener.names"), flag)
+                except PropertiesError as e:
+                    problems.append(str(e))
+                    continue
+                values[flag[2:].replace("-", "_")] = kept or None
+                if dropped and flag == "--listeners":
+                    notes.append(("config.controller_listeners_dropped",
+                                  {"names": dropped,
+                                   "reason": "minibroker has no controller quorum"}))
+    ignored = sorted({p for lay in layers for p in lay.ignored})
+    if ignored:
+        notes.append(("config.kafka_properties_ignored",
+                      {"properties": ignored, "reason": "no minibroker equivalent"}))
+    used = sorted({p for lay in layers for p in lay.kafka_used})
+    if used:
+        notes.append(("config.kafka_properties_applied", {"properties": used}))
+    if problems:
+        raise ConfigError(problems)
+
+    try:
+        config = _build(values)
+    except ListenerError as e:
+        raise ConfigError([str(e)]) from None
+    return Loaded(config, notes, config_file, wait_file)
+
+
+def _build(v: dict) -> Config:
+    listeners_text, advertised_text = v["listeners"], v["advertised_listeners"]
+    if advertised_text and not listeners_text and not (v["advertised_host"] or v["advertised_port"]):
+        # Kafka's listeners default is PLAINTEXT://:9092; here it is the --host/--port listener.
+        listeners_text = f"PLAINTEXT://{'[' + v['host'] + ']' if ':' in v['host'] else v['host']}:{v['port']}"
+    listeners = resolve(listeners_text, advertised_text, host=v["host"], port=v["port"],
+                        advertised_host=v["advertised_host"] or None,
+                        advertised_port=v["advertised_port"] or None)
+    fields = {k: val for k, val in v.items() if k not in ("listeners", "advertised_listeners")}
+    fields["advertised_host"] = v["advertised_host"] or None
+    fields["advertised_port"] = v["advertised_port"] or None
+    return Config(listeners=listeners if listeners_text else (), **fields)
+
+
+def config_from_args(ns: argparse.Namespace, env=None) -> Config:
+    """Raises ``ConfigError`` (every problem, one line each)."""
+    return load(ns, env).config

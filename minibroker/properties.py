@@ -1,0 +1,156 @@
+"""Kafka's own configuration names, read where they mean what a minibroker option means.
+
+Two sources speak them: a ``server.properties`` file (as ``kafka-server-start.sh`` takes it)
+and ``KAFKA_*`` environment variables, named the way the apache/kafka image turns them into
+properties (docker/resources/common-scripts/configure in apache/kafka: ``_`` is ``.``, ``__``
+is ``_``, ``___`` is ``-``, lower-cased). Properties minibroker has no use for are reported
+once and ignored, so an environment written for apache/kafka starts unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Kafka property -> minibroker option, and how the value converts. Where several properties
+# set one option, the first one present wins, as in Kafka (log.retention.ms over .minutes
+# over .hours; KafkaConfig.logRetentionTimeMillis).
+_HOUR_MS = 3_600_000
+_MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Mapping:
+    option: str            # the minibroker option, "--num-partitions"
+    scale: int = 1         # hours/minutes properties turn into milliseconds
+
+
+KAFKA_PROPERTIES: dict[str, Mapping] = {
+    "listeners": Mapping("--listeners"),
+    "advertised.listeners": Mapping("--advertised-listeners"),
+    "log.dirs": Mapping("--data-dir"),
+    "log.dir": Mapping("--data-dir"),
+    "node.id": Mapping("--node-id"),
+    "broker.id": Mapping("--node-id"),
+    "num.partitions": Mapping("--num-partitions"),
+    "auto.create.topics.enable": Mapping("--auto-create-topics"),
+    "log.flush.interval.ms": Mapping("--fsync"),
+    "log.segment.bytes": Mapping("--segment-bytes"),
+    "log.roll.ms": Mapping("--segment-ms"),
+    "log.roll.hours": Mapping("--segment-ms", _HOUR_MS),
+    "log.retention.ms": Mapping("--retention-ms"),
+    "log.retention.minutes": Mapping("--retention-ms", _MINUTE_MS),
+    "log.retention.hours": Mapping("--retention-ms", _HOUR_MS),
+    "log.retention.bytes": Mapping("--retention-bytes"),
+    "log.retention.check.interval.ms": Mapping("--retention-check-interval-ms"),
+    "producer.id.expiration.ms": Mapping("--producer-id-expiration-ms"),
+    "producer.id.expiration.check.interval.ms": Mapping("--producer-id-expiration-check-interval-ms"),
+    "transaction.max.timeout.ms": Mapping("--transaction-max-timeout-ms"),
+    "transactional.id.expiration.ms": Mapping("--transactional-id-expiration-ms"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+        Mapping("--transaction-abort-check-interval-ms"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms":
+        Mapping("--transactional-id-expiration-check-interval-ms"),
+    "group.initial.rebalance.delay.ms": Mapping("--group-initial-rebalance-delay-ms"),
+    "message.max.bytes": Mapping("--message-max-bytes"),
+    "socket.request.max.bytes": Mapping("--max-request-bytes"),
+    "queued.max.request.bytes": Mapping("--queued-max-request-bytes"),
+}
+
+# Read to shape the listener list, not options of their own.
+LISTENER_PROPERTIES = ("listener.security.protocol.map", "controller.listener.names")
+
+# KAFKA_* variables of the apache/kafka image that are not broker properties (its launch
+# scripts read them), so they are neither mapped nor reported.
+NOT_PROPERTIES = frozenset({
+    "KAFKA_HEAP_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_OPTS",
+    "KAFKA_JMX_OPTS", "KAFKA_OPTS", "KAFKA_DEBUG", "KAFKA_VERSION", "KAFKA_HOME",
+    "KAFKA_LOG4J_LOGGERS", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_TOOLS_LOG4J_LOGLEVEL",
+    "KAFKA_CLUSTER_ID", "KAFKA_LOG_DIR", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME",
+})
+
+
+class PropertiesError(ValueError):
+    pass
+
+
+def env_to_property(name: str) -> str:
+    """``KAFKA_LOG_SEGMENT_BYTES`` -> ``log.segment.bytes`` (apache/kafka's image rule)."""
+    body = name[len("KAFKA_"):]
+    # Placeholders first, so that the single-underscore rule does not eat the longer ones.
+    body = body.replace("___", "\0DASH\0").replace("__", "\0UNDER\0").replace("_", ".")
+    return body.replace("\0DASH\0", "-").replace("\0UNDER\0", "_").lower()
+
+
+def kafka_env(env) -> dict[str, tuple[str, str]]:
+    """property -> (value, variable name) for every ``KAFKA_*`` variable that is a property."""
+    out = {}
+    for name, value in env.items():
+        if name.startswith("KAFKA_") and name not in NOT_PROPERTIES and len(name) > 6:
+            out[env_to_property(name)] = (value, name)
+    return out
+
+
+def parse_properties(text: str, source: str) -> list[tuple[int, str, str]]:
+    """(line number, key, value) of a Java ``.properties`` text: ``#``/``!`` comments, ``=``,
+    ``:`` or blank as separator, a trailing backslash continues the line. An ``export`` in
+    front of a key is dropped, so a shell-style ``export KAFKA_X=...`` file reads too."""
+    out = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        lineno, line = i + 1, lines[i].strip()
+        i += 1
+        while line.endswith("\\") and not line.endswith("\\\\") and i < len(lines):
+            line = line[:-1] + lines[i].strip()
+            i += 1
+        if not line or line[0] in "#!":
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        cut = min((p for p in (line.find("="), line.find(":"), line.find(" "), line.find("\t"))
+                   if p >= 0), default=-1)
+        if cut <= 0:
+            raise PropertiesError(f"{source}:{lineno}: {line!r} is not KEY=VALUE")
+        key, rest = line[:cut].strip(), line[cut:].lstrip()
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip()
+        out.append((lineno, key, _unquote(rest)))
+    return out
+
+
+def _unquote(value: str) -> str:
+    # A shell-style line quotes its value; Java properties never do, so this is unambiguous
+    # enough for the values minibroker reads (numbers, paths, listener lists).
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def filter_listeners(listeners: str, protocol_map: str | None,
+                     controller_names: str | None, label: str) -> tuple[str, list[str]]:
+    """The listeners a client may use: controller listeners dropped (minibroker has no
+    controller quorum), each remaining name checked to map to PLAINTEXT. Returns the list
+    and the names dropped."""
+    protocols: dict[str, str] = {}
+    for pair in (protocol_map or "").split(","):
+        if pair.strip():
+            name, sep, proto = pair.partition(":")
+            if not sep:
+                raise PropertiesError(f"{label}: listener.security.protocol.map entry {pair!r} "
+                                      "is not NAME:PROTOCOL")
+            protocols[name.strip().upper()] = proto.strip().upper()
+    controllers = {n.strip().upper() for n in (controller_names or "").split(",") if n.strip()}
+    kept, dropped = [], []
+    for item in (p.strip() for p in listeners.split(",")):
+        if not item:
+            continue
+        name = item.partition("://")[0].strip().upper()
+        if name in controllers:
+            dropped.append(name)
+            continue
+        proto = protocols.get(name, "PLAINTEXT")
+        if proto != "PLAINTEXT":
+            raise PropertiesError(f"{label}: listener {name} is {proto} in "
+                                  "listener.security.protocol.map; minibroker speaks PLAINTEXT only")
+        kept.append(item)
+    return ",".join(kept), dropped
