@@ -23,7 +23,13 @@ __all__ = ["SOURCE_NAME", "register"]
 
 
 def register(spark) -> str:
-    """Register the data source with ``spark`` (a SparkSession); returns its format name."""
+    """Register the data source with ``spark`` (a SparkSession); returns its format name.
+
+    Raises ``SparkExtraMissing`` (an ``ImportError``) saying how to install the extra when
+    pyspark or pyarrow is missing."""
+    from .extra import require_spark
+
+    require_spark("minibroker.spark")
     from .source import MinibrokerDataSource
 
     spark.dataSource.register(MinibrokerDataSource)

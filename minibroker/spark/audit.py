@@ -25,6 +25,7 @@ from minibroker_storage.offline import partition_dirs
 
 from .audit_checks import FAILURE, audit_partition
 from .coordinator_log import CoordinatorView, PartitionExpectations, read_coordinator_log
+from .extra import SparkExtraMissing, java_missing, require_spark
 
 # One row per partition: its report as JSON (a report is small; findings are capped).
 _MAX_FINDINGS = 1000
@@ -149,6 +150,18 @@ def main(argv: list[str]) -> int:
     if not os.path.isdir(args.data_dir):
         print(f"minibroker audit: {args.data_dir} is not a directory", file=sys.stderr)
         return 2
+    if not args.local:
+        try:
+            require_spark("minibroker audit")
+        except SparkExtraMissing as e:
+            print(f"{e}; or run the same checks without Spark: minibroker audit --local {args.data_dir}",
+                  file=sys.stderr)
+            return 2
+        if java_missing():
+            print("minibroker audit: Spark needs Java 17 or 21 (set JAVA_HOME or put java on PATH); "
+                  f"or run the same checks without Spark: minibroker audit --local {args.data_dir}",
+                  file=sys.stderr)
+            return 2
     started = time.perf_counter()
     if args.local:
         reports = audit_locally(args.data_dir, args.topics)
