@@ -79,19 +79,40 @@ class _Reader:
         self.pos += st.size
         return v
 
+    def _take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            raise GroupLogFormatError(f"field of {n} bytes at {self.pos} overruns the "
+                                      f"{len(self.data)}-byte record")
+        v = bytes(self.data[self.pos : self.pos + n])
+        self.pos += n
+        return v
+
     def string(self) -> str | None:
         n = self.fixed(_I16)
-        if n < 0:
+        if n == -1:
             return None
-        v = self.data[self.pos : self.pos + n].decode()
-        self.pos += n
+        if n < 0:
+            raise GroupLogFormatError(f"negative string length {n}")
+        try:
+            return self._take(n).decode()
+        except UnicodeDecodeError as e:
+            raise GroupLogFormatError(f"string is not UTF-8: {e}") from None
+
+    def required_string(self) -> str:
+        v = self.string()
+        if v is None:
+            raise GroupLogFormatError("null where a string is required")
         return v
 
     def bytes_(self) -> bytes:
         n = self.fixed(_I32)
-        v = bytes(self.data[self.pos : self.pos + max(n, 0)])
-        self.pos += max(n, 0)
-        return v
+        return self._take(max(n, 0))
+
+    def count(self) -> int:
+        n = self.fixed(_I32)
+        if n < 0 or n > len(self.data) - self.pos:
+            raise GroupLogFormatError(f"array of {n} entries overruns the record")
+        return n
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -102,14 +123,18 @@ def group_key(group: str) -> bytes:
     return _I16.pack(2) + _s(group)
 
 
-def decode_key(data: bytes):
-    """("offset", group, topic, partition) or ("group", group)."""
+def decode_key(data: bytes | None):
+    """("offset", group, topic, partition) or ("group", group); GroupLogFormatError for
+    anything else, so a replay can skip it (Kafka's GroupCoordinatorRecordSerde throws
+    for an unknown key version too, and its loader skips such records)."""
+    if data is None:
+        raise GroupLogFormatError("record without a key")
     r = _Reader(data)
     version = r.fixed(_I16)
     if version in (0, 1):
-        return ("offset", r.string(), r.string(), r.fixed(_I32))
+        return ("offset", r.required_string(), r.required_string(), r.fixed(_I32))
     if version == 2:
-        return ("group", r.string())
+        return ("group", r.required_string())
     raise GroupLogFormatError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -147,7 +172,7 @@ def decode_group(data: bytes) -> GroupValue:
     leader = r.string()
     ts = r.fixed(_I64)
     members = []
-    for _ in range(r.fixed(_I32)):
+    for _ in range(r.count()):
         members.append(MemberValue(r.string() or "", r.string(), r.string() or "", r.string() or "",
                                    r.fixed(_I32), r.fixed(_I32), r.bytes_(), r.bytes_()))
     return GroupValue(protocol_type, generation, protocol, leader, ts, tuple(members))

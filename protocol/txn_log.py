@@ -52,13 +52,19 @@ def encode_key(transactional_id: str) -> bytes:
     return _I16.pack(0) + _string(transactional_id)
 
 
-def decode_key(data: bytes) -> str:
-    if len(data) < 4:
-        raise TxnLogFormatError("transaction log key too short")
+def decode_key(data: bytes | None) -> str:
+    """The transactional id; TxnLogFormatError for anything else (a replay skips it)."""
+    if data is None or len(data) < 4:
+        raise TxnLogFormatError("transaction log key missing or shorter than 4 bytes")
     version, n = struct.unpack_from(">hh", data, 0)
-    if version != 0 or n < 0 or 4 + n != len(data):
-        raise TxnLogFormatError(f"unsupported transaction log key (version {version})")
-    return data[4:].decode()
+    if version != 0:
+        raise TxnLogFormatError(f"unsupported transaction log key version {version}")
+    if n < 0 or 4 + n != len(data):
+        raise TxnLogFormatError(f"transaction log key of {len(data)} bytes holds a string of {n}")
+    try:
+        return bytes(data[4:]).decode()
+    except UnicodeDecodeError as e:
+        raise TxnLogFormatError(f"transactional id is not UTF-8: {e}") from None
 
 
 def encode_value(v: TxnLogValue) -> bytes:
@@ -76,6 +82,7 @@ def encode_value(v: TxnLogValue) -> bytes:
 
 
 def decode_value(data: bytes) -> TxnLogValue:
+    """TxnLogFormatError for a value that is not a v0 TransactionLogValue."""
     try:
         version, pid, epoch, timeout, state = _VALUE_HEAD.unpack_from(data, 0)
         if version != 0:
@@ -84,17 +91,27 @@ def decode_value(data: bytes) -> TxnLogValue:
         (ntopics,) = _I32.unpack_from(data, pos)
         pos += 4
         parts = []
-        for _ in range(max(ntopics, 0)):
+        if state not in STATE_NAMES:
+            raise TxnLogFormatError(f"unknown transaction state {state}")
+        if ntopics < 0 or ntopics > len(data):
+            raise TxnLogFormatError(f"transaction log value claims {ntopics} topics")
+        for _ in range(ntopics):
             (n,) = _I16.unpack_from(data, pos)
             pos += 2
-            topic = data[pos : pos + n].decode()
+            if n < 0 or pos + n > len(data):
+                raise TxnLogFormatError(f"topic name of {n} bytes overruns the value")
+            topic = bytes(data[pos : pos + n]).decode()
             pos += n
             (np,) = _I32.unpack_from(data, pos)
             pos += 4
+            if np < 0 or pos + 4 * np > len(data):
+                raise TxnLogFormatError(f"{np} partitions overrun the value")
             for _ in range(np):
                 parts.append((topic, _I32.unpack_from(data, pos)[0]))
                 pos += 4
         last_update, start = _TAIL.unpack_from(data, pos)
     except struct.error as e:
         raise TxnLogFormatError(f"truncated transaction log value: {e}") from None
+    except UnicodeDecodeError as e:
+        raise TxnLogFormatError(f"topic name is not UTF-8: {e}") from None
     return TxnLogValue(pid, epoch, timeout, state, tuple(parts), last_update, start)

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import structlog
 
 from minibroker_protocol import group_log as gl
-from minibroker_protocol.batch import iter_headers
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.records import build_batch, decode_batch, parse_control_record
+from minibroker_protocol.records import build_batch, parse_control_record
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
+
+from . import replay
 
 log = structlog.get_logger("minibroker.group")
 
@@ -141,27 +142,36 @@ class GroupCoordinator:
         if info is None:
             return
         t0 = time.perf_counter()
-        records = 0
+        records = skipped = 0
+        skips = replay.Skips()
         for partition in range(info.partitions):
             plog = self.broker.get_log(GROUP_METADATA_TOPIC, partition)
-            offset = plog.log_start_offset
-            while offset < plog.log_end_offset:
-                view = plog.read(offset, 1 << 20)
-                if not len(view):
-                    break
-                for h in iter_headers(view):
-                    recs = decode_batch(view, h.position)
-                    if h.is_control:
-                        if recs:
-                            _v, kind = parse_control_record(recs[0].key)
-                            self._complete_txn_offsets(h.producer_id, kind == 1, log_it=False,
-                                                       partition=partition)
+            for h, recs in replay.batches(plog, GROUP_METADATA_TOPIC, partition,
+                                          plog.log_start_offset, "group_log.record_skipped",
+                                          skips):
+                if h.is_control:
+                    try:
+                        _v, kind = parse_control_record(recs[0].key) if recs else (0, -1)
+                    except ValueError as e:
+                        kind, reason = -1, str(e)
                     else:
-                        for rec in recs:
-                            records += 1
-                            self._replay(rec.key, rec.value, rec.offset,
-                                         h.producer_id if h.is_transactional else None)
-                    offset = h.next_offset
+                        reason = f"unknown control record type {kind}"
+                    if kind not in (0, 1):
+                        skipped += 1
+                        log.warning("group_log.record_skipped", topic=GROUP_METADATA_TOPIC,
+                                    partition=partition, offset=h.base_offset, reason=reason)
+                        continue
+                    self._complete_txn_offsets(h.producer_id, kind == 1, log_it=False,
+                                               partition=partition)
+                    continue
+                for rec in recs:
+                    records += 1
+                    reason = self._replay(rec.key, rec.value, rec.offset,
+                                          h.producer_id if h.is_transactional else None)
+                    if reason is not None:
+                        skipped += 1
+                        log.warning("group_log.record_skipped", topic=GROUP_METADATA_TOPIC,
+                                    partition=partition, offset=rec.offset, reason=reason)
         loop = asyncio.get_running_loop()
         for g in self.groups.values():
             # As Kafka's onGroupLoaded: the last persisted generation is Stable
@@ -170,44 +180,58 @@ class GroupCoordinator:
             for m in g.members.values():
                 m.expiry = loop.call_later(m.session_timeout_ms / 1000, self._expire, g, m)
         log.info("group.coordinator_loaded", groups=len(self.groups), records=records,
+                 skipped=skipped + skips.count,
                  ms=round((time.perf_counter() - t0) * 1000, 1))
 
-    def _replay(self, key: bytes, value: bytes | None, log_offset: int,
-                txn_pid: int | None) -> None:
-        k = gl.decode_key(key)
+    def _replay(self, key: bytes | None, value: bytes | None, log_offset: int,
+                txn_pid: int | None) -> str | None:
+        """Apply one record of the log; the reason it cannot be applied, if so. Decoding
+        comes first, so a bad record changes nothing."""
+        try:
+            k = gl.decode_key(key)
+            if value is None:
+                v = None
+            elif k[0] == "offset":
+                v = gl.decode_offset(value)
+            else:
+                v = gl.decode_group(value)
+        except gl.GroupLogFormatError as e:
+            return str(e)
         if k[0] == "offset":
             _, gid, topic, partition = k
             g = self.groups.setdefault(gid, Group(gid))
-            if value is None:
+            if v is None:
                 g.offsets.pop((topic, partition), None)
-                return
-            v = gl.decode_offset(value)
+                return None
             off = Offset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, log_offset)
             if txn_pid is not None:
                 g.txn_offsets.setdefault(txn_pid, {})[(topic, partition)] = off
             else:
                 g.offsets[(topic, partition)] = off
-        else:
-            _, gid = k
-            if value is None:
-                self.groups.pop(gid, None)
-                return
-            v = gl.decode_group(value)
-            g = self.groups.setdefault(gid, Group(gid))
-            g.generation = v.generation
-            g.protocol_type = v.protocol_type or None
-            g.protocol = v.protocol
-            g.leader = v.leader
-            g.members = {}
-            g.static = {}
-            for mv in v.members:
-                m = Member(mv.member_id, mv.instance_id, mv.client_id, mv.client_host,
-                           mv.session_timeout_ms, mv.rebalance_timeout_ms, g.protocol_type or "",
-                           [(v.protocol or "", mv.subscription)], assignment=mv.assignment,
-                           is_new=False)
-                g.members[m.member_id] = m
-                if m.instance_id is not None:
-                    g.static[m.instance_id] = m.member_id
+            return None
+        _, gid = k
+        if v is None:
+            self.groups.pop(gid, None)
+            return None
+        self._apply_group_value(self.groups.setdefault(gid, Group(gid)), v)
+        return None
+
+    @staticmethod
+    def _apply_group_value(g: Group, v: gl.GroupValue) -> None:
+        g.generation = v.generation
+        g.protocol_type = v.protocol_type or None
+        g.protocol = v.protocol
+        g.leader = v.leader
+        g.members = {}
+        g.static = {}
+        for mv in v.members:
+            m = Member(mv.member_id, mv.instance_id, mv.client_id, mv.client_host,
+                       mv.session_timeout_ms, mv.rebalance_timeout_ms, g.protocol_type or "",
+                       [(v.protocol or "", mv.subscription)], assignment=mv.assignment,
+                       is_new=False)
+            g.members[m.member_id] = m
+            if m.instance_id is not None:
+                g.static[m.instance_id] = m.member_id
 
     # -- JoinGroup --------------------------------------------------------------------
     async def join(self, *, group_id: str, member_id: str, instance_id: str | None,

@@ -18,10 +18,11 @@ import structlog
 
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.records import build_batch, build_control_batch, decode_batch
-from minibroker_protocol.batch import iter_headers
+from minibroker_protocol.records import build_batch, build_control_batch
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker_storage.errors import ProducerStateError, StorageError
+
+from . import replay
 
 log = structlog.get_logger("minibroker.txn")
 
@@ -122,28 +123,24 @@ class TransactionCoordinator:
         if plog is None:
             return
         t0 = time.perf_counter()
-        records = 0
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            view = plog.read(offset, 1 << 20)
-            if not len(view):
-                break
-            for header in iter_headers(view):
-                for rec in decode_batch(view, header.position):
-                    records += 1
-                    tid = tl.decode_key(rec.key)
-                    if rec.value is None:
-                        self._forget(tid)
-                        continue
-                    v = tl.decode_value(rec.value)
-                    meta = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.state,
-                                       set(v.partitions), v.start_ms, v.last_update_ms)
-                    old = self.txns.get(tid)
-                    if old is not None:
-                        self._by_pid.pop(old.producer_id, None)
-                    self.txns[tid] = meta
-                    self._by_pid[meta.producer_id] = tid
-                offset = header.next_offset
+        records = skipped = 0
+        skips = replay.Skips()
+        for header, recs in replay.batches(plog, TRANSACTION_STATE_TOPIC, 0, plog.log_start_offset,
+                                           "txn_log.record_skipped", skips):
+            if header.is_control:
+                # A marker has no business here (an AddPartitionsToTxn of this topic used to
+                # put one here); it carries no coordinator state.
+                log.warning("txn_log.record_skipped", topic=TRANSACTION_STATE_TOPIC, partition=0,
+                            offset=header.base_offset, reason="control batch in the transaction log")
+                skipped += 1
+                continue
+            for rec in recs:
+                records += 1
+                reason = self._replay(rec.key, rec.value)
+                if reason is not None:
+                    skipped += 1
+                    log.warning("txn_log.record_skipped", topic=TRANSACTION_STATE_TOPIC,
+                                partition=0, offset=rec.offset, reason=reason)
         rolled = 0
         for meta in list(self.txns.values()):
             if meta.state in (tl.PREPARE_COMMIT, tl.PREPARE_ABORT):
@@ -157,7 +154,26 @@ class TransactionCoordinator:
                 self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
                 rolled += 1
         log.info("txn.coordinator_loaded", transactional_ids=len(self.txns), records=records,
-                 rolled_forward=rolled, ms=round((time.perf_counter() - t0) * 1000, 1))
+                 skipped=skipped + skips.count, rolled_forward=rolled, ms=round((time.perf_counter() - t0) * 1000, 1))
+
+    def _replay(self, key: bytes | None, value: bytes | None) -> str | None:
+        """Apply one record of the log; the reason it cannot be applied, if so."""
+        try:
+            tid = tl.decode_key(key)
+            v = tl.decode_value(value) if value is not None else None
+        except tl.TxnLogFormatError as e:
+            return str(e)
+        if v is None:
+            self._forget(tid)
+            return None
+        meta = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.state,
+                           set(v.partitions), v.start_ms, v.last_update_ms)
+        old = self.txns.get(tid)
+        if old is not None and self._by_pid.get(old.producer_id) == tid:
+            del self._by_pid[old.producer_id]
+        self.txns[tid] = meta
+        self._by_pid[meta.producer_id] = tid
+        return None
 
     def _forget(self, tid: str) -> None:
         old = self.txns.pop(tid, None)
