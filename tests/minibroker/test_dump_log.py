@@ -65,3 +65,211 @@ def test_dump_log_flags_corrupt_batch(tmp_path, capsys):
 
 def test_dump_log_missing_file(tmp_path, capsys):
     assert main([str(tmp_path / "nope.log")]) == 2
+
+
+# --------------------------------------------------------------------- issue 13
+
+import os  # noqa: E402
+import random  # noqa: E402
+import struct  # noqa: E402
+
+import pytest  # noqa: E402
+
+SEG0 = "00000000000000000000"
+
+
+def _partition(tmp_path, roll: bool = True):
+    """t-0 closed cleanly: one producer's transactions (every other one aborted), two
+    segments when ``roll``, index entries every ~100 bytes, producer snapshots."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=4096 if roll else 1 << 20, index_interval_bytes=100)
+    plog = PartitionLog.open(str(directory), config)
+    for i in range(30):
+        plog.append(build_batch([{"key": b"k", "value": b"v%d" % i * 20, "timestamp": 1000 + i}],
+                                producer_id=7, producer_epoch=0, base_sequence=i, transactional=True))
+        if i % 5 == 4:
+            plog.append(build_control_batch(producer_id=7, producer_epoch=0, commit=i % 10 == 4,
+                                            coordinator_epoch=3, timestamp_ms=3000 + i))
+    plog.close()
+    return directory
+
+
+def _run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_directory_dumps_every_segment_file_in_offset_order(tmp_path, capsys):
+    directory = _partition(tmp_path)
+    rc, out, err = _run(capsys, directory)
+    assert rc == 0, err
+    assert err == ""
+    dumped = [line.split("/")[-1] for line in out.splitlines() if line.startswith("Dumping ")]
+    assert dumped == [f"{SEG0}.log", f"{SEG0}.index", f"{SEG0}.timeindex", f"{SEG0}.txnindex",
+                      "00000000000000000035.log", "00000000000000000035.index",
+                      "00000000000000000035.timeindex", "00000000000000000035.txnindex",
+                      "00000000000000000035.snapshot", "00000000000000000036.snapshot"]
+    assert "offset: 1 position: 109" in out.splitlines()
+    assert "timestamp: 3004 offset: 5" in out.splitlines()
+    # Kafka's AbortedTxn fields; i=9 and i=19 aborted (markers at offsets 11 and 23).
+    assert "version: 0 producerId: 7 firstOffset: 6 lastOffset: 11 lastStableOffset: 12" in out.splitlines()
+    assert "version: 0 producerId: 7 firstOffset: 18 lastOffset: 23 lastStableOffset: 24" in out.splitlines()
+    assert ("producerId: 7 producerEpoch: 0 coordinatorEpoch: 3 currentTxnFirstOffset: -1 "
+            "lastTimestamp: 3029 firstSequence: 29 lastSequence: 29 lastOffset: 34 offsetDelta: 0 "
+            "timestamp: 1029") in out.splitlines()
+    assert "invalid" not in out.replace("isvalid: true", "")
+
+
+def test_data_dir_is_refused_in_one_line(tmp_path, capsys):
+    _partition(tmp_path)
+    rc, out, err = _run(capsys, tmp_path)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "no segment files" in err and "<topic>-<partition>" in err
+
+
+def test_truncated_log_reports_invalid_bytes(tmp_path, capsys):
+    log = _partition(tmp_path, roll=False) / f"{SEG0}.log"
+    data = log.read_bytes()
+    log.write_bytes(data[:-30])  # the last batch (the marker at 35, 78 bytes) loses its end
+    rc, out, err = _run(capsys, log)
+    assert rc == 1, out
+    lines = out.splitlines()
+    assert lines[-1] == f"Found {78 - 30} invalid bytes at the end of {log.name}"
+    assert lines[-2].startswith("baseOffset: 34 lastOffset: 34 ")
+
+
+def test_random_bytes_report_invalid_bytes(tmp_path, capsys):
+    path = tmp_path / f"{SEG0}.log"
+    path.write_bytes(random.Random(13).randbytes(4096))
+    rc, out, err = _run(capsys, path)
+    assert rc == 1
+    assert out.splitlines() == [f"Dumping {path}", "Log starting offset: 0",
+                                f"Found 4096 invalid bytes at the end of {path.name}"]
+
+
+def test_zeroed_tail_is_preallocated_space_not_an_error(tmp_path, capsys):
+    plog = PartitionLog.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=1 << 20))
+    plog.append(build_batch([{"key": None, "value": b"x", "timestamp": 1}]))
+    try:
+        rc, out, err = _run(capsys, tmp_path / "t-0" / f"{SEG0}.log")  # the active segment
+    finally:
+        plog.close()
+    assert rc == 0, out + err
+    assert out.splitlines()[-1].startswith("Found ") and "zero bytes (space preallocated" in out
+
+
+@pytest.mark.parametrize("suffix", [".log", ".index", ".timeindex", ".txnindex", ".snapshot"])
+def test_random_bytes_of_every_kind_are_reported_not_raised(tmp_path, capsys, suffix):
+    _partition(tmp_path, roll=False)
+    path = tmp_path / "t-0" / (SEG0 + suffix)
+    path.write_bytes(random.Random(suffix).randbytes(1003))
+    rc, out, err = _run(capsys, path)
+    assert rc == 1, out + err
+    assert "Traceback" not in err
+
+
+def test_index_entries_checked_against_the_log(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    index = directory / f"{SEG0}.index"
+    good = index.read_bytes()
+    rc, out, err = _run(capsys, index)
+    assert rc == 0 and err == "", err
+    # Entry 2 says offset 3 is at the position of offset 4's batch.
+    entries = list(struct.iter_unpack(">ii", good))
+    entries[2] = (entries[2][0], entries[3][1])
+    entries[3] = (entries[3][0], entries[3][1] + 1)
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
+    rc, out, err = _run(capsys, index)
+    assert rc == 1
+    assert "Mismatches in :" + str(index) in err.splitlines()
+    assert "  Index offset: 3, log offset: 4" in err.splitlines()
+    assert "  Index offset: 4, log offset: -1" in err.splitlines()
+
+
+def test_index_sanity_problems_and_partial_entry(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    index = directory / f"{SEG0}.index"
+    entries = list(struct.iter_unpack(">ii", index.read_bytes()))
+    entries[1], entries[2] = entries[2], entries[1]
+    index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries) + b"\x01\x02\x03")
+    rc, out, err = _run(capsys, index)
+    assert rc == 1
+    assert f"Found 3 invalid bytes at the end of {index.name}" in out.splitlines()
+    assert "  entry 2: Index offset 2 is not larger than the previous, 3" in err.splitlines()
+
+
+def test_time_index_checked_against_the_log(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    tindex = directory / f"{SEG0}.timeindex"
+    entries = list(struct.iter_unpack(">qi", tindex.read_bytes()))
+    entries[0] = (entries[0][0] - 1, entries[0][1])  # a timestamp the batch does not have
+    entries[1] = (entries[1][0], entries[1][1] + 100)  # an offset past the log
+    tindex.write_bytes(b"".join(struct.pack(">qi", *e) for e in entries))
+    rc, out, err = _run(capsys, tindex)
+    assert rc == 1
+    lines = err.splitlines()
+    assert lines[lines.index(f"Found timestamp mismatch in :{tindex}") + 1] == \
+        f"  Index timestamp: {entries[0][0]}, log timestamp: {entries[0][0] + 1}"
+    assert f"Indexed offset: {entries[1][1]}, found log offset: -1" in lines
+
+
+def test_txn_index_checked_against_the_log(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    txn = directory / f"{SEG0}.txnindex"
+    data = txn.read_bytes()
+    # The first of the 3 entries now ends at offset 5, a COMMIT marker; a version-1 entry follows.
+    first = struct.pack(">hqqqq", 0, 7, 0, 5, 6)
+    txn.write_bytes(first + data[34:] + struct.pack(">hqqqq", 1, 7, 30, 35, 36))
+    rc, out, err = _run(capsys, txn)
+    assert rc == 1
+    assert "version: 0 producerId: 7 firstOffset: 0 lastOffset: 5 lastStableOffset: 6" in out
+    assert "version: 1 producerId: 7 firstOffset: 30 lastOffset: 35 lastStableOffset: 36" in out
+    assert "  entry 3: entry version 1" in err.splitlines()
+    assert "  producerId: 7 lastOffset: 5, log holds: COMMIT marker of producer 7" in err.splitlines()
+
+
+def test_corrupt_snapshot_is_one_line(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    snap = sorted(directory.glob("*.snapshot"))[-1]
+    snap.write_bytes(snap.read_bytes()[:-3])
+    rc, out, err = _run(capsys, snap)
+    assert rc == 1
+    assert err.splitlines() == [f"Corrupt producer snapshot {snap}: CRC-32C mismatch"]
+
+
+def test_unknown_kind_and_missing_file_dump_nothing(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    other = directory / "leader-epoch-checkpoint"
+    other.write_text("0\n")
+    rc, out, err = _run(capsys, directory / f"{SEG0}.log", other)
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [f"minibroker dump-log: {other}: not a segment file (expected .log, .index, "
+                                ".timeindex, .txnindex, .snapshot or a partition directory)"]
+    rc, out, err = _run(capsys, directory / "nope.log")
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "no such file" in err
+
+
+def test_unreadable_file_is_one_line_and_the_others_are_dumped(tmp_path, capsys, monkeypatch):
+    directory = _partition(tmp_path, roll=False)
+    locked = directory / f"{SEG0}.index"
+    real_open = os.open
+
+    def deny(path, flags, *args, **kwargs):
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", deny)
+    rc, out, err = _run(capsys, directory)
+    assert rc == 2
+    assert err.splitlines() == [f"minibroker dump-log: {locked}: Permission denied"]
+    assert f"Dumping {directory / (SEG0 + '.txnindex')}" in out
+
+
+def test_files_option_takes_kafkas_comma_list(tmp_path, capsys):
+    directory = _partition(tmp_path, roll=False)
+    rc, out, _ = _run(capsys, "--files", f"{directory / (SEG0 + '.txnindex')},{directory / (SEG0 + '.index')}")
+    assert rc == 0
+    assert [line for line in out.splitlines() if line.startswith("Dumping")] == [
+        f"Dumping {directory / (SEG0 + '.txnindex')}", f"Dumping {directory / (SEG0 + '.index')}"]
