@@ -31,6 +31,8 @@ from .producer_state import (
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
 from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from .verified_marks import VerifiedMarks
+from .verify import BadBatch
 
 __all__ = [
     "AppendInfo",
@@ -90,6 +92,7 @@ class PartitionLog:
         self._name = os.path.basename(path)
         self._logger = _log.bind(log=self._name)
         self._producers = ProducerStateManager(path, self._name, config.producer_id_expiration_ms)
+        self._marks = VerifiedMarks(path)
         self._apply_config(config)
 
     # ------------------------------------------------------------------ open
@@ -110,32 +113,56 @@ class PartitionLog:
         marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         bases = _segment_bases(path)
+        marks = VerifiedMarks.load(path)
         segments: list[Segment] = []
         if not bases:
             segments.append(Segment.create(path, 0, config, now))
+        verified_bytes = 0
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
-            # Only the segment being written when the broker died can have a
-            # torn tail; earlier ones were trimmed when they rolled.
+            seg_path = os.path.join(path, f"{base:020d}{LOG_SUFFIX}")
+            # Whatever the shutdown was, a segment nobody vouched for since it
+            # was last written (no mark, or its size or mtime changed) has its
+            # checksums checked; only the last one can have a torn tail to cut.
+            trusted = marks.is_verified(base, seg_path)
             seg = Segment.load(
-                path, base, config, now, recover=last and not clean, check_crc=not clean
+                path,
+                base,
+                config,
+                now,
+                recover=last and not (clean and trusted),
+                verify=not trusted,
+                end_offset=-1 if last else bases[i + 1],
             )
+            if not trusted:
+                verified_bytes += seg.size
             if not last:
                 seg.seal()
+                if seg.bad:
+                    marks.forget(base)
+                else:
+                    marks.mark(base, seg.path)
             segments.append(seg)
         if bases:
+            # Appended to from now on: vouched for again only by a clean close.
+            marks.forget(bases[-1])
             segments[-1].activate(config.segment_bytes)
+        marks.keep_only(bases)
+        marks.save()
         if clean:
             # Gone, durably, before the first append, so a kill -9 from now on
             # is noticed at the next open.
             os.unlink(marker)
             _fsync_dir(path)
         self = cls(path, config, segments, clock)
+        self._marks = marks
         self._load_producers_and_txn_indexes(now)
         self._logger.info(
             "log opened",
             clean_shutdown=clean or not bases,
             segments=len(segments),
+            verified_bytes=verified_bytes,
+            bad_batches=sum(len(s.bad) for s in segments),
             log_start_offset=self._start_offset,
             log_end_offset=self._next_offset,
             ms=round((time.perf_counter() - started) * 1000, 2),
@@ -289,6 +316,23 @@ class PartitionLog:
     def aborted_txns(self) -> list[AbortedTxn]:
         """Every entry of every .txnindex, oldest first (tools, tests)."""
         return [e for s in self._segments for e in s.txn_index.entries]
+
+    def bad_batches(self) -> list[tuple[int, BadBatch]]:
+        """``(segment base offset, bad region)`` of every batch known to be bad."""
+        return [(s.base_offset, b) for s in self._segments for b in sorted(s.bad.values(), key=lambda b: b.position)]
+
+    def mark_bad(self, base_offset: int, found: list[BadBatch]) -> list[BadBatch]:
+        """Record what a scrub found in the sealed segment ``base_offset``: reads
+        refuse those batches from now on and the next open checks it again.
+        Returns the regions not known before ([] if the segment is gone)."""
+        i = bisect_right(self._bases, base_offset) - 1
+        if self._closed or i < 0 or self._bases[i] != base_offset or self._segments[i] is self._active:
+            return []
+        new = self._segments[i].mark_bad(found)
+        if new:
+            self._marks.forget(base_offset)
+            self._marks.save()
+        return new
 
     def expire_producers(self, now_ms: int | None = None, expiration_ms: int | None = None) -> list[int]:
         """Forget producers without an open transaction whose last batch is
@@ -612,6 +656,16 @@ class PartitionLog:
         for seg in self._segments:
             seg.close()
         self._closed = True
+        # Everything here was verified at open or written by this broker from
+        # batches whose CRC was checked, and is now trimmed and synced: a clean
+        # restart need not read it again. Known-bad segments stay unmarked.
+        for seg in self._segments:
+            if seg.bad:
+                self._marks.forget(seg.base_offset)
+            else:
+                self._marks.mark(seg.base_offset, seg.path)
+        self._marks.keep_only(self._bases)
+        self._marks.save()
         # Skipped when there is nothing to remember and no snapshot yet: every
         # roll writes one, so such a log never rolled and its replay at the
         # next open covers a single segment.

@@ -32,6 +32,7 @@ from .errors import StorageError
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
+from .verify import BadBatch, CorruptBatch, GoodBatch, verify_batches
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +40,13 @@ log = structlog.get_logger(__name__)
 # disk surfaces as an error on append, not as SIGBUS when a page is touched.
 _RESERVE_AHEAD = 4 << 20
 _I64 = struct.Struct(">q")
+
+
+def _fallocate(fd: int, offset: int, length: int) -> None:
+    # One place to reserve blocks, so tests can make it fail with ENOSPC.
+    os.posix_fallocate(fd, offset, length)
+
+
 _WALK = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
 _WALK_TS = struct.Struct(">qi11xi8xq")  # ... and maxTimestamp
 _SCAN = struct.Struct(">qi4xbI2xi8xq")  # + magic, crc
@@ -47,6 +55,12 @@ _EMPTY = memoryview(b"")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+
+
+def topic_partition(directory: str) -> tuple[str, int]:
+    """``(topic, partition)`` from a ``<topic>-<partition>`` directory (-1 if not one)."""
+    topic, _, number = os.path.basename(directory.rstrip(os.sep)).rpartition("-")
+    return (topic, int(number)) if topic and number.isdigit() else (os.path.basename(directory), -1)
 
 
 def file_stem(directory: str, base_offset: int) -> str:
@@ -117,6 +131,7 @@ class Segment:
         "_reserved",
         "_synced",
         "_dirty",
+        "bad",
     )
 
     def __init__(self, directory: str, base_offset: int, index_interval: int, now_ms: int) -> None:
@@ -147,6 +162,9 @@ class Segment:
         self._reserved = 0
         self._synced = 0
         self._dirty = False  # written since the last fsync
+        # Known-bad regions by file position (only ever in sealed segments:
+        # the active one's bad tail is cut at open). Reads refuse them.
+        self.bad: dict[int, BadBatch] = {}
 
     def __repr__(self) -> str:
         return f"Segment({self.path!r}, offsets {self.base_offset}..{self.next_offset}, {self.size} bytes)"
@@ -174,18 +192,27 @@ class Segment:
         *,
         recover: bool = False,
         check_crc: bool = False,
+        verify: bool = False,
+        end_offset: int = -1,
     ) -> Segment:
         """Open an existing segment.
 
-        With ``recover`` every batch is validated (and CRC-checked) and the file
-        cut after the last good one, then the indexes are rebuilt. Otherwise
-        the indexes are trusted if they are consistent and only the batches
-        after the last index entry are walked.
+        With ``recover`` (the last segment of an unclean or unverified log)
+        every batch is checked (structure, offsets, CRC) and the file cut at
+        the first bad one, as Kafka's LogSegment.recover does, then the
+        indexes are rebuilt. With ``verify`` (a sealed segment without a valid
+        "verified" mark) every batch is checked too, but bad ones are kept and
+        recorded in ``bad``: cutting a sealed segment would leave a hole in the
+        offsets before the next one. ``end_offset`` is the next segment's
+        base. Otherwise the indexes are trusted if they are consistent and
+        only the batches after the last index entry are walked.
         """
         seg = cls(directory, base_offset, config.index_interval_bytes, now_ms)
         seg.size = os.path.getsize(seg.path)
         if recover:
-            seg._rebuild(check_crc=True, reason="unclean shutdown")
+            seg._verify(cut_tail=True, end_offset=-1, reason="unclean shutdown" if not verify else "not verified")
+        elif verify:
+            seg._verify(cut_tail=False, end_offset=end_offset, reason="not verified")
         else:
             try:
                 seg._load_indexes(check_crc)
@@ -277,26 +304,111 @@ class Segment:
             next_offset=self.next_offset,
         )
 
+    def _verify(self, cut_tail: bool, end_offset: int, reason: str) -> None:
+        """Check every batch and rebuild the indexes from the sound ones."""
+        try:
+            old = OffsetIndex.load(self.index.path, self.base_offset, self.size)
+        except IndexCorrupt:
+            old = None
+        resync = [pos for _, pos in old.entries()] if old is not None else []
+        self.index = OffsetIndex(self.index.path, self.base_offset)
+        self.time_index = TimeIndex(self.time_index.path, self.base_offset)
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self._since_index = 0
+        self.bad = {}
+        self.next_offset = self.base_offset
+        file_size = self.size
+        valid_end = 0
+        cut: BadBatch | None = None
+        if file_size:
+            view = self._buffer()
+            for item in verify_batches(
+                lambda p, n: view[p : p + n], file_size, self.base_offset, resync=resync, end_offset=end_offset
+            ):
+                if isinstance(item, GoodBatch):
+                    self._note(item.position, item.last_offset, item.max_timestamp, item.end - item.position)
+                    self.next_offset = item.last_offset + 1
+                    valid_end = item.end
+                    continue
+                if cut_tail or (item.tail and item.first_offset == end_offset):
+                    # The last segment's torn tail, or bytes after a sealed
+                    # segment's last offset (a roll that died before its trim):
+                    # no offset is lost by cutting them.
+                    cut = item
+                    break
+                self.bad[item.position] = item
+                if item.next_offset >= 0:
+                    self.next_offset = max(self.next_offset, item.next_offset)
+                valid_end = item.end
+                self._log_bad(item, "open")
+        self.size = valid_end if cut is not None else file_size
+        self._read_first_timestamp()
+        if cut is not None:
+            self._truncate(valid_end, file_size, reason=cut.reason, zeroed=cut.zeroed and cut.tail)
+        self.index.rewrite()
+        self.time_index.rewrite()
+        log.info(
+            "segment.verified",
+            segment=self.path,
+            reason=reason,
+            bytes=file_size,
+            bad_batches=len(self.bad),
+            next_offset=self.next_offset,
+        )
+
+    def mark_bad(self, found: list[BadBatch]) -> list[BadBatch]:
+        """Record bad regions a scrub found; returns the ones not known before."""
+        new = [b for b in found if self.bad.get(b.position) != b]
+        for b in new:
+            self.bad[b.position] = b
+        return new
+
+    def _bad_region(self, pos: int) -> BadBatch | None:
+        for b in self.bad.values():
+            if b.position <= pos < b.end:
+                return b
+        return None
+
+    def _log_bad(self, bad: BadBatch, found_by: str) -> None:
+        topic, partition = topic_partition(self.directory)
+        log.error(
+            "segment.corrupt_batch",
+            topic=topic,
+            partition=partition,
+            segment=self.path,
+            position=bad.position,
+            bytes=bad.end - bad.position,
+            first_offset=bad.first_offset,
+            next_offset=bad.next_offset,
+            reason=bad.reason,
+            found_by=found_by,
+        )
+
     def _read_first_timestamp(self) -> None:
         if self.size >= HEADER_SIZE:
             self.first_batch_timestamp = _WALK_TS.unpack_from(self._buffer(), 0)[3]
 
-    def _truncate(self, valid_end: int, file_size: int) -> None:
+    def _truncate(self, valid_end: int, file_size: int, reason: str = "", zeroed: bool | None = None) -> None:
         dropped = file_size - valid_end
         self._release_map()
-        self.size = file_size
-        probe = bytes(self._buffer()[valid_end : valid_end + min(dropped, 1 << 20)])
-        # A tail of zeros is preallocated space the last run never trimmed;
-        # anything else is a torn or corrupt batch, and data is being dropped.
-        zeroed = probe.count(0) == len(probe)
-        self._release_map()
+        if zeroed is None:
+            self.size = file_size
+            probe = bytes(self._buffer()[valid_end : valid_end + min(dropped, 1 << 20)])
+            # A tail of zeros is preallocated space the last run never trimmed;
+            # anything else is a torn or corrupt batch, and data is being dropped.
+            zeroed = probe.count(0) == len(probe)
+            self._release_map()
         os.truncate(self.path, valid_end)
         self.size = valid_end
+        topic, partition = topic_partition(self.directory)
         (log.info if zeroed else log.warning)(
-            "log tail truncated",
+            "segment.truncated",
+            topic=topic,
+            partition=partition,
             segment=self.path,
-            valid_bytes=valid_end,
-            dropped_bytes=dropped,
+            position=valid_end,
+            bytes_removed=dropped,
+            reason="preallocated space never written" if zeroed else (reason or "invalid batch"),
             zeroed_tail=zeroed,
             next_offset=self.next_offset,
         )
@@ -349,12 +461,21 @@ class Segment:
     def _reserve(self, end: int) -> None:
         want = min(self.capacity, max(end, self._reserved + _RESERVE_AHEAD))
         try:
-            os.posix_fallocate(self._fd, self._reserved, want - self._reserved)
+            _fallocate(self._fd, self._reserved, want - self._reserved)
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                # This filesystem cannot preallocate; write into the sparse file.
+                want = self.capacity
+            elif want > end:
+                # Reserving ahead only saves allocations; with too little room
+                # for that, the batch still fits in what it needs itself.
+                try:
+                    _fallocate(self._fd, self._reserved, end - self._reserved)
+                except OSError as exc2:
+                    raise StorageError(f"{self.path}: no space left to append: {exc2}") from exc2
+                want = end
+            else:
                 raise StorageError(f"{self.path}: no space left to append: {exc}") from exc
-            # This filesystem cannot preallocate; write into the sparse file.
-            want = self.capacity
         self._reserved = want
 
     def sync(self) -> None:
@@ -469,13 +590,35 @@ class Segment:
         return self._buffer()[start:end]
 
     def find(self, offset: int) -> int:
-        """Position of the batch holding ``offset``, or -1 if it is past this segment."""
+        """Position of the batch holding ``offset``, or -1 if it is past this segment.
+
+        Raises CorruptBatch when that batch is known to be bad."""
         if offset >= self.next_offset:
             return -1
+        if self.bad:
+            return self._find_around_bad(offset)
         view = self._buffer()
         pos = self.index.lookup(offset)
         size = self.size
         while pos < size:
+            base, length, delta = _WALK.unpack_from(view, pos)
+            if base + delta >= offset:
+                return pos
+            pos += length + LOG_OVERHEAD
+        return -1
+
+    def _find_around_bad(self, offset: int) -> int:
+        for b in self.bad.values():
+            if b.holds(offset):
+                raise CorruptBatch(self.path, b)
+        view = self._buffer()
+        pos = self.index.lookup(offset)
+        size = self.size
+        while pos < size:
+            b = self._bad_region(pos)
+            if b is not None:
+                pos = b.end
+                continue
             base, length, delta = _WALK.unpack_from(view, pos)
             if base + delta >= offset:
                 return pos
@@ -495,13 +638,21 @@ class Segment:
         batch left out, or the segment's next offset when it reaches the end."""
         view = self._buffer()
         size = self.size
+        stop_at_bad = None
+        if self.bad:
+            # A read ends before the next bad region; the one after it starts
+            # there and is refused (``find``).
+            ahead = [b for b in self.bad.values() if b.position >= pos]
+            if ahead:
+                stop_at_bad = min(ahead, key=lambda b: b.position)
+                size = stop_at_bad.position
         limit = pos + max_bytes
         # Jump over the batches the index already shows to be inside both
         # limits, so a large read walks only the last index interval.
         end = self.index.floor_position(limit)
         if upper_bound is not None:
             end = min(end, self.index.lookup(upper_bound - 1))
-        if end <= pos:
+        if end <= pos or end > size:
             end = pos
         while end < size:
             base, length, delta = _WALK.unpack_from(view, end)
@@ -511,7 +662,10 @@ class Segment:
             if stop > limit and (end > pos or not min_one):
                 break
             end = stop
-        after = _I64.unpack_from(view, end)[0] if end < size else self.next_offset
+        if end < size:
+            after = _I64.unpack_from(view, end)[0]
+        else:
+            after = stop_at_bad.first_offset if stop_at_bad is not None else self.next_offset
         return view[pos:end], after
 
     def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -522,6 +676,11 @@ class Segment:
         pos = self.index.lookup(self.time_index.lookup(timestamp))
         size = self.size
         while pos < size:
+            if self.bad:
+                b = self._bad_region(pos)
+                if b is not None:
+                    pos = b.end
+                    continue
             _, length, _, max_ts = _WALK_TS.unpack_from(view, pos)
             end = pos + length + LOG_OVERHEAD
             if max_ts >= timestamp:
