@@ -21,11 +21,21 @@ so the test checks the pattern e, e+1, e+2, e+2 rather than the literal numbers.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from .broker import BrokerProcess
 from .clients import create_topic
-from .test_txn_support import TXN_BROKER_ARGS, dump_entries, log_events, run_java_txn, txn_id
+from .test_txn_support import (
+    TXN_BROKER_ARGS,
+    dump_entries,
+    log_events,
+    produce_sync,
+    run_java_txn,
+    txn_id,
+    txn_producer,
+)
 
 V1 = "payload:thisIsMessageValue1"
 V2 = "payload:thisIsMessageValue2"
@@ -71,3 +81,47 @@ def test_dump_log_changing_transactional_id(txn_broker, topic):
     assert pid_a != pid_b and pid_c == pid_b, f"value1 by producer A, value2 and COMMIT by B: {entries}"
     assert (epoch_a, epoch_b, epoch_c) == (0, 0, 0), f"epochs are not incremented: {entries}"
     assert "ABORT" not in [what for *_, what in entries]
+
+
+PLAN = ["commit", "abort", "commit", "abort"]
+PER_TXN = 40
+SPAN = PER_TXN + 1  # records + marker
+_TXN_ENTRY = re.compile(r"^version: 0 producerId: (\d+) firstOffset: (\d+) lastOffset: (\d+) "
+                        r"lastStableOffset: (\d+)$")
+
+
+def test_dump_log_of_a_partition_written_by_librdkafka(broker_factory, topic):
+    """Transactions from a real client over several 16 KiB segments, the broker stopped
+    cleanly, then ``dump-log DIR``: every file kind is dumped, every check passes, the
+    .txnindex lists exactly the aborted transactions and the snapshot the producer."""
+    b = broker_factory(["--num-partitions", "1", "--segment-bytes", str(16 * 1024)])
+    create_topic(b.bootstrap, topic, 1)
+    p = txn_producer(b.bootstrap, txn_id("dumpdir"), **{"batch.size": 4000})
+    p.init_transactions(20)
+    for k, outcome in enumerate(PLAN):
+        p.begin_transaction()
+        acked = produce_sync(p, topic, [(0, f"t{k}-{i}|".encode() + b"d" * 500) for i in range(PER_TXN)])
+        assert sorted(o for _, o in acked.values()) == list(range(k * SPAN, k * SPAN + PER_TXN))
+        (p.commit_transaction if outcome == "commit" else p.abort_transaction)(20)
+    p.flush(5)
+    assert b.stop() == 0
+    directory = b.data_dir / f"{topic}-0"
+    r = b.dump_log(directory, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", f"exit {r.returncode}\n{r.stderr[-3000:]}"
+    lines = r.stdout.splitlines()
+    kinds = [line.rsplit(".", 1)[1] for line in lines if line.startswith("Dumping ")]
+    assert kinds.count("log") >= 3, f"the data should span several segments: {kinds}"
+    assert {"log", "index", "timeindex", "txnindex", "snapshot"} <= set(kinds), kinds
+    assert not [line for line in lines if line.startswith("Found ")], "clean stop: no tail left"
+    assert "isvalid: false" not in r.stdout
+    assert any(line.startswith("offset: ") for line in lines), "16 KiB segments hold index entries"
+    pids = {int(m[1]) for m in re.finditer(r"producerId: (\d+) producerEpoch", r.stdout)}
+    assert len(pids) == 1, pids
+    pid = pids.pop()
+    entries = [tuple(map(int, m.groups())) for m in map(_TXN_ENTRY.match, lines) if m]
+    assert entries == [(pid, k * SPAN, k * SPAN + PER_TXN, k * SPAN + PER_TXN + 1)
+                       for k, o in enumerate(PLAN) if o == "abort"], entries
+    last_snapshot = lines[max(i for i, line in enumerate(lines) if line.endswith(".snapshot")) + 1]
+    assert last_snapshot.startswith(f"producerId: {pid} producerEpoch: "), last_snapshot
+    assert "currentTxnFirstOffset: -1 " in last_snapshot, last_snapshot
+    assert f"lastOffset: {3 * SPAN + PER_TXN - 1} " in last_snapshot, last_snapshot
