@@ -1,8 +1,14 @@
-"""dump-log prints segments in kafka-dump-log.sh's format, read through storage."""
+"""dump-log prints segment files in kafka-dump-log.sh's format, read through storage's parsers,
+and says what is wrong with them in one line each, never with a traceback."""
 
 from __future__ import annotations
 
 import io
+import os
+import random
+import struct
+
+import pytest
 
 from minibroker.dump_log import dump, main
 from minibroker_protocol.records import build_batch, build_control_batch
@@ -68,12 +74,6 @@ def test_dump_log_missing_file(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------- issue 13
-
-import os  # noqa: E402
-import random  # noqa: E402
-import struct  # noqa: E402
-
-import pytest  # noqa: E402
 
 SEG0 = "00000000000000000000"
 
