@@ -163,16 +163,17 @@ def _open_log(path: Path, err) -> SegmentReader | None:
 def dump_index(path: Path, out, err) -> int:
     out.write(f"Dumping {path}\n")
     contents = parse_offset_index(path.read_bytes(), base_offset_of(str(path)) or 0)
-    if not contents.entries and not contents.trailing_bytes:
+    entries = contents.entries
+    if not entries and not contents.trailing_bytes:
         out.write(f"{path} is empty.\n")
         return 0
-    for offset, pos in contents.entries:
+    for offset, pos in entries:
         out.write(f"offset: {offset} position: {pos}\n")
     invalid = _index_shape(path, contents, out, err)
     reader = _open_log(path, err)
     if reader is not None:
         with reader:
-            mismatches = check_offset_index(reader, contents.entries)
+            mismatches = check_offset_index(reader, entries)
         if mismatches:
             invalid += len(mismatches)
             err.write(f"Mismatches in :{path}\n")  # sic: Kafka's wording
@@ -184,16 +185,17 @@ def dump_index(path: Path, out, err) -> int:
 def dump_time_index(path: Path, out, err) -> int:
     out.write(f"Dumping {path}\n")
     contents = parse_time_index(path.read_bytes(), base_offset_of(str(path)) or 0)
-    if not contents.entries and not contents.trailing_bytes:
+    entries = contents.entries
+    if not entries and not contents.trailing_bytes:
         out.write(f"{path} is empty.\n")
         return 0
-    for ts, offset in contents.entries:
+    for ts, offset in entries:
         out.write(f"timestamp: {ts} offset: {offset}\n")
     invalid = _index_shape(path, contents, out, err)
     reader = _open_log(path, err)
     if reader is not None:
         with reader:
-            errors = check_time_index(reader, contents.entries)
+            errors = check_time_index(reader, entries)
         if errors.timestamps:
             err.write(f"Found timestamp mismatch in :{path}\n")
             for m in errors.timestamps:

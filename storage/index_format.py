@@ -25,16 +25,35 @@ TIME_ENTRY = struct.Struct(">qi")
 
 
 class IndexContents(NamedTuple):
-    # .index: (offset, position); .timeindex: (timestamp, offset). Offsets are absolute.
-    entries: list[tuple[int, int]]
+    """An index file as stored. ``keys``/``values`` are the entries' two fields as the
+    broker keeps them in memory: .index (relative offset, position), .timeindex
+    (timestamp, relative offset)."""
+
+    kind: str  # "offset" or "time"
+    base_offset: int
+    keys: array
+    values: array
     zero_entries: int  # all-zero entries after the first: a preallocated tail
     trailing_bytes: int  # bytes after the last whole entry
     problems: list[tuple[int, str]]  # (entry number, what is wrong), in file order
 
     @property
+    def entries(self) -> list[tuple[int, int]]:
+        """.index: (offset, position); .timeindex: (timestamp, offset); offsets absolute."""
+        base = self.base_offset
+        if self.kind == "offset":
+            return [(base + rel, pos) for rel, pos in zip(self.keys, self.values)]
+        return [(ts, base + rel) for ts, rel in zip(self.keys, self.values)]
+
+    @property
     def usable(self) -> int:
         """How many entries, from the first, a reader may rely on."""
-        return self.problems[0][0] if self.problems else len(self.entries)
+        return self.problems[0][0] if self.problems else len(self.keys)
+
+    @property
+    def sound(self) -> bool:
+        """True when the broker may load the file as it is and append to it."""
+        return not (self.problems or self.zero_entries or self.trailing_bytes)
 
 
 def _zero_tail(data: bytes, size: int) -> int:
@@ -73,8 +92,7 @@ def parse_offset_index(data: bytes, base_offset: int, log_size: int | None = Non
             problems.append((n, f"Index position {pos} (offset {offset}) is past the end of the "
                                 f"{log_size}-byte log"))
         prev_offset, prev_pos = offset, pos
-    entries = [(base_offset + r, p) for r, p in zip(rels, positions)]
-    return IndexContents(entries, zeros, len(data) - whole, problems)
+    return IndexContents("offset", base_offset, rels, positions, zeros, len(data) - whole, problems)
 
 
 def parse_time_index(data: bytes, base_offset: int, next_offset: int | None = None) -> IndexContents:
@@ -84,11 +102,12 @@ def parse_time_index(data: bytes, base_offset: int, next_offset: int | None = No
     whole = len(data) - len(data) % size
     zeros = _zero_tail(data[:whole], size)
     problems: list[tuple[int, str]] = []
-    entries: list[tuple[int, int]] = []
+    timestamps, rels = array("q"), array("i")
     prev_ts = prev_offset = None
     for n, (ts, rel) in enumerate(TIME_ENTRY.iter_unpack(data[: whole - zeros * size])):
         offset = base_offset + rel
-        entries.append((ts, offset))
+        timestamps.append(ts)
+        rels.append(rel)
         if rel < 0:
             problems.append((n, f"Indexed offset {offset} is below the segment's base offset {base_offset}"))
         elif prev_ts is not None and ts <= prev_ts:
@@ -99,4 +118,4 @@ def parse_time_index(data: bytes, base_offset: int, next_offset: int | None = No
         elif next_offset is not None and offset >= next_offset:
             problems.append((n, f"Indexed offset {offset} is past the segment's last offset {next_offset - 1}"))
         prev_ts, prev_offset = ts, offset
-    return IndexContents(entries, zeros, len(data) - whole, problems)
+    return IndexContents("time", base_offset, timestamps, rels, zeros, len(data) - whole, problems)
