@@ -380,7 +380,8 @@ class MiniBroker:
         try:
             from confluent_kafka.admin import AdminClient, NewTopic
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise MiniBrokerError("create_topic needs confluent-kafka (pip install confluent-kafka); "
+            raise MiniBrokerError("create_topic needs confluent-kafka, which the [pytest] extra brings "
+                                  "(or: pip install confluent-kafka); "
                                   "topics are also created on first use") from e
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         futures = admin.create_topics(
