@@ -334,6 +334,8 @@ def main(argv: list[str]) -> int:
         for f in paths:
             try:
                 bad += dump_file(f, ns.print_data_log)
+            except BrokenPipeError:
+                raise
             except OSError as exc:
                 # Vanished (retention) or unreadable since it was listed: say so, go on.
                 unreadable += 1

@@ -273,3 +273,24 @@ def test_files_option_takes_kafkas_comma_list(tmp_path, capsys):
     assert rc == 0
     assert [line for line in out.splitlines() if line.startswith("Dumping")] == [
         f"Dumping {directory / (SEG0 + '.txnindex')}", f"Dumping {directory / (SEG0 + '.index')}"]
+
+
+def test_closed_pipe_ends_the_dump_quietly(tmp_path):
+    """`dump-log DIR | head -1`: exit 0, nothing on stderr (a closed stdout is an OSError
+    too, and must not be reported as an unreadable file)."""
+    import subprocess
+    import sys
+
+    plog = PartitionLog.open(str(tmp_path / "t-0"), LogConfig())
+    for i in range(3000):
+        plog.append(build_batch([{"key": b"k", "value": b"v" * 50, "timestamp": i}]))
+    plog.close()
+    proc = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "dump-log", str(tmp_path / "t-0")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"Dumping ")
+    proc.stdout.close()
+    try:
+        rc = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert (rc, proc.stderr.read()) == (0, b"")
