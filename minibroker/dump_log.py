@@ -29,13 +29,15 @@ from minibroker_protocol.records import CONTROL_COMMIT, decode_batch, parse_cont
 from minibroker_storage.index_format import IndexContents, parse_offset_index, parse_time_index
 from minibroker_storage.offline import (
     SEGMENT_FILE_KINDS,
+    SegmentFiles,
     base_offset_of,
     log_tail,
     segment_file_kind,
     segment_file_list,
+    walk_segment,
 )
 from minibroker_storage.producer_state import CorruptSnapshot, decode_snapshot
-from minibroker_storage.segment import INDEX_SUFFIX, LOG_SUFFIX, iter_file_batches
+from minibroker_storage.segment import INDEX_SUFFIX, LOG_SUFFIX
 from minibroker_storage.segment_checks import (
     SegmentReader,
     check_offset_index,
@@ -66,7 +68,7 @@ def dump(path: Path, print_data: bool, out=None, err=None) -> int:
     valid_end = 0
     gaps: list[tuple[int, int]] = []
     prev_last = None
-    for header, view in iter_file_batches(str(path)):
+    for header, view in walk_segment(SegmentFiles(start, str(path)), check_crc=False, position=0):
         # ``view`` holds just this batch: the CRC covers it from attributes on.
         valid = crc32c(view[CRC_START:]) == header.crc
         invalid += not valid
