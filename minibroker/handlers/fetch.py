@@ -16,6 +16,7 @@ from minibroker_protocol import fetch as wire
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.errors import OffsetOutOfRange
+from minibroker_storage.verify import CorruptBatch
 
 from ..dispatch import Api
 from .common import ZERO, response_cls
@@ -115,6 +116,26 @@ class FetchHandlers:
                                                upper_bound=lso if committed else hw, min_one=min_one)
                 except OffsetOutOfRange:
                     fp.error_code = ErrorCode.offset_out_of_range
+                    fp.records = b""
+                    any_error = True
+                    continue
+                except CorruptBatch as exc:
+                    # Kafka answers a read that hits a corrupt record with CORRUPT_MESSAGE
+                    # (ReplicaManager.readFromLocalLog -> Errors.forException); librdkafka
+                    # hands that to the application, where KAFKA_STORAGE_ERROR would be
+                    # retried silently forever (rdkafka_fetcher.c).
+                    log.warning("fetch.corrupt_batch", topic=info.name, partition=p.partition,
+                                fetch_offset=p.fetch_offset, segment=exc.path,
+                                position=exc.bad.position, first_offset=exc.bad.first_offset,
+                                next_offset=exc.bad.next_offset, reason=exc.bad.reason)
+                    fp.error_code = ErrorCode.corrupt_message
+                    fp.records = b""
+                    any_error = True
+                    continue
+                except OSError as exc:
+                    log.error("fetch.read_failed", topic=info.name, partition=p.partition,
+                              fetch_offset=p.fetch_offset, reason=str(exc))
+                    fp.error_code = ErrorCode.kafka_storage_error
                     fp.records = b""
                     any_error = True
                     continue
