@@ -401,25 +401,12 @@ class ProducerStateManager:
 
         first_seq = header.base_sequence
         if entry is None:
-            # Rule 5. Kafka <= 2.4 answered UNKNOWN_PRODUCER_ID here (the
-            # producer's state was lost, e.g. to retention or expiry); the
-            # client resets its sequence numbers when the log start offset in
-            # the response is past its last acknowledged offset. Kafka 2.5+
-            # (ProducerAppendInfo.checkSequence: "accept writes with any
-            # sequence number") accepts any sequence instead. We keep the
-            # stricter rule the issue and DESIGN.md ask for: it never lets a
-            # gap into the log, and current clients still handle the error.
-            if origin == "client" and first_seq != 0:
-                raise UnknownProducerId(
-                    f"no state for producer {pid} (it may have expired or its batches "
-                    f"been removed by retention); a new producer starts at sequence 0, "
-                    f"got {first_seq}",
-                    producer_id=pid,
-                    epoch=epoch,
-                    expected_sequence=0,
-                    received_sequence=first_seq,
-                    partition=self.partition,
-                )
+            # Rule 5: a producer we hold no state for (new, or its state expired
+            # after producer.id.expiration.ms, or retention removed its batches) may
+            # start at any sequence, as Kafka >= 2.5 accepts it (KIP-360; apache/kafka
+            # storage/.../ProducerAppendInfo.checkSequence: a new epoch with a non-zero
+            # sequence is refused only when a current epoch is known). Refusing it with
+            # UNKNOWN_PRODUCER_ID made a transactional client abort for nothing.
             return None
 
         if origin == "client":

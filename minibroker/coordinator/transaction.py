@@ -69,7 +69,11 @@ class TxnMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = 0
-    last_producer_epoch: int = -1  # before the last bump: lets a retried InitProducerId through
+    # Before the last bump, so a retried InitProducerId gets the same answer; -1 after a
+    # bump for a new instance or a fence (Kafka's lastProducerEpoch). In memory only, as
+    # in Kafka's v0 log value.
+    last_producer_epoch: int = -1
+    last_producer_id: int = -1  # the id rotated away from (Kafka's lastProducerId)
 
     @property
     def state_name(self) -> str:
@@ -199,44 +203,63 @@ class TransactionCoordinator:
             log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=0,
                      reason="new transactional id")
             return pid, 0
-        if expected_pid != -1:
-            # KIP-360: the request names the id/epoch the client holds.
-            retry = (expected_pid == meta.producer_id and expected_epoch == meta.last_producer_epoch
-                     and meta.state in (tl.EMPTY, tl.COMPLETE_ABORT, tl.COMPLETE_COMMIT))
-            if retry:
-                return meta.producer_id, meta.producer_epoch
-            if expected_pid != meta.producer_id or expected_epoch != meta.producer_epoch:
-                log.info("txn.request_fenced", api="InitProducerId", transactional_id=tid,
-                         producer_id=expected_pid, epoch=expected_epoch,
-                         current_producer_id=meta.producer_id, current_epoch=meta.producer_epoch)
-                raise TxnError(ErrorCode.producer_fenced,
-                               f"producer {expected_pid} epoch {expected_epoch} is not the current "
-                               f"instance of {tid} ({meta.producer_id}/{meta.producer_epoch})")
+        expected = (expected_pid, expected_epoch) if expected_pid != -1 else None
+        # Kafka's TransactionCoordinator.prepareInitProducerIdTransit (isValidProducerId):
+        # a request naming a producer id must name the current one, or the one just
+        # rotated away from with its exhausted epoch (a retry of that rotation).
+        if expected is not None and not (
+                expected_pid == meta.producer_id
+                or (expected_pid == meta.last_producer_id and expected_epoch >= MAX_EPOCH - 1)):
+            self._refuse_fenced(meta, expected_pid, expected_epoch)
         if meta.state in (tl.PREPARE_COMMIT, tl.PREPARE_ABORT, tl.PREPARE_EPOCH_FENCE):
             raise TxnError(ErrorCode.concurrent_transactions, "a transaction is completing")
         old_pid, old_epoch = meta.producer_id, meta.producer_epoch
         if meta.state == tl.ONGOING:
-            # The previous instance left a transaction open: fence it and abort
-            # the transaction with the fencing epoch before answering.
+            # The previous instance left a transaction open: fence it and abort the
+            # transaction with the fencing epoch. Kafka answers CONCURRENT_TRANSACTIONS
+            # here and the client retries; we finish the abort now and go on as that
+            # retry would. The fence forgets the last epoch (prepareFenceProducerEpoch),
+            # so an instance holding an older epoch is fenced below.
             self._abort(meta, reason="a new instance called InitProducerId", fenced=True)
-        pid, epoch = self._bumped(meta)
+        if meta.producer_epoch >= MAX_EPOCH - 1 and (expected is None or expected_epoch == meta.producer_epoch):
+            # prepareProducerIdRotation: the exhausted epoch is remembered only when the
+            # client named it, so that its retry is recognised.
+            pid, epoch = self.broker.producer_ids.next_id(), 0
+            last_epoch = meta.producer_epoch if expected is not None else -1
+            log.info("txn.producer_id_rotated", transactional_id=tid, old_producer_id=meta.producer_id,
+                     new_producer_id=pid, reason="producer epoch exhausted")
+        elif expected is None:
+            # TransactionMetadata.prepareIncrementProducerEpoch: a new instance; the
+            # previous epoch is forgotten, so its holder cannot pass for a retry.
+            pid, epoch, last_epoch = meta.producer_id, meta.producer_epoch + 1, -1
+        elif expected_pid == meta.producer_id and expected_epoch == meta.producer_epoch:
+            pid, epoch, last_epoch = meta.producer_id, meta.producer_epoch + 1, meta.producer_epoch
+        elif expected_epoch == meta.last_producer_epoch:
+            # the bump (or rotation) was done but its answer lost: same answer again
+            return meta.producer_id, meta.producer_epoch
+        else:
+            self._refuse_fenced(meta, expected_pid, expected_epoch)
+        last_pid = meta.producer_id if pid != meta.producer_id else meta.last_producer_id
         self._rebind(meta, pid)
         self._persist(meta, tl.EMPTY, producer_id=pid, producer_epoch=epoch,
-                      last_producer_epoch=meta.producer_epoch if pid == meta.producer_id else -1,
+                      last_producer_epoch=last_epoch, last_producer_id=last_pid,
                       timeout_ms=timeout_ms, partitions=set(), start_ms=-1)
         log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=epoch,
                  previous_producer_id=old_pid, previous_epoch=old_epoch,
+                 expected_producer_id=expected_pid, expected_epoch=expected_epoch,
                  reason="epoch bump fences the previous instance")
         return pid, epoch
 
-    def _bumped(self, meta: TxnMetadata) -> tuple[int, int]:
-        if meta.producer_epoch + 1 >= MAX_EPOCH:
-            pid = self.broker.producer_ids.next_id()
-            log.info("txn.producer_id_rotated", transactional_id=meta.transactional_id,
-                     old_producer_id=meta.producer_id, new_producer_id=pid,
-                     reason="producer epoch exhausted")
-            return pid, 0
-        return meta.producer_id, meta.producer_epoch + 1
+    @staticmethod
+    def _refuse_fenced(meta: TxnMetadata, expected_pid: int, expected_epoch: int):
+        log.info("txn.request_fenced", api="InitProducerId", transactional_id=meta.transactional_id,
+                 producer_id=expected_pid, epoch=expected_epoch,
+                 current_producer_id=meta.producer_id, current_epoch=meta.producer_epoch,
+                 last_epoch=meta.last_producer_epoch,
+                 reason="neither the current epoch nor a retry of the last bump")
+        raise TxnError(ErrorCode.producer_fenced,
+                       f"producer {expected_pid} epoch {expected_epoch} is not the current "
+                       f"instance of {meta.transactional_id} ({meta.producer_id}/{meta.producer_epoch})")
 
     def _rebind(self, meta: TxnMetadata, pid: int) -> None:
         if pid != meta.producer_id:
@@ -310,10 +333,18 @@ class TransactionCoordinator:
         """Abort the open transaction with a bumped epoch (Kafka's PrepareEpochFence)."""
         old_epoch = meta.producer_epoch
         if meta.state == tl.ONGOING:
+            # TransactionMetadata.prepareFenceProducerEpoch: always bump, up to and
+            # including Short.MaxValue (epochs stop at 32766 for clients precisely so
+            # that this bump is possible); the last epoch is forgotten.
             epoch = old_epoch + 1
-            if epoch >= MAX_EPOCH:
-                epoch = old_epoch  # an exhausted epoch aborts as is; InitProducerId rotates the id
-            self._persist(meta, tl.PREPARE_EPOCH_FENCE, producer_epoch=epoch)
+            if epoch > MAX_EPOCH:
+                # Never handed to a client, so unreachable; keep the epoch rather than
+                # overflow, as Kafka refuses to (IllegalStateException).
+                log.error("txn.fence_epoch_overflow", transactional_id=meta.transactional_id,
+                          producer_id=meta.producer_id, epoch=old_epoch)
+                epoch = old_epoch
+            self._persist(meta, tl.PREPARE_EPOCH_FENCE, producer_epoch=epoch,
+                          last_producer_epoch=-1)
         log.info("txn.fencing_abort", transactional_id=meta.transactional_id,
                  producer_id=meta.producer_id, old_epoch=old_epoch, new_epoch=meta.producer_epoch,
                  partitions=len(meta.partitions), reason=reason, fenced=fenced)
@@ -356,7 +387,12 @@ class TransactionCoordinator:
         meta = self.txns.get(tid) if tid is not None else None
         if meta is None:
             return ErrorCode.invalid_producer_id_mapping
-        if epoch < meta.producer_epoch:
+        if epoch != meta.producer_epoch:
+            # TransactionCoordinator.handleVerifyPartitionsInTransaction requires the
+            # epoch to be the coordinator's (PRODUCER_FENCED, which
+            # AddPartitionsToTxnManager turns into INVALID_PRODUCER_EPOCH for Produce).
+            # A higher epoch let through would be stored, its markers refused, and the
+            # partition's LSO stuck for good.
             return ErrorCode.invalid_producer_epoch
         if meta.state != tl.ONGOING or (topic, partition) not in meta.partitions:
             return ErrorCode.invalid_txn_state

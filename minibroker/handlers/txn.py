@@ -12,7 +12,7 @@ import structlog
 
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
 
 from ..coordinator.transaction import TxnError
 from ..dispatch import Api
@@ -55,6 +55,16 @@ class TxnHandlers:
     # -- InitProducerId --------------------------------------------------------------
     def init_producer_id(self, ctx, req):
         R = response_cls(ctx)
+        pid_given, epoch_given = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
+        if (pid_given == -1) != (epoch_given == -1):
+            # KafkaApis.handleInitProducerIdRequest: a producer id without an epoch (or
+            # the reverse) is INVALID_REQUEST, before anything else is looked at.
+            log.info("init_producer_id.refused", transactional_id=req.transactional_id,
+                     error=ErrorCode.invalid_request.name, producer_id=pid_given,
+                     epoch=epoch_given, detail="only one of producer id and epoch is set",
+                     client_id=ctx.client_id)
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.invalid_request,
+                         producer_id=-1, producer_epoch=-1)
         if req.transactional_id is None:
             # Kafka hands an idempotent producer a fresh id with epoch 0 whatever
             # the request carries (KafkaApis: "always blindly accept the request").
@@ -84,13 +94,23 @@ class TxnHandlers:
         P = nested(R, "AddPartitionsToTxnPartitionResult")
         b = self.broker
         wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-        unknown = {(t, p) for t, p in wanted
-                   if (info := b.topic(t)) is None or not 0 <= p < info.partitions}
-        if unknown:
-            # Kafka refuses the whole request: the unknown ones say why, the
-            # rest were not attempted.
-            errors = {tp: (ErrorCode.unknown_topic_or_partition if tp in unknown
-                           else ErrorCode.operation_not_attempted) for tp in wanted}
+        # KafkaApis.handleAddPartitionsToTxnRequest (v0-v3, from clients): internal
+        # topics are never authorized for a client's transaction (TOPIC_AUTHORIZATION_FAILED,
+        # whether they exist or not), then unknown partitions; either refuses the whole
+        # request, the rest answering OPERATION_NOT_ATTEMPTED. A marker of a client's
+        # transaction must never reach __transaction_state or __consumer_offsets this way.
+        refused = {}
+        for t, p in wanted:
+            if is_internal(t):
+                refused[(t, p)] = ErrorCode.topic_authorization_failed
+            elif (info := b.topic(t)) is None or not 0 <= p < info.partitions:
+                refused[(t, p)] = ErrorCode.unknown_topic_or_partition
+        if refused:
+            log.info("add_partitions.refused", transactional_id=req.v3_and_below_transactional_id,
+                     producer_id=req.v3_and_below_producer_id,
+                     refused={f"{t}-{p}": e.name for (t, p), e in refused.items()},
+                     client_id=ctx.client_id)
+            errors = {tp: refused.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
         else:
             try:
                 self.coordinator.add_partitions(req.v3_and_below_transactional_id,

@@ -86,11 +86,14 @@ async def test_stale_epoch_is_invalid_producer_epoch(broker):
 
 
 async def test_unknown_producer_with_nonzero_sequence(broker):
+    # Kafka >= 2.5 (KIP-360): a producer whose state expired comes back at its own
+    # sequence and is accepted; the sequence must follow from there.
     c = await broker.connect()
     await c.call(rq.metadata(["idem-unknown"]))
     resp = part(await c.call(rq.produce("idem-unknown", 0, idem_batch(424242, 0, 5))))
-    assert resp.error_code == ErrorCode.unknown_producer_id
-    assert resp.log_start_offset == 0  # the real one, never -1
+    assert (resp.error_code, resp.base_offset) == (ErrorCode.none, 0)
+    gap = part(await c.call(rq.produce("idem-unknown", 0, idem_batch(424242, 0, 9))))
+    assert gap.error_code == ErrorCode.out_of_order_sequence_number
 
 
 async def test_partitions_of_one_request_are_judged_separately(broker):
@@ -98,6 +101,7 @@ async def test_partitions_of_one_request_are_judged_separately(broker):
     await c.call(rq.metadata(["idem-multi"]))  # 2 partitions
     pid = (await c.call(init_pid())).producer_id
     await c.call(rq.produce("idem-multi", 0, idem_batch(pid, 0, 0)))
+    await c.call(rq.produce("idem-multi", 1, idem_batch(pid, 0, 0)))
     from kio.index import load_request_schema
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(0, 9)
@@ -105,11 +109,11 @@ async def test_partitions_of_one_request_are_judged_separately(broker):
     req = build(cls, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
                 topic_data=(build(T, name="idem-multi", partition_data=(
                     build(P, index=0, records=idem_batch(pid, 0, 0)),   # duplicate
-                    build(P, index=1, records=idem_batch(pid, 0, 4)),   # unknown seq on p1
+                    build(P, index=1, records=idem_batch(pid, 0, 4)),   # a gap on p1 (3 expected)
                 )),))
     resp = await c.call(req)
     codes = {p.index: (p.error_code, p.base_offset) for p in resp.responses[0].partition_responses}
-    assert codes == {0: (0, 0), 1: (ErrorCode.unknown_producer_id, -1)}
+    assert codes == {0: (0, 0), 1: (ErrorCode.out_of_order_sequence_number, -1)}
 
 
 async def test_duplicate_recognised_after_restart(tmp_path):
@@ -143,10 +147,13 @@ async def test_idle_producer_state_expires(tmp_path):
     pid = (await c.call(init_pid())).producer_id
     assert part(await c.call(rq.produce("idem-expire", 0, idem_batch(pid, 0, 0)))).error_code == 0
     await asyncio.sleep(0.8)
-    # the producer is forgotten: its next batch is from an unknown producer
+    # the producer is forgotten, and its next batch is accepted at its own sequence, as
+    # Kafka >= 2.5 accepts it (KIP-360): no UNKNOWN_PRODUCER_ID, no abort for the client
     late = part(await c.call(rq.produce("idem-expire", 0, idem_batch(pid, 0, 3))))
-    assert late.error_code == ErrorCode.unknown_producer_id
-    # and a retry of its old batch can no longer be recognised: Kafka behaves the same
-    assert part(await c.call(rq.produce("idem-expire", 0, idem_batch(pid, 0, 0)))).error_code == 0
+    assert (late.error_code, late.base_offset) == (ErrorCode.none, 3)
+    # a retry of its batch from before the expiry can no longer be recognised: Kafka
+    # behaves the same (OutOfOrderSequence against the state rebuilt from seq 3)
+    old = part(await c.call(rq.produce("idem-expire", 0, idem_batch(pid, 0, 0))))
+    assert old.error_code == ErrorCode.out_of_order_sequence_number
     await c.close()
     await running.close()

@@ -181,18 +181,16 @@ def test_sequence_wraps_at_int32_max(open_log):
     log.append(data(8, 0, 1))
 
 
-def test_unknown_producer_must_start_at_zero(open_log):
+def test_unknown_producer_may_start_at_any_sequence(open_log):
+    # Kafka >= 2.5 (KIP-360, ProducerAppendInfo.checkSequence): with no state for the
+    # producer, any sequence is accepted; from then on the sequence must follow.
     log = open_log(CONFIG)
     log.append(make_batch(4))
-    with pytest.raises(UnknownProducerId) as info:
-        log.append(data(9, 0, 3))
-    exc = info.value
-    assert exc.error_code == 59
-    assert (exc.producer_id, exc.expected_sequence, exc.received_sequence) == (9, 0, 3)
-    assert exc.log_start_offset == 0
-    assert 9 not in log.producer_state
-    assert log.append(data(9, 0, 0)).base_offset == 4
-    assert log.producer_state[9].last_seq == 0
+    assert log.append(data(9, 0, 3)).base_offset == 4
+    assert log.producer_state[9].last_seq == 3
+    with pytest.raises(OutOfOrderSequence):
+        log.append(data(9, 0, 5))
+    assert log.append(data(9, 0, 4)).base_offset == 5
 
 
 def test_duplicate_of_the_last_five_batches_only(open_log):
@@ -328,12 +326,12 @@ def test_expiry(open_log, clock, events):
     # An open transaction keeps a producer however idle.
     assert log.expire_producers(TS0 + 100 * DAY) == [8]
     assert sorted(log.producer_state) == [9]
-    # Its state is gone: it must start over (or be told UNKNOWN_PRODUCER_ID).
-    with pytest.raises(UnknownProducerId):
-        log.append(data(7, 0, 1))
+    # Its state is gone: it carries on where it was, as Kafka >= 2.5 lets it (KIP-360).
+    assert not log.append(data(7, 0, 1)).duplicate
+    assert log.producer_state[7].last_seq == 1
     assert log.expire_producers(TS0, expiration_ms=1) == []
     log.append(marker(9, 0), origin="coordinator")
-    assert log.expire_producers(TS0 + 10, expiration_ms=10) == [9]
+    assert sorted(log.expire_producers(TS0 + 10, expiration_ms=10)) == [7, 9]
 
 
 def test_expiry_uses_the_configured_time_and_manager_counts(tmp_path):
@@ -379,10 +377,9 @@ def test_retention_removes_producers_whose_batches_are_gone(open_log, events):
     assert event["count"] == 2 and event["log_start_offset"] == 4
     assert sorted(event["producer_ids"]) == [7, 8]
     assert snapshots(log) == [4]
-    with pytest.raises(UnknownProducerId) as info:
-        log.append(data(8, 0, 2))
-    assert info.value.log_start_offset == 4
-    log.append(data(8, 0, 0))
+    # 8's state went with its batches; it carries on at its own sequence (Kafka >= 2.5)
+    assert not log.append(data(8, 0, 2)).duplicate
+    log.append(data(8, 0, 3))
 
 
 def test_retention_keeps_producers_with_batches_left(open_log):
