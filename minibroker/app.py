@@ -28,7 +28,7 @@ from .handlers.produce import ProduceHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
 from .listeners import BoundListener, Endpoint, host_port
-from .server import KafkaConnection
+from .server import KafkaConnection, RequestMemory
 
 log = structlog.get_logger("minibroker")
 
@@ -97,6 +97,8 @@ async def start(config: Config) -> RunningBroker:
     broker = Broker(config)
     dispatcher = build_dispatcher(broker)
     connections: set[KafkaConnection] = set()
+    # One budget for every listener's connections, as Kafka's SocketServer has one pool.
+    memory = RequestMemory(config.queued_max_request_bytes)
     servers: list[asyncio.base_events.Server] = []
     bound: list[BoundListener] = []
     try:
@@ -107,7 +109,7 @@ async def start(config: Config) -> RunningBroker:
 
             def factory(slot=slot):
                 return KafkaConnection(dispatcher, config.max_request_bytes, connections,
-                                       slot[0], everything)
+                                       slot[0], everything, memory)
             sock = _listening_socket(spec.host, spec.port)
             if sock is not None:
                 server = await loop.create_server(factory, sock=sock, backlog=1024,

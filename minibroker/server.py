@@ -4,23 +4,114 @@ Every complete frame in a delivery is handled at once; answers leave strictly
 in request order even when some of them wait (long-poll fetch), because a
 client pipelines several requests and matches answers by order as well as by
 correlation id.
+
+All connections' large-frame buffers draw on one ``RequestMemory`` budget
+(Kafka's queued.max.request.bytes); a connection whose frame cannot grow stops
+reading its socket until memory frees.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import deque
 
 import structlog
 
-from minibroker_protocol.framing import FrameDecoder, InvalidFrame, size_prefix
+from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, size_prefix
 
 from .dispatch import Disconnect, Dispatcher
 
 log = structlog.get_logger("minibroker.server")
 
 _conn_ids = itertools.count(1)
+
+
+class RequestMemory:
+    """The bytes all connections' partly received and not yet answered large
+    requests may hold together (Kafka's queued.max.request.bytes).
+
+    A decoder asks before every growth of a frame's buffer. Past the limit it is
+    refused and its connection waits, first in first resumed, until buffers are
+    given back. One frame at a time may still go past the limit, up to its own
+    announced size (at most --max-request-bytes): without that, frames that each
+    hold part of the budget and all wait for more would wait for ever, and a
+    single frame larger than the budget could never arrive. This is Kafka's
+    non-strict pool (SocketServer builds a SimpleMemoryPool with strict=false:
+    "max allocated memory would be sizeBytes + maxSingleAllocationSize",
+    clients/.../common/memory/SimpleMemoryPool.java), with one difference: Kafka
+    takes the whole announced size at once, this takes what arrives.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # <= 0: no limit, as Kafka's queued.max.request.bytes=-1
+        self.used = 0
+        self.overdraft = None  # (decoder, frame_seq) allowed past the limit
+        self.holders: set[FrameDecoder] = set()
+        self.waiting: dict[KafkaConnection, float] = {}  # insertion order: first paused, first resumed
+        self._wake_scheduled = False
+
+    def take(self, decoder: FrameDecoder, n: int) -> bool:
+        if self.limit > 0 and self.used + n > self.limit:
+            self.reclaim()
+        if self.limit > 0 and self.used + n > self.limit:
+            frame = (decoder, decoder.frame_seq)
+            if self.overdraft is None and not self._someone_waits_before(decoder):
+                self.overdraft = frame
+                log.info("connection.memory_overdraft", conn=decoder.tag, frame_bytes=decoder.pending_size,
+                         used=self.used, asked=n, limit=self.limit,
+                         reason="one frame at a time may pass the budget so the broker always progresses")
+            elif self.overdraft != frame:
+                return False
+        self.used += n
+        self.holders.add(decoder)
+        return True
+
+    def _someone_waits_before(self, decoder: FrameDecoder) -> bool:
+        # The overdraft goes to the connection that has waited longest.
+        for conn in self.waiting:
+            return conn.decoder is not decoder
+        return False
+
+    def give(self, decoder: FrameDecoder, n: int) -> None:
+        self.used -= n
+        if decoder.held == 0:
+            self.holders.discard(decoder)
+        if self.overdraft is not None and self.used <= self.limit:
+            self.overdraft = None
+        self.wake_soon()
+
+    def reclaim(self) -> None:
+        """Give back every kept buffer nothing refers to: the budget is short."""
+        for decoder in list(self.holders):
+            decoder.release_idle(0)
+
+    def wait(self, conn: "KafkaConnection") -> None:
+        self.waiting.setdefault(conn, time.monotonic())
+
+    def forget(self, conn: "KafkaConnection") -> None:
+        self.waiting.pop(conn, None)
+
+    def wake_soon(self) -> None:
+        """Retry the waiting connections on the next loop turn, never from inside
+        another connection's read."""
+        if self.waiting and not self._wake_scheduled:
+            self._wake_scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self) -> None:
+        self._wake_scheduled = False
+        for conn, since in list(self.waiting.items()):
+            if conn.closed:
+                self.waiting.pop(conn, None)
+                continue
+            if not conn.retry_memory(since):
+                break  # first paused, first resumed: no one overtakes the head
+            self.waiting.pop(conn, None)
+
+
+NO_LIMIT = RequestMemory(0)
 
 
 class _Slot:
@@ -34,20 +125,25 @@ class _Slot:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, registry: set,
-                 listener=None, listeners: tuple = ()) -> None:
+                 listener=None, listeners: tuple = (), memory: RequestMemory | None = None) -> None:
         self.dispatcher = dispatcher
         # The listener this connection came in on: Metadata and FindCoordinator answer with
         # its advertised address.
         self.listener = listener
         self.listeners = listeners
-        self.decoder = FrameDecoder(max_request_bytes)
+        self.conn_id = next(_conn_ids)
+        self.memory = memory if memory is not None else NO_LIMIT
+        self.decoder = FrameDecoder(max_request_bytes, self.memory if memory is not None else UNBOUNDED,
+                                    tag=self.conn_id)
         self.registry = registry
         self.transport: asyncio.Transport | None = None
         self.peer = None
-        self.conn_id = next(_conn_ids)
         self.pending: deque[_Slot] = deque()
         self.tasks: set[asyncio.Task] = set()
         self.closed = False
+        # Why reading is paused: "write" (the client does not read its answers) and/or
+        # "memory" (a frame waits for the request budget). Reading resumes when both clear.
+        self.paused: set[str] = set()
 
     # -- asyncio callbacks -------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -62,14 +158,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for task in self.tasks:
             task.cancel()
         self.pending.clear()
+        self.memory.forget(self)
+        self.decoder.close()
         log.debug("connection.closed", conn=self.conn_id, peer=self.peer, error=repr(exc) if exc else None)
 
     def pause_writing(self) -> None:
         # The client is not reading its answers: stop reading its requests.
-        self.transport.pause_reading()
+        self._pause("write")
 
     def resume_writing(self) -> None:
-        if not self.closed:
+        self._resume("write")
+
+    def _pause(self, why: str) -> None:
+        if not self.paused and not self.closed:
+            self.transport.pause_reading()
+        self.paused.add(why)
+
+    def _resume(self, why: str) -> None:
+        self.paused.discard(why)
+        if not self.paused and not self.closed:
             self.transport.resume_reading()
 
     # BufferedProtocol: the transport reads straight into the decoder's buffers, so a 1 MiB
@@ -89,8 +196,42 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except InvalidFrame as e:
             self._disconnect("invalid_frame", str(e))
             return
+        if self.decoder.blocked and "memory" not in self.paused:
+            self._pause("memory")
+            self.memory.wait(self)
+            log.info("connection.reads_paused", conn=self.conn_id, peer=self.peer,
+                     frame_bytes=self.decoder.pending_size, received=self.decoder.buffered,
+                     held=self.decoder.held, used=self.memory.used, limit=self.memory.limit,
+                     waiting=len(self.memory.waiting), reason="request memory budget exhausted")
         if frames:
             self._handle(frames)
+            del frames
+            self._handled()
+
+    def retry_memory(self, since: float) -> bool:
+        """The budget may have room again: grow the waiting frame and read on."""
+        try:
+            frames = self.decoder.resume()
+        except InvalidFrame as e:  # a frame behind the one that waited
+            self._disconnect("invalid_frame", str(e))
+            return True
+        if self.decoder.blocked:
+            return False
+        log.info("connection.reads_resumed", conn=self.conn_id, peer=self.peer,
+                 waited_ms=round((time.monotonic() - since) * 1000, 1), held=self.decoder.held,
+                 used=self.memory.used, limit=self.memory.limit, waiting=len(self.memory.waiting) - 1)
+        self._resume("memory")
+        if frames:
+            self._handle(frames)
+            del frames
+            self._handled()
+        return True
+
+    def _handled(self) -> None:
+        # A large frame handled at once is no longer referred to: its buffer may be
+        # given back, and a waiting connection may now fit.
+        self.decoder.release_idle()
+        self.memory.wake_soon()
 
     def _handle(self, frames) -> None:
         for frame in frames:
@@ -139,7 +280,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             slot.chunks, slot.size = result
         slot.done = True
+        del coro, result
         self._drain()
+        if not self.closed:
+            self._handled()
 
     def _drain(self) -> None:
         while self.pending and self.pending[0].done:
