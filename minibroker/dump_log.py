@@ -338,6 +338,10 @@ def main(argv: list[str]) -> int:
                 bad += dump_file(f, ns.print_data_log)
             except BrokenPipeError:
                 raise
+            except FileNotFoundError:
+                # A running broker deletes segments (retention) and old snapshots: a race
+                # with the listing, not damage.
+                print(f"{PROG}: {f}: deleted since it was listed", file=sys.stderr)
             except OSError as exc:
                 # Vanished (retention) or unreadable since it was listed: say so, go on.
                 unreadable += 1

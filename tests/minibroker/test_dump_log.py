@@ -294,3 +294,22 @@ def test_closed_pipe_ends_the_dump_quietly(tmp_path):
     finally:
         proc.kill()
     assert (rc, proc.stderr.read()) == (0, b"")
+
+
+def test_file_deleted_after_the_listing_is_a_note_not_an_error(tmp_path, capsys, monkeypatch):
+    """A running broker's retention or snapshot rotation races the listing of a directory."""
+    import minibroker.dump_log as dump_log
+
+    directory = _partition(tmp_path)
+    real = dump_log.segment_file_list
+
+    def listed_then_deleted(d):
+        files = real(d)
+        os.unlink(files[-1])  # the newest snapshot, as a broker taking another one would
+        return files
+
+    monkeypatch.setattr(dump_log, "segment_file_list", listed_then_deleted)
+    rc, out, err = _run(capsys, directory)
+    assert rc == 0, err
+    assert err.splitlines() == [f"minibroker dump-log: {directory / '00000000000000000036.snapshot'}: "
+                                "deleted since it was listed"]
