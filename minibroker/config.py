@@ -123,10 +123,11 @@ def _integer(text: str) -> int:
 def _int(lo: int, hi: int = INT64_MAX, why: str = "") -> Callable[[str], int]:
     def parse(text: str) -> int:
         v = _integer(text)
-        if not lo <= v <= hi:
-            bound = f"between {lo} and {hi}" if hi < INT32_MAX else f"at least {lo}"
-            raise ValueError(f"must be {bound}{why}")
-        return v
+        if lo <= v <= hi:
+            return v
+        if hi < INT32_MAX:
+            raise ValueError(f"must be between {lo} and {hi}{why}")
+        raise ValueError(f"must be at least {lo}{why}" if v < lo else f"must be at most {hi}{why}")
     return parse
 
 

@@ -20,8 +20,11 @@ def _why(e: OSError) -> str:
 def check_data_dir(path: Path) -> str | None:
     """Make sure ``path`` is (or can be made) a directory the broker can write in."""
     label = f"--data-dir {str(path)!r}"
-    if path.exists() and not path.is_dir():
-        return f"{label}: exists and is not a directory"
+    try:
+        if path.exists() and not path.is_dir():
+            return f"{label}: exists and is not a directory"
+    except OSError as e:   # a parent this user may not enter
+        return f"{label}: cannot reach it: {_why(e)}"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -48,7 +51,7 @@ def check_data_dir(path: Path) -> str | None:
 
 
 def check_ready_file(path: Path) -> str | None:
-    parent = path.resolve().parent
+    parent = path.absolute().parent
     if not parent.is_dir():
         return f"--ready-file {str(path)!r}: directory {str(parent)!r} does not exist"
     if path.is_dir():
