@@ -356,10 +356,7 @@ def _read_file(path: Path, problems: list[str]) -> list[tuple[int, str, str]]:
     except (OSError, UnicodeDecodeError) as e:
         problems.append(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}")
     else:
-        try:
-            return parse_properties(text, str(path))
-        except PropertiesError as e:
-            problems.append(str(e))
+        return parse_properties(text, str(path), problems)
     return []
 
 
@@ -480,12 +477,13 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
             values[o.dest] = value
         except ValueError as e:
             problems.append(f"{source.label}: {e}")
+            values[o.dest] = o.default   # so that the listener checks below still run
 
     notes: list[tuple[str, dict]] = []
     listener_props: dict[str, str] = {}
     for lay in reversed(layers):
         listener_props.update(lay.listener_props)
-    if listener_props and not problems:
+    if listener_props:
         for flag in ("--listeners", "--advertised-listeners"):
             if values.get(flag[2:].replace("-", "_")):
                 try:
@@ -508,14 +506,23 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
     used = sorted({p for lay in layers for p in lay.kafka_used})
     if used:
         notes.append(("config.kafka_properties_applied", {"properties": used}))
-    if problems:
-        raise ConfigError(problems)
-
     try:
         config = _build(values)
     except ListenerError as e:
-        raise ConfigError([str(e)]) from None
+        problems.append(_listener_source(str(e), layers))
+    if problems:
+        raise ConfigError(problems)
     return Loaded(config, notes, config_file, wait_file)
+
+
+def _listener_source(message: str, layers: list[_Layer]) -> str:
+    """A listener error names the option; say where the listener list came from too."""
+    for flag in ("--listeners", "--advertised-listeners"):
+        if message.startswith(flag):
+            source = next((lay.values[flag] for lay in layers if flag in lay.values), None)
+            if source is not None and not source.label.startswith(flag):
+                return f"{source.label}: {message}"
+    return message
 
 
 def _build(v: dict) -> Config:

@@ -90,10 +90,12 @@ def kafka_env(env) -> dict[str, tuple[str, str]]:
     return out
 
 
-def parse_properties(text: str, source: str) -> list[tuple[int, str, str]]:
+def parse_properties(text: str, source: str,
+                     problems: list[str] | None = None) -> list[tuple[int, str, str]]:
     """(line number, key, value) of a Java ``.properties`` text: ``#``/``!`` comments, ``=``,
     ``:`` or blank as separator, a trailing backslash continues the line. An ``export`` in
-    front of a key is dropped, so a shell-style ``export KAFKA_X=...`` file reads too."""
+    front of a key is dropped, so a shell-style ``export KAFKA_X=...`` file reads too.
+    A line that is no KEY=VALUE goes to ``problems`` (raises without it); the rest are read."""
     out = []
     lines = text.splitlines()
     i = 0
@@ -110,7 +112,11 @@ def parse_properties(text: str, source: str) -> list[tuple[int, str, str]]:
         cut = min((p for p in (line.find("="), line.find(":"), line.find(" "), line.find("\t"))
                    if p >= 0), default=-1)
         if cut <= 0:
-            raise PropertiesError(f"{source}:{lineno}: {line!r} is not KEY=VALUE")
+            problem = f"{source}:{lineno}: {line!r} is not KEY=VALUE"
+            if problems is None:
+                raise PropertiesError(problem)
+            problems.append(problem)
+            continue
         key, rest = line[:cut].strip(), line[cut:].lstrip()
         if rest[:1] in ("=", ":"):
             rest = rest[1:].lstrip()
