@@ -28,7 +28,7 @@ from .handlers.produce import ProduceHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
 from .listeners import BoundListener, Endpoint, host_port
-from .server import KafkaConnection, RequestMemory
+from .server import Acceptor, KafkaConnection, RequestMemory
 
 log = structlog.get_logger("minibroker")
 
@@ -45,7 +45,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
 @dataclass
 class RunningBroker:
     broker: Broker
-    servers: list[asyncio.base_events.Server]
+    servers: list[Acceptor]
     listeners: tuple[BoundListener, ...]
     connections: set = field(default_factory=set)
 
@@ -92,14 +92,47 @@ def _listening_socket(host: str, port: int) -> socket.socket | None:
     return s
 
 
+def _bound_sockets(host: str, port: int) -> list[socket.socket]:
+    """One bound socket per address ``host`` resolves to, as ``loop.create_server`` binds them
+    (IPv6 ones IPv6-only, so ``localhost`` can hold both families on one port)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise OSError(e.errno, f"cannot resolve {host!r}: {e.strerror}") from None
+    socks: list[socket.socket] = []
+    seen = set()
+    try:
+        for family, kind, proto, _name, addr in infos:
+            if (family, addr) in seen:
+                continue
+            seen.add((family, addr))
+            s = socket.socket(family, kind, proto)
+            socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(socks) > 1:
+                # Every address on the port the first one got, not a port each.
+                addr = (addr[0], socks[0].getsockname()[1], *addr[2:])
+            try:
+                s.bind(addr)
+            except OSError as e:
+                raise OSError(e.errno, f"error while attempting to bind on address {addr!r}: "
+                                       f"{e.strerror.lower()}") from None
+    except OSError:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
 async def start(config: Config) -> RunningBroker:
-    loop = asyncio.get_running_loop()
     broker = Broker(config)
     dispatcher = build_dispatcher(broker)
     connections: set[KafkaConnection] = set()
     # One budget for every listener's connections, as Kafka's SocketServer has one pool.
     memory = RequestMemory(config.queued_max_request_bytes)
-    servers: list[asyncio.base_events.Server] = []
+    servers: list[Acceptor] = []
     bound: list[BoundListener] = []
     try:
         # Bind every listener before any serves: a connection must never see a half-made
@@ -111,15 +144,10 @@ async def start(config: Config) -> RunningBroker:
                 return KafkaConnection(dispatcher, config.max_request_bytes, connections,
                                        slot[0], everything, memory)
             sock = _listening_socket(spec.host, spec.port)
-            if sock is not None:
-                server = await loop.create_server(factory, sock=sock, backlog=1024,
-                                                  start_serving=False)
-            else:
-                server = await loop.create_server(factory, spec.host or "0.0.0.0", spec.port,
-                                                  reuse_address=True, backlog=1024,
-                                                  start_serving=False)
+            socks = [sock] if sock is not None else _bound_sockets(spec.host or "0.0.0.0", spec.port)
+            server = Acceptor(socks, factory, spec.name, backlog=1024)
             servers.append(server)
-            port = server.sockets[0].getsockname()[1]
+            port = socks[0].getsockname()[1]
             host, adv_port = spec.advertised(port)
             slot.append(BoundListener(spec.name, spec.host, port, host, adv_port))
             bound.append(slot[0])

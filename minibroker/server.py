@@ -13,7 +13,10 @@ reading its socket until memory frees.
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
+import resource
+import socket
 import time
 from collections import deque
 
@@ -306,3 +309,111 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+
+# accept() errors that mean "no file descriptor or buffer for one more connection now":
+# asyncio's own accept loop pauses on these too (selector_events._accept_connection).
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class Acceptor:
+    """Accepts the connections of one listener's bound sockets: what ``loop.create_server``
+    does, and the same face (``sockets``, ``start_serving``, ``close``, ``wait_closed``).
+
+    Its own because of the file-descriptor limit: libuv answers EMFILE by accepting and
+    at once closing every waiting connection (its "EMFILE trick"), without a word, and
+    uvloop closes the whole server if an accept error reaches it anyway. Here a refused
+    accept is one rate-limited ``listener.accept_failed`` line; the listener then stops
+    accepting for a moment, leaving the waiting connections in the kernel's backlog until
+    descriptors free, as asyncio's own loop does.
+    """
+
+    RETRY_S = 0.2
+    LOG_EVERY_S = 10.0
+
+    def __init__(self, sockets: list[socket.socket], factory, name: str, backlog: int = 1024) -> None:
+        self.sockets = sockets
+        self.factory = factory
+        self.name = name
+        self.backlog = backlog
+        self.closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._retry: dict[socket.socket, asyncio.TimerHandle] = {}
+        self._refusals = 0
+        self._logged_at = float("-inf")
+
+    async def start_serving(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        for sock in self.sockets:
+            sock.setblocking(False)
+            sock.listen(self.backlog)
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
+
+    def _accept(self, sock: socket.socket) -> None:
+        loop = self._loop
+        for _ in range(self.backlog):
+            try:
+                conn, _addr = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:
+                self._refused(sock, e)
+                return
+            try:
+                conn.setblocking(False)
+                if conn.family in (socket.AF_INET, socket.AF_INET6):
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # the peer already went away
+                conn.close()
+                continue
+            task = loop.create_task(self._connect(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        try:
+            await self._loop.connect_accepted_socket(self.factory, conn)
+        except OSError as e:
+            conn.close()
+            log.info("listener.connection_failed", listener=self.name, error=str(e))
+
+    def _refused(self, sock: socket.socket, e: OSError) -> None:
+        self._refusals += 1
+        now = time.monotonic()
+        if now - self._logged_at >= self.LOG_EVERY_S:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            log.warning("listener.accept_failed", listener=self.name,
+                        errno=errno.errorcode.get(e.errno, e.errno), error=e.strerror,
+                        rlimit_nofile=soft, rlimit_nofile_hard=hard,
+                        refusals=self._refusals, retry_ms=int(self.RETRY_S * 1000),
+                        reason="out of file descriptors: connections wait in the backlog"
+                        if e.errno in _OUT_OF_RESOURCES else "accept failed")
+            self._logged_at = now
+            self._refusals = 0
+        # Stop accepting for a moment: the socket stays readable while the backlog holds
+        # connections, and retrying at once would spin.
+        self._loop.remove_reader(sock.fileno())
+        self._retry[sock] = self._loop.call_later(self.RETRY_S, self._resume, sock)
+
+    def _resume(self, sock: socket.socket) -> None:
+        self._retry.pop(sock, None)
+        if not self.closed:
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
+            self._accept(sock)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for handle in self._retry.values():
+            handle.cancel()
+        self._retry.clear()
+        for sock in self.sockets:
+            if self._loop is not None:
+                self._loop.remove_reader(sock.fileno())
+            sock.close()
+
+    async def wait_closed(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
