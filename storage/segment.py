@@ -214,9 +214,10 @@ class Segment:
             seg._verify(cut_tail=False, end_offset=end_offset, reason="not verified")
         else:
             try:
-                seg._load_indexes(check_crc)
+                seg._load_indexes(check_crc, may_cut=end_offset < 0)
             except IndexCorrupt as exc:
-                seg._rebuild(check_crc, reason=str(exc))
+                # Checked batch by batch; a sealed segment is never cut on a guess.
+                seg._verify(cut_tail=end_offset < 0, end_offset=end_offset, reason=str(exc))
         # Entries for markers in a torn tail that recovery cut off go too.
         seg.txn_index = TxnIndex.load(seg.txn_index.path, base_offset, seg.next_offset)
         return seg
@@ -236,7 +237,7 @@ class Segment:
         self._reserved = self.size
         self._synced = self.size
 
-    def _load_indexes(self, check_crc: bool) -> None:
+    def _load_indexes(self, check_crc: bool, may_cut: bool = True) -> None:
         index = OffsetIndex.load(self.index.path, self.base_offset, self.size)
         if index is None:
             raise IndexCorrupt(f"{self.index.path} is missing")
@@ -271,37 +272,9 @@ class Segment:
         self._read_first_timestamp()
         valid_end = tail[-1][4] if tail else start
         if valid_end != self.size:
+            if not may_cut:
+                raise IndexCorrupt(f"{self.path}: the batches end at {valid_end}, the file at {self.size}")
             self._truncate(valid_end, self.size)
-
-    def _rebuild(self, check_crc: bool, reason: str) -> None:
-        self.index = OffsetIndex(self.index.path, self.base_offset)
-        self.time_index = TimeIndex(self.time_index.path, self.base_offset)
-        self.max_timestamp = self.offset_of_max_timestamp = -1
-        self._since_index = 0
-        file_size = self.size
-        valid_end = 0
-        self.next_offset = self.base_offset
-        if file_size:
-            for pos, _, last, max_ts, end in scan(
-                self._buffer(), 0, file_size, check_crc, expect_base=self.base_offset
-            ):
-                self._note(pos, last, max_ts, end - pos)  # sets self.size
-                self.next_offset = last + 1
-                valid_end = end
-        self._read_first_timestamp()
-        if valid_end != file_size:
-            self._truncate(valid_end, file_size)
-        self.index.rewrite()
-        self.time_index.rewrite()
-        # Expected after a crash; a damaged index on a clean start is not.
-        (log.info if check_crc else log.warning)(
-            "index rebuilt",
-            segment=self.path,
-            reason=reason,
-            index_entries=len(self.index),
-            time_index_entries=len(self.time_index),
-            next_offset=self.next_offset,
-        )
 
     def _verify(self, cut_tail: bool, end_offset: int, reason: str) -> None:
         """Check every batch and rebuild the indexes from the sound ones."""

@@ -274,3 +274,26 @@ def test_clean_restart_reads_no_segment_again(open_log, events):
     checked = [e["segment"] for e in events if e["event"] == "segment.verified"]
     assert sorted(os.path.basename(p) for p in checked) == sorted(
         f"{b:020d}.log" for b in sealed_in_this_run + [log.segments[-1].base_offset])
+
+
+def test_trusted_sealed_segment_with_a_broken_tail_is_never_cut(open_log):
+    """A marked segment is opened from its indexes; if its last batches do
+    not line up (rot in a length field), it is checked batch by batch and the
+    damage kept and refused - cutting a sealed segment would lose offsets."""
+    log = open_log(CONFIG)
+    infos = fill(log, 150)
+    log.close()
+    seg = log.segments[0]
+    victim = [i for i in infos if in_segment(log, i) is seg][-1]
+    size_before = os.path.getsize(seg.path)
+    st = os.stat(seg.path)
+    with open(seg.path, "r+b") as f:
+        f.seek(victim.start_position + 8)
+        f.write(struct.pack(">i", 5))
+    os.utime(seg.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    log = open_log(CONFIG)
+    assert os.path.getsize(seg.path) == size_before
+    assert [b.position for _, b in log.bad_batches()] == [victim.start_position]
+    with pytest.raises(CorruptBatch):
+        log.read(victim.base_offset, 1 << 20)
+    assert log.log_end_offset == 300
