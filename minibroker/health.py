@@ -72,17 +72,22 @@ def probe(host: str, port: int, timeout: float) -> tuple[int, int, float]:
 
 def default_bootstrap(env=os.environ) -> str:
     """What the broker configured by this environment listens on: its first listener
-    (every-interface hosts become localhost), else localhost:$MINIBROKER_PORT."""
+    (every-interface hosts become localhost), else localhost:$MINIBROKER_PORT. KAFKA_LISTENERS
+    comes first, as it does for the broker (minibroker/config.py), less its controller
+    listeners, which the broker does not bind."""
     if env.get("MINIBROKER_HEALTH_BOOTSTRAP"):
         return env["MINIBROKER_HEALTH_BOOTSTRAP"]
-    if env.get("MINIBROKER_LISTENERS"):
+    controllers = {n.strip().upper() for n in env.get("KAFKA_CONTROLLER_LISTENER_NAMES", "").split(",")}
+    for var in ("KAFKA_LISTENERS", "MINIBROKER_LISTENERS"):
+        if not env.get(var):
+            continue
         try:
-            first = parse_endpoints(env["MINIBROKER_LISTENERS"], "MINIBROKER_LISTENERS")[0]
+            usable = [e for e in parse_endpoints(env[var], var) if e.name not in controllers]
         except ListenerError:
-            pass
-        else:
-            host = first.host if first.host not in WILDCARDS else "localhost"
-            return host_port(host, first.port)
+            continue
+        if usable:
+            host = usable[0].host if usable[0].host not in WILDCARDS else "localhost"
+            return host_port(host, usable[0].port)
     host = env.get("MINIBROKER_HOST") or ""
     return host_port(host if host not in WILDCARDS else "localhost",
                      env.get("MINIBROKER_PORT") or 9092)
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                     "Exit 0 when it answers without error, 1 otherwise.")
     p.add_argument("--bootstrap", default=default, metavar="HOST:PORT",
                    help="broker to ask (env MINIBROKER_HEALTH_BOOTSTRAP, else the first of "
-                        "MINIBROKER_LISTENERS, else $MINIBROKER_HOST:$MINIBROKER_PORT with "
+                        "KAFKA_LISTENERS or MINIBROKER_LISTENERS, else $MINIBROKER_HOST:$MINIBROKER_PORT with "
                         "localhost for every-interface hosts; default %(default)s)")
     p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                    help="bound on connecting and on the answer (default %(default)s)")

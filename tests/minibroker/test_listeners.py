@@ -117,3 +117,7 @@ def test_health_default_target_follows_the_broker_environment():
            "MINIBROKER_PORT": "9092"}
     assert default_bootstrap(env) == "localhost:29092"
     assert default_bootstrap({**env, "MINIBROKER_HEALTH_BOOTSTRAP": "x:1"}) == "x:1"
+    # The apache/kafka-style environment (Testcontainers'): controller listeners are not bound.
+    kafka = {"KAFKA_LISTENERS": "CONTROLLER://:9094,PLAINTEXT://:9092,BROKER://:9093",
+             "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER", "MINIBROKER_PORT": "9999"}
+    assert default_bootstrap(kafka) == "localhost:9092"
