@@ -335,6 +335,20 @@ class Segment:
             self.bad[b.position] = b
         return new
 
+    def good_spans(self, start: int = 0) -> list[tuple[int, int]]:
+        """Byte ranges ``[a, b)`` from ``start`` to the end that hold no known-bad
+        region: what a walk over the batches (producer-state replay) may read."""
+        spans, pos = [], start
+        for b in sorted(self.bad.values(), key=lambda b: b.position):
+            if b.end <= pos:
+                continue
+            if b.position > pos:
+                spans.append((pos, b.position))
+            pos = b.end
+        if pos < self.size:
+            spans.append((pos, self.size))
+        return spans
+
     def _bad_region(self, pos: int) -> BadBatch | None:
         for b in self.bad.values():
             if b.position <= pos < b.end:

@@ -297,3 +297,18 @@ def test_trusted_sealed_segment_with_a_broken_tail_is_never_cut(open_log):
     with pytest.raises(CorruptBatch):
         log.read(victim.base_offset, 1 << 20)
     assert log.log_end_offset == 300
+
+
+def test_good_spans_leave_out_the_bad_regions(open_log):
+    log = open_log(CONFIG)
+    infos = fill(log, 150)
+    log.close()
+    victim = infos[4]
+    seg = in_segment(log, victim)
+    flip(seg.path, victim.start_position + 90)
+    log = open_log(CONFIG)
+    seg = in_segment(log, victim)
+    [(_, bad)] = log.bad_batches()
+    assert seg.good_spans() == [(0, bad.position), (bad.end, seg.size)]
+    assert seg.good_spans(bad.position + 1) == [(bad.end, seg.size)]
+    assert log.segments[-1].good_spans() == [(0, log.segments[-1].size)]
