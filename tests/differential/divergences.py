@@ -35,6 +35,10 @@ OPEN_BUGS: dict[str, tuple[Divergence, ...]] = {
                    "an unknown transactional id: Kafka answers producer id/epoch 0, minibroker -1"),
         Divergence(65, ("transaction_states", "*", "producer_epoch"), "same"),
     ),
+    "txn-offset-commit-fenced-code": (
+        Divergence(28, ("topics", "*", "partitions", "*", "error_code"),
+                   "TxnOffsetCommit v3 with an old epoch before AddOffsetsToTxn: Kafka 47, minibroker 90"),
+    ),
     # Looked past by not sending it (tests/differential/machine.py, produce).
     "txn-batch-without-pid": (),
 }

@@ -16,7 +16,7 @@ from tests.reference.client import Connection, api_versions, part, req
 
 from .normalise import ProducerIds, diff, normalise
 
-CREATE_TOPICS, METADATA, FIND_COORDINATOR = 19, 3, 10
+CREATE_TOPICS, METADATA, FIND_COORDINATOR, LIST_OFFSETS = 19, 3, 10, 2
 JOIN_GROUP, SYNC_GROUP = 11, 14
 RETRIABLE_SETUP = {5, 7, 14, 15, 3}  # leader/coordinator not ready yet, unknown topic just created
 
@@ -97,12 +97,24 @@ class Pair:
                         and all(p.error_code == 0 and p.leader_id >= 0 for p in t.partitions)
                         for t in md.topics)
             if ready:
+                ready = self._partitions_serve(s, names, partitions)
+            if ready:
                 for t in md.topics:
                     s.topic_ids[t.name] = t.topic_id
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{s.name}: topics {names} have no leaders after 30 s: {md.topics}")
             time.sleep(0.05)
+
+    @staticmethod
+    def _partitions_serve(s: Side, names: list[str], partitions: int) -> bool:
+        # Kafka's Metadata names a leader before its replica manager has made the log; until then a
+        # Fetch or ListOffsets answers NOT_LEADER_OR_FOLLOWER. Ask the partitions themselves.
+        topics = tuple(part((LIST_OFFSETS, 7), "ListOffsetsTopic", name=n, partitions=tuple(
+            part((LIST_OFFSETS, 7), "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1,
+                 timestamp=-1) for i in range(partitions))) for n in names)
+        r = s.call(req(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=topics))
+        return all(p.error_code == 0 for t in r.topics for p in t.partitions)
 
     def find_coordinators(self, group: str, txn_ids: list[str]) -> None:
         """Both brokers create their coordinator state (and Kafka its internal topics) before the test."""

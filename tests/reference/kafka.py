@@ -101,8 +101,12 @@ def free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    # What `kafka-storage.sh random-uuid` prints: 16 random bytes, URL-safe base64, unpadded.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # What `kafka-storage.sh random-uuid` prints: 16 random bytes, URL-safe base64, unpadded;
+    # like Kafka's Uuid.randomUuid, never one starting with "-" (the tool would read it as an option).
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
