@@ -156,3 +156,35 @@ def test_garbage_over_transaction_state_tail_after_clean_stop(broker_factory):
     p.begin_transaction()
     p.produce(topic, value=b"after", partition=0)
     p.commit_transaction(30)
+
+
+def test_background_scrub_finds_rot_the_open_trusted(broker_factory):
+    """Rot that keeps the file's size and mtime passes the open (the segment is
+    marked verified); --scrub-bytes-per-sec finds it, and from then on the
+    consumer gets CORRUPT_MESSAGE instead of the changed value."""
+    from confluent_kafka import KafkaError
+
+    b = broker_factory(["--segment-bytes", str(64 * 1024), "--scrub-bytes-per-sec", str(32 << 20)])
+    topic = f"rot-{uuid.uuid4().hex[:8]}"
+    create_topic(b.bootstrap, topic, 1)
+    acked = produce(b.bootstrap, topic, 600)
+    assert b.stop() == 0
+    segs = segments(str(b.data_dir / f"{topic}-0"))
+    header, _ = list(walk_segment(segs[0], check_crc=True, position=0))[3]
+    st = os.stat(segs[0].log)
+    with open(segs[0].log, "r+b") as f:
+        f.seek(header.end - 5)
+        byte = f.read(1)
+        f.seek(header.end - 5)
+        f.write(bytes([byte[0] ^ 0x20]))
+    os.utime(segs[0].log, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    b.start()
+    deadline = time.monotonic() + 30
+    while "scrub.corrupt_batch" not in b.log_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "scrub.corrupt_batch" in b.log_text(), b.log_tail()
+    got, errors = consume_from(b.bootstrap, topic, 0, 600)
+    assert errors and set(errors) == {KafkaError.INVALID_MSG}, errors
+    assert max(got) == header.base_offset - 1
+    assert all(got[o] == acked[o] for o in got)
