@@ -250,6 +250,77 @@ def test_ephemeral_container(podman, broker_image):
     podman.run("rm", "-f", name)
 
 
+def test_random_host_port_with_wait_for_config(podman, broker_image, tmp_path):
+    """Testcontainers' case: the host port is chosen by the engine (``-p 127.0.0.1::9092``), so
+    the broker cannot know it when it starts. The container waits for a properties file
+    (``--wait-for-config``), the harness copies one in once it has read the mapped port (as
+    Testcontainers' KafkaContainer copies its start script), and clients reach the broker
+    through the mapped port: Metadata names it, not localhost:9092."""
+    name = podman.container(f"mbtest-{uuid.uuid4().hex[:8]}-random-port")
+    podman.run("run", "-d", "--name", name, "-p", f"{HOST}::9092",
+               "-e", "MINIBROKER_EPHEMERAL=true", "-e", "KAFKA_NODE_ID=5",
+               broker_image, "--wait-for-config", "/tmp/minibroker.properties")
+    mapped = podman.out("port", name, "9092/tcp").strip().splitlines()[0]
+    host, _, port_text = mapped.rpartition(":")
+    port = int(port_text)
+    assert host == HOST and port != 9092, mapped
+    deadline = time.monotonic() + 30
+    while "config.waiting_for_file" not in podman.logs(name):
+        assert time.monotonic() < deadline, podman.logs(name)
+        time.sleep(0.2)
+    assert not podman.healthy(name, timeout=10)      # nothing listens before the file arrives
+
+    t0 = time.monotonic()
+    late = tmp_path / "minibroker.properties"
+    late.write_text(f"advertised.listeners=PLAINTEXT://{HOST}:{port}\n")
+    late.chmod(0o644)
+    podman.run("cp", str(late), f"{name}:/tmp/minibroker.properties")
+    podman.wait_healthy(name, timeout=30)
+    MEASURED["random host port: file copied in -> healthy"] = f"{time.monotonic() - t0:.2f} s"
+
+    bootstrap = f"{HOST}:{port}"
+    assert _advertised(bootstrap) == [(HOST, port)]
+    topic = f"rnd-{uuid.uuid4().hex[:8]}"
+    committed = [f"r{i}" for i in range(10)]
+    _txn_produce(bootstrap, topic, f"rnd-{port}", [(committed, True), (["x"], False)])
+    assert _consume_all(bootstrap, topic, "read_committed", 10) == committed
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15)
+    assert list(md.brokers) == [5]                                   # KAFKA_NODE_ID
+    logs = podman.logs(name)
+    assert "config.file_arrived" in logs and "config.kafka_properties_applied" in logs, logs
+    podman.run("stop", "-t", "20", name, timeout=60)
+    assert podman.inspect(name)["State"]["ExitCode"] == 0, podman.logs(name)
+    podman.run("rm", "-f", name)
+
+
+def test_dockerfile_build_args_do_not_warn(podman, base_image, tmp_path):
+    """Building without the optional build arguments must not warn (buildah: 'missing
+    "PIP_CERT" build argument'). Each stage's FROM and ARG lines are built on their own, so
+    the check needs no network: it is the ARG declarations that warn."""
+    from .conftest import DOCKERFILE
+
+    skeleton, stages = [], []
+    for line in DOCKERFILE.read_text().splitlines():
+        word = line.split(" ", 1)[0].upper()
+        if word == "FROM":
+            if stages:
+                skeleton.append("RUN true")
+            stages.append(line.split()[-1])
+            skeleton.append(line)
+        elif word == "ARG":
+            skeleton.append(line)
+    skeleton.append("RUN true")
+    (tmp_path / "Dockerfile").write_text("\n".join(skeleton) + "\n")
+    assert len(stages) >= 3, stages
+    for stage in stages:
+        r = podman.run("build", "--format", "docker", "--build-arg", f"BASE={base_image}",
+                       "--target", stage, "-t", f"localhost/mbtest-args-{stage}",
+                       str(tmp_path), timeout=120)
+        warnings = [x for x in r.stderr.decode().splitlines() if "warn" in x.lower()]
+        assert warnings == [], (stage, warnings)
+
+
 # -- the compose environment ---------------------------------------------------------------------
 
 def test_compose_environment(podman, broker_image, examples_image):
