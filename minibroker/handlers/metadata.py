@@ -83,6 +83,16 @@ class MetadataHandlers:
                     if allow_auto and b.config.auto_create_topics and not is_internal(name):
                         info = b.create_topic(name, b.config.num_partitions, {}, reason="auto_create")
                     else:
+                        # librdkafka turns this answer into "Subscribed topic not available"
+                        # (rdkafka_cgrp.c, rd_kafka_cgrp_metadata_update_check): say which
+                        # connection was told so, and why, for the day a client claims a topic
+                        # that exists was reported unknown (issue 13, item 6).
+                        log.debug("metadata.topic_unknown", topic=name, client_id=ctx.client_id,
+                                  conn=getattr(ctx.connection, "conn_id", None),
+                                  correlation_id=ctx.correlation_id, api_version=ctx.api_version,
+                                  reason="not in the catalog; auto-create "
+                                  + ("refused by the request" if not allow_auto
+                                     else "off" if not b.config.auto_create_topics else "never for internal topics"))
                         topics.append(topic_entry(name, error=ErrorCode.unknown_topic_or_partition))
                         continue
                 topics.append(topic_entry(name, info))
