@@ -121,9 +121,10 @@ class FetchHandlers:
                     continue
                 except CorruptBatch as exc:
                     # Kafka answers a read that hits a corrupt record with CORRUPT_MESSAGE
-                    # (ReplicaManager.readFromLocalLog -> Errors.forException); librdkafka
-                    # hands that to the application, where KAFKA_STORAGE_ERROR would be
-                    # retried silently forever (rdkafka_fetcher.c).
+                    # (ReplicaManager.readFromLocalLog -> Errors.forException). Clients hand it
+                    # to the application (librdkafka's rdkafka_fetcher.c as a consumer error,
+                    # the Java consumer as "Encountered corrupt message when fetching offset"),
+                    # where KAFKA_STORAGE_ERROR would be retried silently forever.
                     log.warning("fetch.corrupt_batch", topic=info.name, partition=p.partition,
                                 fetch_offset=p.fetch_offset, segment=exc.path,
                                 position=exc.bad.position, first_offset=exc.bad.first_offset,
