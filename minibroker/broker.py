@@ -17,6 +17,7 @@ from minibroker_storage.sync_job import SyncJob
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
 from .config import Config
+from .coordinator import snapshot
 from .coordinator.group import GroupCoordinator
 from .coordinator.transaction import TransactionCoordinator
 
@@ -47,6 +48,7 @@ class Broker:
             id_expiration_ms=config.transactional_id_expiration_ms)
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
         self._tasks: list[asyncio.Task] = []
+        self._snapshot_writer = snapshot.Writer()
         self.group_coordinator = GroupCoordinator(
             self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
         # Offsets first: rolling a prepared transaction forward may complete
@@ -157,6 +159,43 @@ class Broker:
             self.txn_coordinator.expire_ids, "txn_id_expiration")))
         # Always: a topic's flush.ms may put it on an interval whatever --fsync says.
         self._tasks.append(loop.create_task(self._flush_loop()))
+        self._tasks.append(loop.create_task(self._snapshot_loop()))
+
+    # -- coordinator snapshots -------------------------------------------------------
+    def _coordinators(self):
+        return (("txn", self.txn_coordinator), ("group", self.group_coordinator))
+
+    async def _snapshot_loop(self) -> None:
+        """Periodic coordinator snapshots, so restart time (and a kill -9's replay) does
+        not grow with the internal topics' history. Captured on the loop, written on a
+        worker thread."""
+        while True:
+            await asyncio.sleep(1.0)
+            for name, coord in self._coordinators():
+                try:
+                    if not coord.snapshots.due():
+                        continue
+                    captured = coord.capture_snapshot()
+                    if captured is not None:
+                        ticket = self._snapshot_writer.ticket()
+                        await asyncio.to_thread(self._snapshot_writer.write, name, ticket,
+                                                captured, "periodic")
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("snapshot.failed", coordinator=name)
+
+    def _final_snapshots(self) -> list:
+        out = []
+        for name, coord in self._coordinators():
+            try:
+                captured = coord.capture_snapshot()
+            except Exception:
+                log.exception("snapshot.failed", coordinator=name)
+                continue
+            if captured is not None:
+                out.append((name, self._snapshot_writer.ticket(), captured))
+        return out
 
     async def _retention_loop(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
@@ -217,7 +256,12 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         t0 = time.perf_counter()
+        # Captured before the logs close, written after: by then the logs they cover
+        # are flushed, so a snapshot never claims offsets the disk does not hold.
+        final = self._final_snapshots()
         self.logs.close_all()
+        for name, ticket, captured in final:
+            self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))
 
 

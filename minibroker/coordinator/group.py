@@ -13,6 +13,8 @@ transaction stay pending until the transaction's marker lands.
 from __future__ import annotations
 
 import asyncio
+import os
+import struct
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import build_batch, parse_control_record
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
-from . import replay
+from . import replay, snapshot
 
 log = structlog.get_logger("minibroker.group")
 
@@ -34,6 +36,17 @@ EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
 # Kafka's group.min/max.session.timeout.ms defaults
 MIN_SESSION_TIMEOUT_MS = 6_000
 MAX_SESSION_TIMEOUT_MS = 1_800_000
+
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+def _keyed(key: bytes, value: bytes) -> bytes:
+    return _U32.pack(len(key)) + key + value
+
+
+def _offset_value(o) -> bytes:
+    return gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp))
 
 
 def now_ms() -> int:
@@ -97,6 +110,9 @@ class Group:
     # A member joined a new group (generation 0) during its initial delay: the delay runs
     # once more (Kafka's GroupMetadata.newMemberAdded).
     new_member_added: bool = False
+    # The group's last GroupMetadataValue in the log, as written: what a replay (and so
+    # a coordinator snapshot) knows of its generation and members.
+    persisted_value: bytes | None = None
 
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_future is not None for m in self.members.values())
@@ -110,6 +126,8 @@ class GroupCoordinator:
         self.broker = broker
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.groups: dict[str, Group] = {}
+        self.snapshots = snapshot.Schedule()
+        self._applied_end: dict[int, int] = {}  # partition -> log offset the state covers up to
 
     # -- persistence ----------------------------------------------------------------
     def _log_for(self, group_id: str):
@@ -124,7 +142,11 @@ class GroupCoordinator:
             # marker on this partition decides whether the offsets count.
             batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1],
                                 base_sequence=-1, transactional=True)
-        return self._log_for(group_id).append(batch, origin="coordinator").base_offset
+        plog = self._log_for(group_id)
+        base = plog.append(batch, origin="coordinator").base_offset
+        self._applied_end[self.broker.offsets_partition_for(group_id)] = base + len(records)
+        self.snapshots.wrote(len(records))
+        return base
 
     def _persist_group(self, g: Group) -> None:
         value = gl.GroupValue(
@@ -133,7 +155,9 @@ class GroupCoordinator:
                                  m.rebalance_timeout_ms, m.session_timeout_ms,
                                  m.metadata_for(g.protocol) if g.protocol else b"", m.assignment)
                   for m in g.members.values()))
-        self._append(g.group_id, [{"key": gl.group_key(g.group_id), "value": gl.encode_group(value)}])
+        encoded = gl.encode_group(value)
+        self._append(g.group_id, [{"key": gl.group_key(g.group_id), "value": encoded}])
+        g.persisted_value = encoded
 
     def load(self) -> None:
         """Replay ``__consumer_offsets``: committed offsets, group generations, pending
@@ -142,12 +166,13 @@ class GroupCoordinator:
         if info is None:
             return
         t0 = time.perf_counter()
+        logs = {p: self.broker.get_log(GROUP_METADATA_TOPIC, p) for p in range(info.partitions)}
+        starts = self._load_snapshot(info, logs)
         records = skipped = 0
         skips = replay.Skips()
-        for partition in range(info.partitions):
-            plog = self.broker.get_log(GROUP_METADATA_TOPIC, partition)
+        for partition, plog in logs.items():
             for h, recs in replay.batches(plog, GROUP_METADATA_TOPIC, partition,
-                                          plog.log_start_offset, "group_log.record_skipped",
+                                          starts[partition], "group_log.record_skipped",
                                           skips):
                 if h.is_control:
                     try:
@@ -179,7 +204,11 @@ class GroupCoordinator:
             g.state = STABLE if g.members else EMPTY
             for m in g.members.values():
                 m.expiry = loop.call_later(m.session_timeout_ms / 1000, self._expire, g, m)
+        self._applied_end = {p: plog.log_end_offset for p, plog in logs.items()}
+        if records:
+            self.snapshots.wrote(records)
         log.info("group.coordinator_loaded", groups=len(self.groups), records=records,
+                 from_snapshot=any(starts[p] > logs[p].log_start_offset for p in logs),
                  skipped=skipped + skips.count,
                  ms=round((time.perf_counter() - t0) * 1000, 1))
 
@@ -213,8 +242,88 @@ class GroupCoordinator:
         if v is None:
             self.groups.pop(gid, None)
             return None
-        self._apply_group_value(self.groups.setdefault(gid, Group(gid)), v)
+        g = self.groups.setdefault(gid, Group(gid))
+        self._apply_group_value(g, v)
+        g.persisted_value = bytes(value)
         return None
+
+    # -- snapshots ---------------------------------------------------------------------
+    # Entries: b"G" group key | group value; b"O" log offset i64 | offset key | value;
+    # b"T" producer id i64 | log offset i64 | offset key | value (a pending transactional
+    # commit). Keys are length-prefixed (u32); values take the rest of the entry.
+    SNAPSHOT_FILE = "group-coordinator.snapshot"
+
+    def snapshot_path(self) -> str:
+        return os.path.join(self.broker.config.data_dir, self.SNAPSHOT_FILE)
+
+    def capture_snapshot(self) -> tuple[str, bytes, dict] | None:
+        info = self.broker.topic(GROUP_METADATA_TOPIC)
+        if info is None:
+            return None
+        offsets = {p: self.broker.get_log(GROUP_METADATA_TOPIC, p).log_end_offset
+                   for p in range(info.partitions)}
+        foreign = {p: o for p, o in offsets.items() if o != self._applied_end.get(p, 0)}
+        if foreign:
+            # Something other than this coordinator appended to its log (markers are the
+            # coordinator's too, see on_marker): the state in memory is not what a replay
+            # would build, so it must not claim those offsets.
+            log.warning("group.snapshot_skipped", partitions=sorted(foreign),
+                        reason="records in the log this coordinator did not write")
+            self.snapshots.taken()
+            return None
+        entries = []
+        committed = 0
+        for g in self.groups.values():
+            if g.persisted_value is not None:
+                entries.append(b"G" + _keyed(gl.group_key(g.group_id), g.persisted_value))
+            for (t, p), o in g.offsets.items():
+                committed += 1
+                entries.append(b"O" + _I64.pack(o.log_offset) + _keyed(
+                    gl.offset_key(g.group_id, t, p), _offset_value(o)))
+            for pid, pending in g.txn_offsets.items():
+                for (t, p), o in pending.items():
+                    entries.append(b"T" + _I64.pack(pid) + _I64.pack(o.log_offset) + _keyed(
+                        gl.offset_key(g.group_id, t, p), _offset_value(o)))
+        self.snapshots.taken()
+        return (self.snapshot_path(), snapshot.encode(info.topic_id, offsets, entries),
+                {"groups": len(self.groups), "offsets": committed})
+
+    def _load_snapshot(self, info, logs) -> dict[int, int]:
+        """Load the snapshot if it can be trusted; where each partition's replay starts."""
+        starts = {p: plog.log_start_offset for p, plog in logs.items()}
+        path = self.snapshot_path()
+        snap = snapshot.load(path, "group", info.topic_id, logs)
+        if snap is None:
+            return starts
+        try:
+            for entry in snap.entries:
+                self._load_entry(entry)
+        except (gl.GroupLogFormatError, struct.error, ValueError) as e:
+            # The checksum held, so this is a broker bug, not damage: trust the log.
+            log.error("group.snapshot_ignored", path=path, reason=f"entry does not decode: {e}",
+                      consequence="full replay")
+            self.groups.clear()
+            return starts
+        log.info("group.snapshot_loaded", path=path, groups=len(self.groups),
+                 offsets=dict(sorted(snap.offsets.items())) if len(snap.offsets) <= 8 else None)
+        return {p: snap.offsets[p] for p in logs}
+
+    def _load_entry(self, entry: bytes) -> None:
+        kind, pos = entry[:1], 1
+        pid = log_offset = -1
+        if kind == b"T":
+            (pid,) = _I64.unpack_from(entry, pos)
+            pos += 8
+        if kind in (b"T", b"O"):
+            (log_offset,) = _I64.unpack_from(entry, pos)
+            pos += 8
+        elif kind != b"G":
+            raise ValueError(f"unknown snapshot entry kind {kind!r}")
+        (n,) = _U32.unpack_from(entry, pos)
+        key, value = entry[pos + 4:pos + 4 + n], entry[pos + 4 + n:]
+        reason = self._replay(key, value, log_offset, pid if kind == b"T" else None)
+        if reason is not None:
+            raise ValueError(reason)
 
     @staticmethod
     def _apply_group_value(g: Group, v: gl.GroupValue) -> None:
@@ -668,8 +777,11 @@ class GroupCoordinator:
         g.txn_offsets.setdefault(producer_id, {}).update(offsets)
 
     def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A COMMIT/ABORT marker reached ``__consumer_offsets``-partition."""
+        """A COMMIT/ABORT marker reached ``__consumer_offsets``-partition (it is the
+        partition's last record: the state now covers the log up to its end)."""
         self._complete_txn_offsets(producer_id, commit, log_it=True, partition=partition)
+        self._applied_end[partition] = self.broker.get_log(GROUP_METADATA_TOPIC, partition).log_end_offset
+        self.snapshots.wrote()
 
     def _complete_txn_offsets(self, producer_id: int, commit: bool, log_it: bool,
                               partition: int | None = None) -> None:
@@ -748,7 +860,6 @@ class GroupCoordinator:
 
 def _subscribed_topics(metadata: bytes) -> list[str]:
     """Topics of a ConsumerProtocolSubscription (version, array of topics, ...)."""
-    import struct
     try:
         pos = 2
         (n,) = struct.unpack_from(">i", metadata, pos)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from minibroker_protocol.records import build_batch, build_control_batch
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker_storage.errors import ProducerStateError, StorageError
 
-from . import replay
+from . import replay, snapshot
 
 log = structlog.get_logger("minibroker.txn")
 
@@ -30,6 +31,7 @@ log = structlog.get_logger("minibroker.txn")
 # fencing bump is always possible (TransactionMetadata.isEpochExhausted).
 MAX_EPOCH = 32767
 COORDINATOR_EPOCH = 0
+_U16 = struct.Struct(">H")
 
 _ALLOWED_FROM = {
     tl.EMPTY: {tl.EMPTY, tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT},
@@ -97,6 +99,8 @@ class TransactionCoordinator:
         self.id_expiration_ms = id_expiration_ms
         self.txns: dict[str, TxnMetadata] = {}
         self._by_pid: dict[int, str] = {}
+        self.snapshots = snapshot.Schedule()
+        self._applied_end = 0  # the log offset the in-memory state covers up to
 
     # -- persistence ---------------------------------------------------------------
     def _log(self):
@@ -116,20 +120,23 @@ class TransactionCoordinator:
         meta.last_update_ms = now_ms()
         value = None if new_state == tl.DEAD else tl.encode_value(meta.value())
         batch = build_batch([{"key": tl.encode_key(meta.transactional_id), "value": value}])
-        self._log().append(batch, origin="coordinator")
+        self._applied_end = self._log().append(batch, origin="coordinator").base_offset + 1
+        self.snapshots.wrote()
         log.debug("txn.transition", transactional_id=meta.transactional_id,
                   producer_id=meta.producer_id, epoch=meta.producer_epoch, state=meta.state_name,
                   partitions=len(meta.partitions))
 
     def load(self) -> None:
-        """Replay ``__transaction_state``; finish what was prepared before a crash."""
+        """Replay ``__transaction_state`` (after the snapshot, when one can be trusted);
+        finish what was prepared before a crash."""
         plog = self.broker.existing_log(TRANSACTION_STATE_TOPIC, 0)
         if plog is None:
             return
         t0 = time.perf_counter()
+        start = self._load_snapshot(plog)
         records = skipped = 0
         skips = replay.Skips()
-        for header, recs in replay.batches(plog, TRANSACTION_STATE_TOPIC, 0, plog.log_start_offset,
+        for header, recs in replay.batches(plog, TRANSACTION_STATE_TOPIC, 0, start,
                                            "txn_log.record_skipped", skips):
             if header.is_control:
                 # A marker has no business here (an AddPartitionsToTxn of this topic used to
@@ -145,6 +152,10 @@ class TransactionCoordinator:
                     skipped += 1
                     log.warning("txn_log.record_skipped", topic=TRANSACTION_STATE_TOPIC,
                                 partition=0, offset=rec.offset, reason=reason)
+        self._applied_end = plog.log_end_offset
+        if records:
+            # what was replayed is history the next snapshot should cover
+            self.snapshots.wrote(records)
         rolled = 0
         for meta in list(self.txns.values()):
             if meta.state in (tl.PREPARE_COMMIT, tl.PREPARE_ABORT):
@@ -158,7 +169,59 @@ class TransactionCoordinator:
                 self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
                 rolled += 1
         log.info("txn.coordinator_loaded", transactional_ids=len(self.txns), records=records,
-                 skipped=skipped + skips.count, rolled_forward=rolled, ms=round((time.perf_counter() - t0) * 1000, 1))
+                 replayed_from=start, skipped=skipped + skips.count, rolled_forward=rolled, ms=round((time.perf_counter() - t0) * 1000, 1))
+
+    # -- snapshots ---------------------------------------------------------------
+    SNAPSHOT_FILE = "transaction-coordinator.snapshot"
+
+    def snapshot_path(self) -> str:
+        return os.path.join(self.broker.config.data_dir, self.SNAPSHOT_FILE)
+
+    def _load_snapshot(self, plog) -> int:
+        """Load the snapshot if it can be trusted; the offset the replay starts from."""
+        info = self.broker.topic(TRANSACTION_STATE_TOPIC)
+        path = self.snapshot_path()
+        snap = snapshot.load(path, "txn", info.topic_id, {0: plog})
+        if snap is None:
+            return plog.log_start_offset
+        bad = 0
+        for entry in snap.entries:
+            (n,) = _U16.unpack_from(entry, 0)
+            if self._replay(entry[2:2 + n], entry[2 + n:]) is not None:
+                bad += 1
+        if bad:
+            # The checksum held, so this is a broker bug, not damage: trust the log.
+            log.error("txn.snapshot_ignored", path=path, reason=f"{bad} entries do not decode",
+                      consequence="full replay")
+            self.txns.clear()
+            self._by_pid.clear()
+            return plog.log_start_offset
+        log.info("txn.snapshot_loaded", path=path, offset=snap.offsets[0],
+                 transactional_ids=len(self.txns))
+        return snap.offsets[0]
+
+    def capture_snapshot(self) -> tuple[str, bytes, dict] | None:
+        """The state now and the offset it covers, encoded; the schedule starts over.
+        Synchronous on the loop, so no transition is half-applied in it."""
+        info = self.broker.topic(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            return None
+        offset = self.broker.get_log(TRANSACTION_STATE_TOPIC, 0).log_end_offset
+        if offset != self._applied_end:
+            # Something other than this coordinator appended to its log: the state in
+            # memory is not what a replay would build, so it must not claim that offset.
+            log.warning("txn.snapshot_skipped", log_end_offset=offset,
+                        applied_end=self._applied_end,
+                        reason="records in the log this coordinator did not write")
+            self.snapshots.taken()
+            return None
+        entries = []
+        for tid, meta in self.txns.items():
+            key = tl.encode_key(tid)
+            entries.append(_U16.pack(len(key)) + key + tl.encode_value(meta.value()))
+        self.snapshots.taken()
+        return (self.snapshot_path(), snapshot.encode(info.topic_id, {0: offset}, entries),
+                {"offset": offset, "transactional_ids": len(entries)})
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str | None:
         """Apply one record of the log; the reason it cannot be applied, if so."""
