@@ -55,10 +55,10 @@ class RequestMemory:
         self.waiting: dict[KafkaConnection, float] = {}  # insertion order: first paused, first resumed
         self._wake_scheduled = False
 
-    def take(self, decoder: FrameDecoder, n: int) -> bool:
-        if self.limit > 0 and self.used + n > self.limit:
+    def take(self, decoder: FrameDecoder, n: int, force: bool = False) -> bool:
+        if not force and self.limit > 0 and self.used + n > self.limit:
             self.reclaim()
-        if self.limit > 0 and self.used + n > self.limit:
+        if not force and self.limit > 0 and self.used + n > self.limit:
             frame = (decoder, decoder.frame_seq)
             if self.overdraft is None and not self._someone_waits_before(decoder):
                 self.overdraft = frame

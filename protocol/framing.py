@@ -51,7 +51,7 @@ SPARE_MAX = 8 * 1024 * 1024
 class Unbounded:
     """The budget of a decoder no one limits (tools, tests): every growth is granted."""
 
-    def take(self, decoder: "FrameDecoder", n: int) -> bool:
+    def take(self, decoder: "FrameDecoder", n: int, force: bool = False) -> bool:
         return True
 
     def give(self, decoder: "FrameDecoder", n: int) -> None:
@@ -230,7 +230,7 @@ class FrameDecoder:
                     return True
                 cap = len(spare)
         new_cap = min(_rounded(self._bsize), max(_rounded(want), 2 * cap, FIRST_BUFFER))
-        if not self.budget.take(self, new_cap) and not force:
+        if not self.budget.take(self, new_cap, force):
             return False
         new = bytearray(new_cap)
         self.held += new_cap
@@ -345,7 +345,8 @@ class FrameDecoder:
         n = len(data)
         need = self._bsize - self._bfill
         take = min(n, need)
-        # Delivered bytes are already in memory: the buffer grows whatever the budget says.
+        # Delivered bytes are already in memory: the buffer grows whatever the budget
+        # says (it is still told, so what it counts stays true).
         self._reserve(self._bfill + take, force=True)
         self._bview[self._bfill : self._bfill + take] = memoryview(data)[:take]
         self._bfill += take

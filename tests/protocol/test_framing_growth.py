@@ -23,8 +23,8 @@ class Ledger:
         self.taken: list[int] = []
         self.refuse = False
 
-    def take(self, decoder, n: int) -> bool:
-        if self.refuse or (self.limit is not None and self.used + n > self.limit):
+    def take(self, decoder, n: int, force: bool = False) -> bool:
+        if not force and (self.refuse or (self.limit is not None and self.used + n > self.limit)):
             return False
         self.used += n
         self.taken.append(n)
@@ -221,3 +221,17 @@ def test_a_frame_still_referred_to_stays_on_the_budget():
     del f
     d.release_idle(0)
     assert ledger.used == d.held == 0
+
+
+def test_fed_bytes_are_counted_even_past_the_budget():
+    """feed() gets bytes already in memory: its buffer grows anyway, and the budget is told."""
+    ledger = Ledger(limit=100_000)
+    d = FrameDecoder(budget=ledger)
+    data = frame(b"q" * 500_000)
+    got = []
+    for i in range(0, len(data), 100_000):
+        got.extend(bytes(f) for f in d.feed(data[i : i + 100_000]))
+    assert got == [b"q" * 500_000]
+    assert ledger.used == d.held > 0
+    d.close()
+    assert ledger.used == 0
