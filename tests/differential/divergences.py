@@ -39,6 +39,11 @@ OPEN_BUGS: dict[str, tuple[Divergence, ...]] = {
         Divergence(28, ("topics", "*", "partitions", "*", "error_code"),
                    "TxnOffsetCommit v3 with an old epoch before AddOffsetsToTxn: Kafka 47, minibroker 90"),
     ),
+    "produce-error-log-start-offset": (
+        Divergence(0, ("responses", "*", "partition_responses", "*", "log_start_offset"),
+                   "a refused batch (e.g. INVALID_PRODUCER_EPOCH): Kafka answers log_start_offset -1, "
+                   "minibroker the partition's"),
+    ),
     # Looked past by not sending it (tests/differential/machine.py, produce).
     "txn-batch-without-pid": (),
 }

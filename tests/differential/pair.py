@@ -9,6 +9,8 @@ returns both answers; ``Pair.check`` normalises and compares them.
 from __future__ import annotations
 
 import datetime
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +21,10 @@ from .normalise import ProducerIds, diff, normalise
 CREATE_TOPICS, METADATA, FIND_COORDINATOR, LIST_OFFSETS = 19, 3, 10, 2
 JOIN_GROUP, SYNC_GROUP = 11, 14
 RETRIABLE_SETUP = {5, 7, 14, 15, 3}  # leader/coordinator not ready yet, unknown topic just created
+
+
+# MINIBROKER_DIFFERENTIAL_TRACE=1 prints every step's (agreed) answer: what a case really exercised.
+TRACE = bool(os.environ.get("MINIBROKER_DIFFERENTIAL_TRACE"))
 
 
 class Divergence(AssertionError):
@@ -72,6 +78,8 @@ class Pair:
         if nk != nm:
             lines = "\n  ".join(diff(nk, nm))
             raise Divergence(f"{what}: Kafka and minibroker answered differently:\n  {lines}")
+        if TRACE:
+            print(f"{what}: {nk}", file=sys.stderr)
         return nk
 
     # ----------------------------------------------------------------- setup of one example

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
+from pathlib import Path
 
 from minibroker.testing.broker import MiniBroker
 from tests.reference import settings
@@ -13,19 +15,33 @@ from . import machine
 from .pair import Pair
 
 
+def checkout_path(checkout: str) -> str:
+    """A PYTHONPATH that imports minibroker, minibroker_protocol and minibroker_storage from
+    another checkout (its folders are minibroker/, protocol/, storage/): symlinks in a temp dir."""
+    root = Path(checkout).resolve()
+    if not (root / "minibroker" / "cli.py").is_file():
+        raise SystemExit(f"{checkout}: no minibroker checkout there")
+    shim = Path(tempfile.mkdtemp(prefix="differential-checkout-"))
+    for name, folder in (("minibroker", "minibroker"), ("minibroker_protocol", "protocol"),
+                         ("minibroker_storage", "storage")):
+        (shim / name).symlink_to(root / folder)
+    return str(shim)
+
+
 @contextlib.contextmanager
-def minibroker_reference():
-    with MiniBroker(name="differential", **settings.minibroker_options()) as mb:
+def minibroker_reference(checkout: str | None = None):
+    env = {"PYTHONPATH": checkout_path(checkout)} if checkout else None
+    with MiniBroker(name="differential", env=env, **settings.minibroker_options()) as mb:
         yield mb
 
 
 @contextlib.contextmanager
-def brokers(kafka: KafkaReference | None = None):
+def brokers(kafka: KafkaReference | None = None, checkout: str | None = None):
     """A ``Pair`` over a Kafka (started here unless given) and a new minibroker; sets ``machine.PAIR``."""
     with contextlib.ExitStack() as stack:
         if kafka is None:
             kafka = stack.enter_context(KafkaReference(settings.kafka_properties()))
-        mb = stack.enter_context(minibroker_reference())
+        mb = stack.enter_context(minibroker_reference(checkout))
         pair = Pair(kafka.port, mb.port)
         stack.callback(pair.close)
         machine.PAIR = pair

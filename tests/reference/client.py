@@ -135,6 +135,22 @@ class Connection:
             buf += chunk
         return bytes(buf)
 
+    def pipeline(self, entities: list) -> list:
+        """Send all of ``entities`` before reading any answer; their answers in order."""
+        sock = self._connect()
+        frames, corrs = [], []
+        for e in entities:
+            self._corr += 1
+            payload = encode_request(e, self._corr, self.client_id)
+            frames.append(struct.pack(">i", len(payload)) + payload)
+            corrs.append(self._corr)
+        try:
+            sock.sendall(b"".join(frames))
+            return [self._read_answer(e, c) for e, c in zip(entities, corrs)]
+        except BaseException:
+            self.close()
+            raise
+
     def call(self, entity, timeout: float | None = None):
         """Send ``entity`` and return the decoded response entity (the connection is dropped on error)."""
         sock = self._connect()
@@ -144,11 +160,14 @@ class Connection:
         payload = encode_request(entity, corr, self.client_id)
         try:
             sock.sendall(struct.pack(">i", len(payload)) + payload)
-            (size,) = struct.unpack(">i", self._recv_exact(4))
-            frame = self._recv_exact(size)
+            return self._read_answer(entity, corr)
         except BaseException:
             self.close()
             raise
+
+    def _read_answer(self, entity, corr: int):
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        frame = self._recv_exact(size)
         (got,) = struct.unpack_from(">i", frame, 0)
         if got != corr:
             self.close()
