@@ -11,15 +11,14 @@ and both are derived data: a missing or inconsistent file is rebuilt from the
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from array import array
 from bisect import bisect_right
 
+from .index_format import OFFSET_ENTRY as _OFFSET_ENTRY
+from .index_format import TIME_ENTRY as _TIME_ENTRY
+from .index_format import IndexContents, parse_offset_index, parse_time_index
 from .sync_job import SyncJob
-
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 # Write entries out in chunks: each append is a syscall, and a crash loses
 # nothing that recovery cannot rebuild.
 _PENDING_LIMIT = 64 * 1024
@@ -155,17 +154,10 @@ class OffsetIndex(_IndexFile):
         data = cls._read(path)
         if data is None:
             return None
-        flat = array("i")
-        flat.frombytes(data)
-        if sys.byteorder == "little":
-            flat.byteswap()
+        contents = parse_offset_index(data, base_offset, log_size)
+        _refuse_unsound(contents, path)
         index = cls(path, base_offset)
-        index._rel = flat[0::2]
-        index._pos = flat[1::2]
-        _check_increasing(index._rel, path, "relative offsets", strict=True)
-        _check_increasing(index._pos, path, "positions", strict=True)
-        if index._rel and (index._rel[0] < 0 or index._pos[0] < 0 or index._pos[-1] >= log_size):
-            raise IndexCorrupt(f"{path}: entries point outside the {log_size}-byte log")
+        index._rel, index._pos = contents.keys, contents.values
         return index
 
 
@@ -215,19 +207,18 @@ class TimeIndex(_IndexFile):
         data = cls._read(path)
         if data is None:
             return None
+        contents = parse_time_index(data, base_offset, next_offset)
+        _refuse_unsound(contents, path)
         index = cls(path, base_offset)
-        for ts, rel in _TIME_ENTRY.iter_unpack(data):
-            index._ts.append(ts)
-            index._rel.append(rel)
-        _check_increasing(index._ts, path, "timestamps", strict=True)
-        _check_increasing(index._rel, path, "relative offsets", strict=False)
-        if index._rel and (index._rel[0] < 0 or base_offset + index._rel[-1] >= next_offset):
-            raise IndexCorrupt(f"{path}: entries point outside offsets [{base_offset}, {next_offset})")
+        index._ts, index._rel = contents.keys, contents.values
         return index
 
 
-def _check_increasing(values: array, path: str, what: str, strict: bool) -> None:
-    pairs = zip(values, values[1:])
-    ok = all(a < b for a, b in pairs) if strict else all(a <= b for a, b in pairs)
-    if not ok:
-        raise IndexCorrupt(f"{path}: {what} are not increasing")
+def _refuse_unsound(contents: IndexContents, path: str) -> None:
+    # A preallocated zero tail is no error for a reader, but entries appended after it
+    # would be: the broker rebuilds such a file.
+    if contents.problems:
+        n, what = contents.problems[0]
+        raise IndexCorrupt(f"{path}: entry {n}: {what}")
+    if contents.zero_entries:
+        raise IndexCorrupt(f"{path}: ends in {contents.zero_entries} zero entries")
