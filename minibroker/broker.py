@@ -23,6 +23,8 @@ from .coordinator.transaction import TransactionCoordinator
 
 log = structlog.get_logger("minibroker.broker")
 
+INTERNAL_SEGMENT_BYTES = 100 * 1024 * 1024
+
 
 class Broker:
     def __init__(self, config: Config) -> None:
@@ -90,7 +92,11 @@ class Broker:
         if self.topic(topic) is None:
             count = (self.config.offsets_topic_partitions if topic == GROUP_METADATA_TOPIC
                      else self.config.transaction_state_partitions)
-            self.logs.create_topic(topic, count, {"cleanup.policy": "compact"})
+            # Kafka's offsets.topic.segment.bytes / transaction.state.log.segment.bytes
+            # (100 MiB, not log.segment.bytes): segments roll, and each roll's producer
+            # snapshot bounds what storage replays of the history at start-up.
+            self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
+                                                  "segment.bytes": str(INTERNAL_SEGMENT_BYTES)})
         return self.get_log(topic, partition)
 
     def offsets_partition_for(self, group_id: str) -> int:
