@@ -9,6 +9,9 @@
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
 #   - installs a JDK (default-jdk-headless) if javac is missing, and caches the kafka-clients
 #     4.3.0 jars outside the repo (tests/integration/java_client.py fetch);
+#   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
+#     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
+#     for the differential tests (tests/differential), which run it as the reference broker;
 #   - installs podman, runc, netavark, aardvark-dns, iptables, debootstrap and docker-compose if
 #     missing, for the container tests (tests/docker; their Debian base image is made with
 #     debootstrap and cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/);
@@ -93,6 +96,19 @@ fi
 if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
     log "kafka-clients jars (tests/integration/java_client.py fetch)"
     "$VENV_PY" tests/integration/java_client.py fetch
+fi
+
+# --- Apache Kafka, the reference of the differential tests (tests/differential) ------------------
+# kafka_2.13 4.4.0 and its runtime dependencies from Maven Central (tests/reference/pom.xml),
+# copied into ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/kafka-4.4.0/libs (Maven's own
+# repository stays ~/.m2); nothing is fetched when that directory is complete.
+# MINIBROKER_TEST_KAFKA_LIBS=/dir/of/jars skips the download.
+if ! command -v mvn >/dev/null 2>&1; then
+    apt_install maven
+fi
+if [ -z "${MINIBROKER_TEST_KAFKA_LIBS:-}" ]; then
+    log "Apache Kafka jars (python -m tests.reference.kafka fetch)"
+    "$VENV_PY" -m tests.reference.kafka fetch >/dev/null
 fi
 
 # --- container tests (tests/docker): podman, runc, debootstrap, docker-compose -------------------

@@ -44,6 +44,11 @@ OPEN_BUGS: dict[str, tuple[Divergence, ...]] = {
                    "a refused batch (e.g. INVALID_PRODUCER_EPOCH): Kafka answers log_start_offset -1, "
                    "minibroker the partition's"),
     ),
+    "init-after-exhausted-fence": (
+        Divergence(22, ("error_code",),
+                   "after a timeout fenced epoch 32766 to 32767, InitProducerId(pid, 32766): Kafka 4.4.0 "
+                   "answers UNKNOWN_SERVER_ERROR (-1), minibroker PRODUCER_FENCED (90)"),
+    ),
     # Looked past by not sending it (tests/differential/machine.py, produce).
     "txn-batch-without-pid": (),
 }

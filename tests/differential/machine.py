@@ -113,6 +113,7 @@ class DifferentialEOS(RuleBasedStateMachine):
         self.txns = [Txn(), Txn()]
         self.last_write: dict[tuple[int, int, int], float] = {}  # (kafka pid, topic, partition) -> time
         self.tags = 0
+        self.diverged = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -132,7 +133,11 @@ class DifferentialEOS(RuleBasedStateMachine):
                 time.sleep(0.05)
             answers.append(answer)
         self._raw = answers
-        return self.pair.check(what, answers), answers[0]
+        try:
+            return self.pair.check(what, answers), answers[0]
+        except AssertionError:
+            self.diverged = True  # teardown then compares nothing more: one divergence is the report
+            raise
 
     def _settle_txn(self, idx: int) -> None:
         """Wait (bounded) until neither broker has tx<idx> in a Prepare* state."""
@@ -526,7 +531,7 @@ class DifferentialEOS(RuleBasedStateMachine):
     # ------------------------------------------------------------------ end
 
     def teardown(self) -> None:
-        if not getattr(self, "generation", -1) >= 0:
+        if self.generation < 0 or self.diverged:
             return
         self._clock()
         for topic in (0, 1):
