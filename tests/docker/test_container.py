@@ -294,6 +294,42 @@ def test_random_host_port_with_wait_for_config(podman, broker_image, tmp_path):
     podman.run("rm", "-f", name)
 
 
+@pytest.fixture
+def testcontainers():
+    # Before the image fixtures: no image build for a test that will skip.
+    return pytest.importorskip("testcontainers", reason="testcontainers (pip) is not installed")
+
+
+def test_testcontainers_python_recipe(testcontainers, podman, broker_image, monkeypatch):
+    """docker/README.md's testcontainers-python block, run as written against podman's Docker
+    API: the broker learns the mapped port and a client round trip goes through it."""
+    from confluent_kafka import Producer
+
+    readme = (REPO_ROOT / "docker" / "README.md").read_text()
+    (block,) = re.findall(r"```python\n(from testcontainers.*?)```", readme, re.S)
+    monkeypatch.setenv("DOCKER_HOST", podman.start_service())
+    monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")     # no registry to pull it from
+    # These machines look like containers themselves; the published ports are on this host.
+    monkeypatch.setenv("TC_HOST", HOST)
+    monkeypatch.setenv("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+    scope: dict = {}
+    exec(compile(block, "docker/README.md", "exec"), scope)
+    broker = scope["broker"]
+    try:
+        podman.container(broker.get_wrapped_container().name)
+        bootstrap = scope["bootstrap"]
+        host, _, port = bootstrap.rpartition(":")
+        assert _advertised(bootstrap) == [(host, int(port))]
+        topic = f"tc-{uuid.uuid4().hex[:8]}"
+        p = Producer({"bootstrap.servers": bootstrap})
+        for i in range(3):
+            p.produce(topic, value=b"v%d" % i)
+        assert p.flush(15) == 0
+        assert _consume_all(bootstrap, topic, "read_committed", 3) == ["v0", "v1", "v2"]
+    finally:
+        broker.stop()
+
+
 def test_dockerfile_build_args_do_not_warn(podman, base_image, tmp_path):
     """Building without the optional build arguments must not warn (buildah: 'missing
     "PIP_CERT" build argument'). Each stage's FROM and ARG lines are built on their own, so
