@@ -780,7 +780,8 @@ class GroupCoordinator:
         """A COMMIT/ABORT marker reached ``__consumer_offsets``-partition (it is the
         partition's last record: the state now covers the log up to its end)."""
         self._complete_txn_offsets(producer_id, commit, log_it=True, partition=partition)
-        self._applied_end[partition] = self.broker.get_log(GROUP_METADATA_TOPIC, partition).log_end_offset
+        plog = self.broker.get_log(GROUP_METADATA_TOPIC, partition)
+        self._applied_end[partition] = plog.log_end_offset
         self.snapshots.wrote()
 
     def _complete_txn_offsets(self, producer_id: int, commit: bool, log_it: bool,

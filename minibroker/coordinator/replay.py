@@ -42,7 +42,8 @@ def batches(plog, topic: str, partition: int, start: int, skipped_event: str,
             view = plog.read(offset, READ_BYTES)
         except Exception as e:  # a read error ends this partition's replay, not the broker
             log.error(skipped_event, topic=topic, partition=partition, offset=offset,
-                      reason=f"cannot read the log: {e}", consequence="rest of the partition not replayed")
+                      reason=f"cannot read the log: {e}",
+                      consequence="rest of the partition not replayed")
             skips.count += 1
             return
         if not len(view):

@@ -169,7 +169,8 @@ class TransactionCoordinator:
                 self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
                 rolled += 1
         log.info("txn.coordinator_loaded", transactional_ids=len(self.txns), records=records,
-                 replayed_from=start, skipped=skipped + skips.count, rolled_forward=rolled, ms=round((time.perf_counter() - t0) * 1000, 1))
+                 replayed_from=start, skipped=skipped + skips.count, rolled_forward=rolled,
+                 ms=round((time.perf_counter() - t0) * 1000, 1))
 
     # -- snapshots ---------------------------------------------------------------
     SNAPSHOT_FILE = "transaction-coordinator.snapshot"
@@ -284,7 +285,8 @@ class TransactionCoordinator:
             # retry would. The fence forgets the last epoch (prepareFenceProducerEpoch),
             # so an instance holding an older epoch is fenced below.
             self._abort(meta, reason="a new instance called InitProducerId", fenced=True)
-        if meta.producer_epoch >= MAX_EPOCH - 1 and (expected is None or expected_epoch == meta.producer_epoch):
+        exhausted = meta.producer_epoch >= MAX_EPOCH - 1
+        if exhausted and (expected is None or expected_epoch == meta.producer_epoch):
             # prepareProducerIdRotation: the exhausted epoch is remembered only when the
             # client named it, so that its retry is recognised.
             pid, epoch = self.broker.producer_ids.next_id(), 0
