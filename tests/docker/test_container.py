@@ -294,9 +294,10 @@ def test_random_host_port_with_wait_for_config(podman, broker_image, tmp_path):
     podman.run("rm", "-f", name)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def testcontainers():
-    # Before the image fixtures: no image build for a test that will skip.
+    # Session scope and listed first, so that it is set up before the session-scoped image
+    # fixtures: no image build for a test that will skip.
     return pytest.importorskip("testcontainers", reason="testcontainers (pip) is not installed")
 
 
