@@ -101,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                     "Exit 0 when it answers without error, 1 otherwise.")
     p.add_argument("--bootstrap", default=default, metavar="HOST:PORT",
                    help="broker to ask (env MINIBROKER_HEALTH_BOOTSTRAP, else the first of "
-                        "KAFKA_LISTENERS or MINIBROKER_LISTENERS, else $MINIBROKER_HOST:$MINIBROKER_PORT with "
-                        "localhost for every-interface hosts; default %(default)s)")
+                        "KAFKA_LISTENERS or MINIBROKER_LISTENERS, else "
+                        "$MINIBROKER_HOST:$MINIBROKER_PORT with localhost for every-interface "
+                        "hosts; default %(default)s)")
     p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                    help="bound on connecting and on the answer (default %(default)s)")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing")
