@@ -344,6 +344,7 @@ class _Value:
     parse: Callable[[str], object] | None = None   # overrides the option's parser
     scale: int = 1
     prop_rank: int = 1 << 30            # Kafka property priority: lower wins within a source
+    prop: str | None = None             # the Kafka property it was given as
 
 
 def _read_file(path: Path, problems: list[str]) -> list[tuple[int, str, str]]:
@@ -367,7 +368,6 @@ class _Layer:
         self.values: dict[str, _Value] = {}
         self.listener_props: dict[str, str] = {}
         self.ignored: list[str] = []
-        self.kafka_used: list[str] = []
 
     def add_kafka(self, prop: str, value: str, label: str) -> None:
         if prop in LISTENER_PROPERTIES:
@@ -382,8 +382,7 @@ class _Layer:
         current = self.values.get(m.option)
         if current is not None and current.prop_rank < rank:
             return
-        self.values[m.option] = _Value(value, label, _KAFKA_PARSE.get(prop), m.scale, rank)
-        self.kafka_used.append(prop)
+        self.values[m.option] = _Value(value, label, _KAFKA_PARSE.get(prop), m.scale, rank, prop)
 
 
 def _file_layer(path: Path, problems: list[str]) -> _Layer:
@@ -462,11 +461,14 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
         layers.append(_file_layer(config_file, problems))
 
     values: dict[str, object] = {}
+    used: set[str] = set()
     for o in OPTIONS:
         source = next((lay.values[o.flag] for lay in layers if o.flag in lay.values), None)
         if source is None:
             values[o.dest] = o.default
             continue
+        if source.prop:
+            used.add(source.prop)
         parse = source.parse or o.parse
         try:
             value = parse(source.text)
@@ -484,17 +486,17 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
     for lay in reversed(layers):
         listener_props.update(lay.listener_props)
     if listener_props:
-        for flag in ("--listeners", "--advertised-listeners"):
-            if values.get(flag[2:].replace("-", "_")):
+        for flag, dest in (("--listeners", "listeners"),
+                           ("--advertised-listeners", "advertised_listeners")):
+            if values.get(dest):
                 try:
                     kept, dropped = filter_listeners(
-                        values[flag[2:].replace("-", "_")],
-                        listener_props.get("listener.security.protocol.map"),
+                        values[dest], listener_props.get("listener.security.protocol.map"),
                         listener_props.get("controller.listener.names"), flag)
                 except PropertiesError as e:
                     problems.append(str(e))
                     continue
-                values[flag[2:].replace("-", "_")] = kept or None
+                values[dest] = kept or None
                 if dropped and flag == "--listeners":
                     notes.append(("config.controller_listeners_dropped",
                                   {"names": dropped,
@@ -503,9 +505,8 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
     if ignored:
         notes.append(("config.kafka_properties_ignored",
                       {"properties": ignored, "reason": "no minibroker equivalent"}))
-    used = sorted({p for lay in layers for p in lay.kafka_used})
     if used:
-        notes.append(("config.kafka_properties_applied", {"properties": used}))
+        notes.append(("config.kafka_properties_applied", {"properties": sorted(used)}))
     try:
         config = _build(values)
     except ListenerError as e:

@@ -70,7 +70,11 @@ def test_precedence(tmp_path):
     props.write_text("num.partitions=2\nlog.segment.bytes=4096\nnode.id=5\nmessage.max.bytes=10\n")
     env = {"MINIBROKER_NUM_PARTITIONS": "3", "MINIBROKER_SEGMENT_BYTES": "8192",
            "KAFKA_LOG_SEGMENT_BYTES": "16384", "MINIBROKER_NODE_ID": "6"}
-    c = load(ns(str(props), "--num-partitions", "4"), env).config
+    loaded = load(ns(str(props), "--num-partitions", "4"), env)
+    c = loaded.config
+    # Only what took effect is reported as applied (node.id and num.partitions were overridden).
+    assert dict(loaded.notes)["config.kafka_properties_applied"]["properties"] == \
+        ["log.segment.bytes", "message.max.bytes"]
     assert c.num_partitions == 4            # command line over everything
     assert c.segment_bytes == 16384         # KAFKA_* over MINIBROKER_*
     assert c.node_id == 6                   # MINIBROKER_* over the file
