@@ -17,6 +17,7 @@ import os
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -256,7 +257,7 @@ class GroupCoordinator:
     def snapshot_path(self) -> str:
         return os.path.join(self.broker.config.data_dir, self.SNAPSHOT_FILE)
 
-    def capture_snapshot(self) -> tuple[str, bytes, dict] | None:
+    def capture_snapshot(self) -> tuple[str, Callable[[], bytes], dict] | None:
         info = self.broker.topic(GROUP_METADATA_TOPIC)
         if info is None:
             return None
@@ -271,22 +272,29 @@ class GroupCoordinator:
                         reason="records in the log this coordinator did not write")
             self.snapshots.taken()
             return None
-        entries = []
-        committed = 0
-        for g in self.groups.values():
-            if g.persisted_value is not None:
-                entries.append(b"G" + _keyed(gl.group_key(g.group_id), g.persisted_value))
-            for (t, p), o in g.offsets.items():
-                committed += 1
-                entries.append(b"O" + _I64.pack(o.log_offset) + _keyed(
-                    gl.offset_key(g.group_id, t, p), _offset_value(o)))
-            for pid, pending in g.txn_offsets.items():
-                for (t, p), o in pending.items():
-                    entries.append(b"T" + _I64.pack(pid) + _I64.pack(o.log_offset) + _keyed(
-                        gl.offset_key(g.group_id, t, p), _offset_value(o)))
+        # Copies of the containers are taken here; the Offset objects in them are never
+        # changed once stored, so encoding can wait for the writer's thread, off the loop.
+        groups = [(g.group_id, g.persisted_value, list(g.offsets.items()),
+                   [(pid, list(pending.items())) for pid, pending in g.txn_offsets.items()])
+                  for g in self.groups.values()]
+
+        def encode() -> bytes:
+            entries = []
+            for gid, persisted, committed, pending_by_pid in groups:
+                if persisted is not None:
+                    entries.append(b"G" + _keyed(gl.group_key(gid), persisted))
+                for (t, p), o in committed:
+                    entries.append(b"O" + _I64.pack(o.log_offset) + _keyed(
+                        gl.offset_key(gid, t, p), _offset_value(o)))
+                for pid, pending in pending_by_pid:
+                    for (t, p), o in pending:
+                        entries.append(b"T" + _I64.pack(pid) + _I64.pack(o.log_offset) + _keyed(
+                            gl.offset_key(gid, t, p), _offset_value(o)))
+            return snapshot.encode(info.topic_id, offsets, entries)
+
         self.snapshots.taken()
-        return (self.snapshot_path(), snapshot.encode(info.topic_id, offsets, entries),
-                {"groups": len(self.groups), "offsets": committed})
+        return self.snapshot_path(), encode, {"groups": len(groups),
+                                              "offsets": sum(len(c) for _, _, c, _ in groups)}
 
     def _load_snapshot(self, info, logs) -> dict[int, int]:
         """Load the snapshot if it can be trusted; where each partition's replay starts."""

@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
@@ -194,13 +194,16 @@ class Writer:
         self._captures += 1
         return self._captures
 
-    def write(self, name: str, ticket: int, captured: tuple[str, bytes, dict], reason: str) -> None:
-        path, data, fields = captured
+    def write(self, name: str, ticket: int, captured: tuple[str, Callable[[], bytes], dict],
+              reason: str) -> None:
+        """``captured``: (path, a function encoding the captured state, fields to log)."""
+        path, encode_captured, fields = captured
         with self._lock:
             if self._written.get(path, 0) > ticket:
                 return
             t0 = time.perf_counter()
             try:
+                data = encode_captured()
                 write_atomic(path, data)
             except OSError as e:
                 log.error(f"{name}.snapshot_failed", path=path, error=str(e), reason=reason,

@@ -13,6 +13,7 @@ import os
 import signal
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -201,7 +202,7 @@ class TransactionCoordinator:
                  transactional_ids=len(self.txns))
         return snap.offsets[0]
 
-    def capture_snapshot(self) -> tuple[str, bytes, dict] | None:
+    def capture_snapshot(self) -> tuple[str, Callable[[], bytes], dict] | None:
         """The state now and the offset it covers, encoded; the schedule starts over.
         Synchronous on the loop, so no transition is half-applied in it."""
         info = self.broker.topic(TRANSACTION_STATE_TOPIC)
@@ -216,13 +217,23 @@ class TransactionCoordinator:
                         reason="records in the log this coordinator did not write")
             self.snapshots.taken()
             return None
-        entries = []
-        for tid, meta in self.txns.items():
-            key = tl.encode_key(tid)
-            entries.append(_U16.pack(len(key)) + key + tl.encode_value(meta.value()))
+        # Only the values are taken here (metadata objects change); encoding them is
+        # left to the writer's thread, off the loop.
+        values = [(tid, m.producer_id, m.producer_epoch, m.timeout_ms, m.state,
+                   tuple(m.partitions) if m.partitions else (), m.last_update_ms, m.start_ms)
+                  for tid, m in self.txns.items()]
+
+        def encode() -> bytes:
+            entries = []
+            for tid, pid, epoch, timeout, state, parts, last_update, start in values:
+                key = tl.encode_key(tid)
+                value = tl.TxnLogValue(pid, epoch, timeout, state, tuple(sorted(parts)),
+                                       last_update, start)
+                entries.append(_U16.pack(len(key)) + key + tl.encode_value(value))
+            return snapshot.encode(info.topic_id, {0: offset}, entries)
+
         self.snapshots.taken()
-        return (self.snapshot_path(), snapshot.encode(info.topic_id, {0: offset}, entries),
-                {"offset": offset, "transactional_ids": len(entries)})
+        return self.snapshot_path(), encode, {"offset": offset, "transactional_ids": len(values)}
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str | None:
         """Apply one record of the log; the reason it cannot be applied, if so."""
