@@ -8,6 +8,7 @@ real cause. Each problem is one line naming the option and the path.
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from .config import Config
@@ -61,9 +62,21 @@ def check_ready_file(path: Path) -> str | None:
     return None
 
 
+def check_listen_host(name: str, host: str) -> str | None:
+    """A bind address that does not resolve fails the bind later, logged as a listen failure
+    with the resolver's words only; name the listener and the host instead."""
+    if host in ("", "0.0.0.0", "::"):
+        return None
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        return f"listener {name}: cannot listen on host {host!r}: {getattr(e, 'strerror', None) or e}"
+    return None
+
+
 def problems(config: Config) -> list[str]:
     """One line per problem; empty when the broker can start."""
-    out = []
+    out = [check_listen_host(x.name, x.host) for x in config.effective_listeners()]
     if not config.ephemeral:
         out.append(check_data_dir(config.data_dir))
     if config.ready_file is not None:

@@ -169,6 +169,13 @@ def test_data_dir_without_write_permission(tmp_path):
         shutil.rmtree(top)
 
 
+def test_unresolvable_listen_host_is_named(tmp_path):
+    one_line_error(run(["--host", "no-such-host.invalid", "--port", "0"], cwd=tmp_path),
+                   "listener PLAINTEXT: cannot listen on host 'no-such-host.invalid'")
+    one_line_error(run(["--port", "0"], env={"KAFKA_LISTENERS": "PLAINTEXT://bad host:0"},
+                       cwd=tmp_path), "cannot listen on host 'bad host'")
+
+
 def test_bad_properties_file_is_one_line(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text("# a comment\nnum.partitions=4\nlog.segment.bytes=10\n")
