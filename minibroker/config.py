@@ -462,13 +462,19 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
 
     values: dict[str, object] = {}
     used: set[str] = set()
+    overridden = []
     for o in OPTIONS:
-        source = next((lay.values[o.flag] for lay in layers if o.flag in lay.values), None)
-        if source is None:
+        given = [lay.values[o.flag] for lay in layers if o.flag in lay.values]
+        if not given:
             values[o.dest] = o.default
             continue
+        source = given[0]
         if source.prop:
             used.add(source.prop)
+        # Say so when a lower source was overruled (the image's MINIBROKER_DATA_DIR over a
+        # server.properties log.dirs): the first-wins rule should never surprise silently.
+        overridden += [f"{source.label} over {lower.label}" for lower in given[1:]
+                       if lower.text.strip() != source.text.strip()]
         parse = source.parse or o.parse
         try:
             value = parse(source.text)
@@ -507,6 +513,8 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
                       {"properties": ignored, "reason": "no minibroker equivalent"}))
     if used:
         notes.append(("config.kafka_properties_applied", {"properties": sorted(used)}))
+    if overridden:
+        notes.append(("config.values_overridden", {"values": overridden}))
     try:
         config = _build(values)
     except ListenerError as e:

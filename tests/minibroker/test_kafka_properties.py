@@ -75,6 +75,13 @@ def test_precedence(tmp_path):
     # Only what took effect is reported as applied (node.id and num.partitions were overridden).
     assert dict(loaded.notes)["config.kafka_properties_applied"]["properties"] == \
         ["log.segment.bytes", "message.max.bytes"]
+    assert dict(loaded.notes)["config.values_overridden"]["values"] == [
+        f"MINIBROKER_NODE_ID='6' over {props}:3: node.id='5'",
+        "--num-partitions '4' over MINIBROKER_NUM_PARTITIONS='3'",
+        f"--num-partitions '4' over {props}:1: num.partitions='2'",
+        "KAFKA_LOG_SEGMENT_BYTES='16384' over MINIBROKER_SEGMENT_BYTES='8192'",
+        f"KAFKA_LOG_SEGMENT_BYTES='16384' over {props}:2: log.segment.bytes='4096'",
+    ]
     assert c.num_partitions == 4            # command line over everything
     assert c.segment_bytes == 16384         # KAFKA_* over MINIBROKER_*
     assert c.node_id == 6                   # MINIBROKER_* over the file
