@@ -236,7 +236,7 @@ class MiniBroker:
         return self
 
     def _spawn_and_wait(self, port: int) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MINIBROKER_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MINIBROKER_", "KAFKA_"))}
         env["PYTHONUNBUFFERED"] = "1"
         _child_pythonpath(env)
         env.update(self.env)

@@ -188,7 +188,7 @@ class BrokerProcess:
         env["PYTHONUNBUFFERED"] = "1"
         # A stray MINIBROKER_* in the caller's environment must not change the test broker.
         for k in list(env):
-            if k.startswith("MINIBROKER_") and not k.startswith("MINIBROKER_TEST_"):
+            if (k.startswith("MINIBROKER_") and not k.startswith("MINIBROKER_TEST_")) or k.startswith("KAFKA_"):
                 del env[k]
         if self.env:
             env.update(self.env)

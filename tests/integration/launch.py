@@ -20,7 +20,7 @@ class Launched:
         self.dir = Path(tempfile.mkdtemp(prefix="minibroker-launch-"))
         self.ready_file = self.dir / "ready"
         self.log_path = self.dir / "broker.log"
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith("MINIBROKER_")}
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("MINIBROKER_", "KAFKA_"))}
         # --ephemeral makes its temp dir under TMPDIR: inside ours, close() removes it even when
         # the broker was killed and could not.
         child_env["TMPDIR"] = str(self.dir)
