@@ -1,0 +1,140 @@
+"""Run a scenario program of either client against one broker, bounded in time; its RESULT as a dict.
+
+The Java program runs with kafka-clients from the reference Kafka's own jars (Maven Central,
+tests/reference/pom.xml: the client that ships with the broker it is compared against), compiled
+and started by tests/integration/java_client.py's helpers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from unittest import mock
+
+from tests.integration import java_client
+from tests.reference import kafka as reference
+
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+JAVA_MAIN = "ClientScenarios"
+# kafka-clients and what it needs at run time; slf4j-api alone (no binding) logs nothing.
+CLIENT_JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+CLIENTS = ("confluent", "java")
+CRASHPOINT = "CRASHPOINT"
+
+
+class ProgramFailed(AssertionError):
+    pass
+
+
+def java_toolchain() -> java_client.JavaToolchain:
+    java, javac = shutil.which("java"), shutil.which("javac")
+    libs = reference.libs_dir()
+    jars = []
+    for prefix in CLIENT_JAR_PREFIXES:
+        hits = sorted(p for p in libs.glob(f"{prefix}*.jar") if p.name[len(prefix):len(prefix) + 1].isdigit())
+        if hits:
+            jars.append(hits[-1])
+    if not java or not javac or len(jars) != len(CLIENT_JAR_PREFIXES):
+        java_client._unavailable(f"java/javac or kafka-clients jars missing (in {libs}; "
+                                 f"python -m tests.reference.kafka fetch)")
+    return java_client.JavaToolchain(java, javac, jars)
+
+
+_compiled: dict[str, Path] = {}
+_compile_lock = threading.Lock()
+
+
+def java_classes(tc: java_client.JavaToolchain) -> Path:
+    with _compile_lock:
+        if "classes" not in _compiled:
+            if "src_dir" in inspect.signature(java_client.compile_drivers).parameters:
+                _compiled["classes"] = java_client.compile_drivers(tc, src_dir=JAVA_DIR)
+            else:  # java_client.py before it took src_dir: its module global names the sources
+                with mock.patch.object(java_client, "JAVA_SRC_DIR", JAVA_DIR):
+                    _compiled["classes"] = java_client.compile_drivers(tc)
+        return _compiled["classes"]
+
+
+def command(client: str, args: list[str]) -> list[str]:
+    if client == "confluent":
+        return [sys.executable, "-m", "tests.differential.clients.rdkafka_scenarios", *args]
+    tc = java_toolchain()
+    return java_client.driver_command(tc, java_classes(tc), JAVA_MAIN, args)
+
+
+def _start(client: str, args: list[str]) -> tuple[subprocess.Popen, "queue.Queue[str | None]", list[str]]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(command(client, args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, env=env, cwd=root)
+    lines: "queue.Queue[str | None]" = queue.Queue()
+    err: list[str] = []
+
+    def pump_out() -> None:
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    def pump_err() -> None:
+        for line in proc.stderr:
+            if len(err) < 2000:
+                err.append(line)
+
+    threading.Thread(target=pump_out, daemon=True).start()
+    threading.Thread(target=pump_err, daemon=True).start()
+    return proc, lines, err
+
+
+def _fail(proc: subprocess.Popen, what: str, out: list[str], err: list[str]) -> ProgramFailed:
+    return ProgramFailed(f"{' '.join(map(str, proc.args[-9:]))}: {what}\n--- stdout ---\n"
+                         + "\n".join(out)[-3000:] + "\n--- stderr ---\n" + "".join(err)[-3000:])
+
+
+def _wait_line(proc, lines, err, want: str, timeout: float) -> tuple[str, list[str]]:
+    """The first stdout line starting with ``want``; the program is killed (by PID) if none comes."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            line = lines.get(timeout=max(left, 0.01))
+        except queue.Empty:
+            proc.kill()
+            proc.wait(10)
+            raise _fail(proc, f"no {want} line within {timeout} s", seen, err) from None
+        if line is None:
+            proc.wait(10)
+            raise _fail(proc, f"exited with {proc.returncode} before a {want} line", seen, err)
+        seen.append(line)
+        if line.startswith(want):
+            return line, seen
+
+
+def run(client: str, args: list[str], timeout: float = 120.0) -> dict:
+    """Run the program to its end; its RESULT."""
+    proc, lines, err = _start(client, args)
+    line, _ = _wait_line(proc, lines, err, "RESULT ", timeout)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    return json.loads(line[len("RESULT "):])
+
+
+def run_until_crashpoint_and_kill(client: str, args: list[str], timeout: float = 90.0) -> None:
+    """Run the program until it says it is mid-transaction, then SIGKILL it (that process only)."""
+    proc, lines, err = _start(client, args)
+    _wait_line(proc, lines, err, CRASHPOINT, timeout)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
