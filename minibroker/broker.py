@@ -20,6 +20,7 @@ from .config import Config
 from .coordinator import snapshot
 from .coordinator.group import GroupCoordinator
 from .coordinator.transaction import TransactionCoordinator
+from .scrubber import Scrubber
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -166,6 +167,9 @@ class Broker:
         # Always: a topic's flush.ms may put it on an interval whatever --fsync says.
         self._tasks.append(loop.create_task(self._flush_loop()))
         self._tasks.append(loop.create_task(self._snapshot_loop()))
+        if self.config.scrub_bytes_per_sec > 0:
+            self._tasks.append(loop.create_task(
+                Scrubber(self.logs, self.config.scrub_bytes_per_sec).run()))
 
     # -- coordinator snapshots -------------------------------------------------------
     def _coordinators(self):

@@ -666,10 +666,10 @@ class PartitionLog:
                 self._marks.mark(seg.base_offset, seg.path)
         self._marks.keep_only(self._bases)
         self._marks.save()
-        # Skipped when there is nothing to remember and no snapshot yet: every
-        # roll writes one, so such a log never rolled and its replay at the
-        # next open covers a single segment.
-        if len(self._producers) or self._producers.snapshot_offsets:
+        # Every clean stop of a non-empty log records producer state, so the next open
+        # replays nothing (without it a log with no producers, such as an internal
+        # topic's, replays its whole active segment at every start).
+        if len(self._producers) or self._producers.snapshot_offsets or self._next_offset > self._start_offset:
             self._producers.take_snapshot(self._next_offset)
         fd = os.open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)

@@ -14,6 +14,7 @@ import structlog
 
 from minibroker_protocol.batch import BatchHeader, iter_headers
 from minibroker_protocol.records import Record, decode_batch
+from minibroker_storage.verify import CorruptBatch
 
 log = structlog.get_logger("minibroker.coordinator")
 
@@ -40,6 +41,16 @@ def batches(plog, topic: str, partition: int, start: int, skipped_event: str,
             return
         try:
             view = plog.read(offset, READ_BYTES)
+        except CorruptBatch as e:
+            # storage knows this batch is bad (checksum, length or offsets): skip just it
+            skips.count += 1
+            log.warning(skipped_event, topic=topic, partition=partition, offset=offset,
+                        position=e.bad.position, reason=f"corrupt batch: {e.bad.reason}",
+                        resumed_at=e.next_offset)
+            if e.next_offset <= offset:
+                return
+            offset = e.next_offset
+            continue
         except Exception as e:  # a read error ends this partition's replay, not the broker
             log.error(skipped_event, topic=topic, partition=partition, offset=offset,
                       reason=f"cannot read the log: {e}",

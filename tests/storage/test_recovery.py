@@ -242,5 +242,6 @@ def test_leftover_files_are_removed(tmp_path, open_log):
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
         "00000000000000000000.txnindex",
+        "00000000000000000020.snapshot",  # producer state at the clean stop
         "partition.metadata",
     ]
