@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(ns.case or CASES) - len(failed)} passed, {len(failed)} failed", file=sys.stderr)
             return 1 if failed else 0
         run_state_machine_as_test(DifferentialEOS, settings=hypothesis_settings(ns.examples, ns.steps))
+        from tests.reference.kafka import proc_status_kib
+
+        print(f"peak RSS: Kafka {kafka.rss_kib('VmHWM') // 1024} MiB, "
+              f"minibroker {(proc_status_kib(mb.pid, 'VmHWM') or 0) // 1024} MiB", file=sys.stderr)
     print(f"{ns.examples} examples: Kafka and minibroker agreed ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     return 0
 

@@ -322,7 +322,7 @@ class DifferentialEOS(RuleBasedStateMachine):
                 t.started = time.monotonic()
             t.partitions |= set(tps)
 
-    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 3), epoch_delta=st.sampled_from([0, 0, -1]))
+    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 3), epoch_delta=st.sampled_from([0, 0, -1, 1]))
     def add_offsets(self, who, version, epoch_delta):
         self._clock()
         p = self.producers[who]
@@ -335,7 +335,7 @@ class DifferentialEOS(RuleBasedStateMachine):
 
     @rule(who=st.sampled_from("ABC"), version=st.integers(0, 3),
           member=st.sampled_from(["none", "right", "wrong_generation", "unknown_member"]),
-          offset=st.integers(0, 4), epoch_delta=st.sampled_from([0, 0, -1]))
+          offset=st.integers(0, 4), epoch_delta=st.sampled_from([0, 0, -1, 1]))
     def txn_offset_commit(self, who, version, member, offset, epoch_delta):
         self._clock()
         p = self.producers[who]

@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from minibroker.testing.broker import MiniBroker, topic_name
-from tests.integration.clients import create_topic
 from tests.reference import settings
 
 from .clients import programs
+from .clients.topics import create_topic
 
 CLIENTS = programs.CLIENTS
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
@@ -51,6 +51,8 @@ def assert_same(out: dict, what: str) -> None:
     assert out["kafka"]["unexpected"] == [] and out["minibroker"]["unexpected"] == [], (
         f"{what}: the program itself failed: kafka {out['kafka']['unexpected']}, "
         f"minibroker {out['minibroker']['unexpected']}")
+    for name, res in out.items():
+        print(f"{what} on {name}: {res}")
     assert out["minibroker"] == out["kafka"], (
         f"{what}: minibroker's outcome differs from Kafka's\n kafka:      {out['kafka']}\n"
         f" minibroker: {out['minibroker']}")

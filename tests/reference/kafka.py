@@ -109,6 +109,16 @@ def random_cluster_id() -> str:
             return cid
 
 
+def proc_status_kib(pid: int, field: str = "VmRSS") -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     try:
         import ctypes
@@ -136,6 +146,7 @@ class KafkaReference:
         self.controller_port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.start_seconds: float | None = None
+        self.format_seconds: float | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -203,6 +214,7 @@ class KafkaReference:
         r = subprocess.run(fmt, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         if r.returncode != 0:
             raise KafkaError(f"kafka-storage format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        self.format_seconds = time.monotonic() - t0
         out = open(self.work_dir / "stdout.log", "ab")
         try:
             self.proc = subprocess.Popen(
@@ -240,17 +252,11 @@ class KafkaReference:
         raise KafkaError(f"Kafka did not answer Metadata within {self.startup_timeout} s ({last})\n"
                          f"{self.log_tail()}")
 
-    def rss_kib(self) -> int | None:
-        """Resident set size of the Kafka JVM (VmRSS), or None when it is not running."""
+    def rss_kib(self, field: str = "VmRSS") -> int | None:
+        """Resident set size of the Kafka JVM (``VmHWM`` for its peak), or None when it is not running."""
         if self.proc is None or self.proc.poll() is not None:
             return None
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        except OSError:
-            return None
-        return None
+        return proc_status_kib(self.proc.pid, field)
 
     def log_tail(self, lines: int = 40) -> str:
         if self.work_dir is None:
@@ -294,7 +300,7 @@ def main(argv: list[str]) -> int:
 
         with KafkaReference(kafka_properties()) as k:
             time.sleep(1.0)
-            print(f"Kafka {KAFKA_VERSION} ready in {k.start_seconds:.2f} s (format + start), "
+            print(f"Kafka {KAFKA_VERSION} ready in {k.start_seconds:.2f} s (format {k.format_seconds:.2f} s + start), "
                   f"RSS {k.rss_kib()} KiB, port {k.port}")
         return 0
     print("usage: python -m tests.reference.kafka fetch|measure", file=sys.stderr)

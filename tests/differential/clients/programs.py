@@ -129,7 +129,11 @@ def run(client: str, args: list[str], timeout: float = 120.0) -> dict:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
-    return json.loads(line[len("RESULT "):])
+    res = json.loads(line[len("RESULT "):])
+    # Partitions come back in whatever order the consumer fetched them; within one, by offset.
+    for iso, records in res.get("records", {}).items():
+        res["records"][iso] = sorted(records, key=lambda r: (r[0], r[1]))
+    return res
 
 
 def run_until_crashpoint_and_kill(client: str, args: list[str], timeout: float = 90.0) -> None:
