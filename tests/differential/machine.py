@@ -173,32 +173,23 @@ class DifferentialEOS(RuleBasedStateMachine):
         now = time.monotonic()
         for lo, hi, kind, what in self._windows(now):
             if kind == "txn" and now >= hi:
-                t = self.txns[what]
                 # The coordinator aborted it: markers landed at about the due time.
-                for tp in t.partitions:
-                    self._wrote(what, tp, t.started + TXN_TIMEOUT_MS / 1000 + ABORT_INTERVAL)
-                t.started, t.partitions = None, set()
+                self._markers_written(what, self.txns[what].started + TXN_TIMEOUT_MS / 1000 + ABORT_INTERVAL)
                 self._settle_txn(what)
             elif kind == "pid" and now >= hi:
                 del self.last_write[what]
 
-    def _txn_owner_pid(self, idx: int) -> int | None:
-        pids = [p.pid.get("kafka") for p in self.producers.values() if p.txn == idx and p.pid]
-        return pids[-1] if pids else None
-
-    def _wrote(self, idx_or_pid, tp, at: float, by_pid: bool = False) -> None:
-        pid = idx_or_pid if by_pid else self._txn_owner_pid(idx_or_pid)
-        if pid is not None:
-            self.last_write[(pid, *tp)] = at
-
-    def _txn_ended(self, idx: int) -> None:
+    def _markers_written(self, idx: int, at: float) -> None:
+        """tx<idx>'s markers landed at ``at``: its producer's state on those partitions ages from then."""
         t = self.txns[idx]
-        now = time.monotonic()
         for tp in t.partitions:
             for p in self.producers.values():
                 if p.txn == idx and "kafka" in p.pid:
-                    self.last_write[(p.pid["kafka"], *tp)] = now
+                    self.last_write[(p.pid["kafka"], *tp)] = at
         t.started, t.partitions = None, set()
+
+    def _txn_ended(self, idx: int) -> None:
+        self._markers_written(idx, time.monotonic())
         self._settle_txn(idx)
 
     # ------------------------------------------------------------------ set-up

@@ -20,7 +20,7 @@ import uuid
 from minibroker_protocol.batch import iter_headers
 from minibroker_protocol.records import decode_batch, parse_control_record
 
-from .divergences import ignored_paths
+from .divergences import applicable
 
 DROPPED = frozenset({
     "throttle_time", "throttle_time_ms", "error_message", "node_id", "leader_id", "coordinator_id",
@@ -109,24 +109,27 @@ def _sorted(tree):
     return tree
 
 
-def _drop(tree, path: tuple[str, ...]) -> None:
+def _drop(tree, path: tuple[str, ...], replace: dict) -> None:
+    """Remove the field at ``path`` (or, with ``replace``, rewrite the listed values there)."""
     if not path or tree is None:
         return
     head, rest = path[0], path[1:]
     if head == "*":
         for item in tree if isinstance(tree, list) else ():
-            _drop(item, rest)
+            _drop(item, rest, replace)
     elif isinstance(tree, dict) and head in tree:
         if rest:
-            _drop(tree[head], rest)
+            _drop(tree[head], rest, replace)
+        elif replace:
+            tree[head] = replace.get(tree[head], tree[head])
         else:
             del tree[head]
 
 
 def normalise(entity, pids: ProducerIds):
     tree = _sorted(plain(entity, pids))
-    for path in ignored_paths(entity.__api_key__):
-        _drop(tree, path)
+    for d in applicable(entity.__api_key__):
+        _drop(tree, d.path, dict(d.replace))
     return tree
 
 
