@@ -10,6 +10,7 @@ outcome exactly-once promises, so two brokers that fail alike do not pass.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,19 +20,29 @@ from tests.reference import settings
 
 from .clients import programs
 from .clients.topics import create_topic
+from .run import checkout_path
 
 CLIENTS = programs.CLIENTS
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 
 
+# Another checkout's minibroker instead of this one's (e.g. one from before a fix, to see a
+# scenario catch the bug): its root directory.
+ENV_CHECKOUT = "MINIBROKER_CLIENT_SCENARIOS_CHECKOUT"
+
+
 @pytest.fixture(scope="module")
 def minibroker_ref():
-    with MiniBroker(name="client-scenarios", **settings.minibroker_options()) as mb:
+    checkout = os.environ.get(ENV_CHECKOUT)
+    env = {"PYTHONPATH": checkout_path(checkout)} if checkout else None
+    with MiniBroker(name="client-scenarios", env=env, **settings.minibroker_options()) as mb:
         yield mb
 
 
 @pytest.fixture
-def brokers(kafka_reference, minibroker_ref):
+def brokers(kafka_reference, minibroker_ref, client):
+    if client == "java":  # compiled (or skipped) here, not in the threads that run the programs
+        programs.java_classes(programs.java_toolchain())
     return {"kafka": kafka_reference.bootstrap_servers, "minibroker": minibroker_ref.bootstrap_servers}
 
 

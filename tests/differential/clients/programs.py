@@ -1,8 +1,7 @@
 """Run a scenario program of either client against one broker, bounded in time; its RESULT as a dict.
 
-The Java program runs with kafka-clients from the reference Kafka's own jars (Maven Central,
-tests/reference/pom.xml: the client that ships with the broker it is compared against), compiled
-and started by tests/integration/java_client.py's helpers.
+The Java program runs with the integration tests' kafka-clients (4.x, from Maven Central), found,
+compiled and started by tests/integration/java_client.py's helpers.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import inspect
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +19,9 @@ from pathlib import Path
 from unittest import mock
 
 from tests.integration import java_client
-from tests.reference import kafka as reference
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 JAVA_MAIN = "ClientScenarios"
-# kafka-clients and what it needs at run time; slf4j-api alone (no binding) logs nothing.
-CLIENT_JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
 CLIENTS = ("confluent", "java")
 CRASHPOINT = "CRASHPOINT"
 
@@ -36,17 +31,7 @@ class ProgramFailed(AssertionError):
 
 
 def java_toolchain() -> java_client.JavaToolchain:
-    java, javac = shutil.which("java"), shutil.which("javac")
-    libs = reference.libs_dir()
-    jars = []
-    for prefix in CLIENT_JAR_PREFIXES:
-        hits = sorted(p for p in libs.glob(f"{prefix}*.jar") if p.name[len(prefix):len(prefix) + 1].isdigit())
-        if hits:
-            jars.append(hits[-1])
-    if not java or not javac or len(jars) != len(CLIENT_JAR_PREFIXES):
-        java_client._unavailable(f"java/javac or kafka-clients jars missing (in {libs}; "
-                                 f"python -m tests.reference.kafka fetch)")
-    return java_client.JavaToolchain(java, javac, jars)
+    return java_client.java_toolchain()
 
 
 _compiled: dict[str, Path] = {}
