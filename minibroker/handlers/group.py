@@ -168,8 +168,8 @@ class GroupHandlers:
             partition = self.broker.offsets_partition_for(req.group_id)
             code = self.broker.txn_coordinator.verify_produce(
                 req.producer_id, req.producer_epoch, GROUP_METADATA_TOPIC, partition)
-            if code == ErrorCode.invalid_producer_epoch and ctx.api_version >= 3:
-                code = ErrorCode.producer_fenced
+            # No mapping to PRODUCER_FENCED here: Kafka 4.4 answers a stale epoch on
+            # TxnOffsetCommit v3 with INVALID_PRODUCER_EPOCH (found by tests/differential).
             if code is None:
                 try:
                     self.groups.txn_commit_offsets(

@@ -108,17 +108,20 @@ class ProduceHandlers:
                         reason="control batch from a client", producer_id=header.producer_id)
             return (p.index, ErrorCode.invalid_record, -1, plog.log_start_offset,
                     "Clients are not allowed to write control records")
-        if header.is_transactional:
+        if header.is_transactional and header.producer_id >= 0:
             # The coordinator is local, so the partition-leader check of
             # KIP-890 part 1 is exact: the partition must be in the producer's
-            # open transaction.
+            # open transaction. Kafka verifies only batches that carry a producer id
+            # (ReplicaManager.appendRecords' verification guard); one without is stored.
             error = b.txn_coordinator.verify_produce(header.producer_id, header.producer_epoch,
                                                      topic, p.index)
             if error is not None:
                 log.warning("produce.rejected", topic=topic, partition=p.index,
                             reason="transactional batch outside its transaction", error=error.name,
                             producer_id=header.producer_id, epoch=header.producer_epoch)
-                return (p.index, error, -1, plog.log_start_offset,
+                # Refused before the log is read, as Kafka's verification refuses it: no
+                # log start offset in the answer (-1), unlike producer-state errors.
+                return (p.index, error, -1, -1,
                         "transactional batch for a partition not in the producer's transaction")
         try:
             appended = plog.append(records, header)

@@ -48,7 +48,9 @@ class TxnAdminHandlers:
                 out.append(build(S, error_code=ErrorCode.transactional_id_not_found,
                                  transactional_id=tid, transaction_state="",
                                  transaction_timeout=ZERO, transaction_start_time=_ms_to_datetime(-1),
-                                 producer_id=-1, producer_epoch=-1, topics=()))
+                                 # Kafka answers an unknown id with producer id and epoch 0
+                                 # (DescribeTransactionsResponseData's defaults), not -1.
+                                 producer_id=0, producer_epoch=0, topics=()))
                 continue
             by_topic: dict[str, list[int]] = {}
             for t, p in sorted(meta.partitions):

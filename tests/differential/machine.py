@@ -37,7 +37,6 @@ from minibroker_protocol.records import build_batch
 from tests.reference import settings
 from tests.reference.client import part, req
 
-from .divergences import looked_past
 from .normalise import ProducerIds
 from .pair import Pair
 
@@ -374,8 +373,6 @@ class DifferentialEOS(RuleBasedStateMachine):
     def produce(self, who, topic, partition, version, epoch_delta, seq, count):
         self._clock()
         p = self.producers[who]
-        if p.txn is not None and not p.pid and looked_past("txn-batch-without-pid"):
-            return
         tp = (topic, partition)
         v = self._versions(PRODUCE, 3, 11, version)
         epoch = p.epoch + epoch_delta if who != "N" else -1
