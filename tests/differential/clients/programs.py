@@ -105,9 +105,22 @@ def _wait_line(proc, lines, err, want: str, timeout: float) -> tuple[str, list[s
             return line, seen
 
 
-def run(client: str, args: list[str], timeout: float = 120.0) -> dict:
-    """Run the program to its end; its RESULT."""
+def run(client: str, args: list[str], timeout: float = 120.0, *, pause: tuple[int, float] | None = None) -> dict:
+    """Run the program to its end; its RESULT.
+
+    ``pause=(pid, seconds)``: once the program prints ``PRODUCING``, stop that broker process
+    (SIGSTOP) for that long, then let it go on (SIGCONT): requests in flight time out in the
+    client, which sends them again to a broker that may have written them.
+    """
     proc, lines, err = _start(client, args)
+    if pause is not None:
+        broker_pid, seconds = pause
+        _wait_line(proc, lines, err, "PRODUCING", timeout)
+        os.kill(broker_pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(broker_pid, signal.SIGCONT)
     line, _ = _wait_line(proc, lines, err, "RESULT ", timeout)
     try:
         proc.wait(20)

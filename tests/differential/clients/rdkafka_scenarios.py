@@ -121,20 +121,52 @@ def read_both(bootstrap: str, topic: str, partitions: int) -> dict:
 
 # -- scenarios ---------------------------------------------------------------------------------
 
-def idempotent(bootstrap: str, topic: str, partitions: str, per_partition: str) -> dict:
-    """Many one-record batches, five in flight per connection; every delivery report must be clean."""
-    parts, n = int(partitions), int(per_partition)
+def idempotent(bootstrap: str, topic: str, partitions: str, per_partition: str, pace_ms: str,
+               request_timeout_ms: str) -> dict:
+    """One-record batches, five in flight, paced so that the broker can be paused mid-way.
+
+    ``PRODUCING`` is printed once the first record is acknowledged; a broker paused for longer
+    than ``request_timeout_ms`` then makes the client time out the batches in flight and send
+    them again (the broker may have written them already: idempotence must drop the copies).
+    """
+    parts, n, pace = int(partitions), int(per_partition), int(pace_ms) / 1000
+    timeout_ms = int(request_timeout_ms)
+    stats: dict = {"retries": 0}
+
+    def on_stats(blob: str) -> None:
+        doc = json.loads(blob)
+        # A request that timed out is sent again; it counts as a timeout, not always as a retry.
+        brokers = doc.get("brokers", {}).values()
+        stats["retries"] = max(stats["retries"], sum(b.get("txretries", 0) + b.get("req_timeouts", 0)
+                                                     for b in brokers))
+
     p = producer(bootstrap, None, **{"max.in.flight.requests.per.connection": 5, "linger.ms": 0,
-                                     "batch.num.messages": 1, "retries": 1000})
+                                     "batch.num.messages": 1, "retries": 1000,
+                                     "socket.timeout.ms": timeout_ms, "request.timeout.ms": timeout_ms,
+                                     "statistics.interval.ms": 100, "stats_cb": on_stats})
     errors: list = []
+    acked: list = []
+
+    def on_delivery(err, msg) -> None:
+        if err:
+            errors.append(error_name(err))
+        else:
+            acked.append(1)
+
+    announced = False
     for i in range(n):
         for part in range(parts):
-            p.produce(topic, value=f"p{part}-{i}".encode(), partition=part,
-                      on_delivery=lambda err, msg: errors.append(error_name(err)) if err else None)
-            p.poll(0)
-    left = p.flush(30)
+            p.produce(topic, value=f"p{part}-{i}".encode(), partition=part, on_delivery=on_delivery)
+        p.poll(pace)
+        if acked and not announced:
+            print("PRODUCING", flush=True)
+            announced = True
+    if not announced:  # the harness waits for it either way
+        print("PRODUCING", flush=True)
+    left = p.flush(60)
+    p.poll(0.3)  # one more statistics callback after the last retry
     steps = {"deliveries": sorted(set(errors)) or None, "unflushed": left or None}
-    return {"steps": steps, "records": read_both(bootstrap, topic, parts)}
+    return {"steps": steps, "retries": stats["retries"], "records": read_both(bootstrap, topic, parts)}
 
 
 def commit_abort(bootstrap: str, topic: str, partitions: str, per_txn: str, txn_id: str) -> dict:

@@ -2,7 +2,7 @@
 //
 //   java -cp <classes>:<jars> ClientScenarios MODE ARGS...
 //
-//   idempotent BOOTSTRAP TOPIC PARTITIONS PER_PARTITION
+//   idempotent BOOTSTRAP TOPIC PARTITIONS PER_PARTITION PACE_MS REQUEST_TIMEOUT_MS
 //   commit-abort BOOTSTRAP TOPIC PARTITIONS PER_TXN TXN_ID
 //   fence BOOTSTRAP TOPIC TXN_ID
 //   timeout BOOTSTRAP TOPIC TXN_ID TIMEOUT_MS IDLE_MS
@@ -202,13 +202,19 @@ public final class ClientScenarios {
     }
 
     // -- scenarios ---------------------------------------------------------------------------
-    static void idempotent(String bootstrap, String topic, int partitions, int perPartition) {
+    /** One-record batches, five in flight, paced; "PRODUCING" once the first one is acknowledged. */
+    static void idempotent(String bootstrap, String topic, int partitions, int perPartition, long paceMs,
+                           int requestTimeoutMs) throws InterruptedException {
         Map<String, String> steps = new TreeMap<>();
         Set<String> errors = new java.util.TreeSet<>();
+        java.util.concurrent.atomic.AtomicInteger acked = new java.util.concurrent.atomic.AtomicInteger();
+        double retries = 0;
         // batch.size 1: every record is its own batch, so five batches are in flight at once.
         try (KafkaProducer<String, String> p = producer(bootstrap, null, Map.of(
                 "max.in.flight.requests.per.connection", "5", "linger.ms", "0", "batch.size", "1",
-                "retries", "1000"))) {
+                "retries", "1000", "request.timeout.ms", Integer.toString(requestTimeoutMs),
+                "delivery.timeout.ms", "60000"))) {
+            boolean announced = false;
             for (int i = 0; i < perPartition; i++) {
                 for (int part = 0; part < partitions; part++) {
                     p.send(new ProducerRecord<>(topic, part, null, "p" + part + "-" + i), (md, e) -> {
@@ -216,17 +222,35 @@ public final class ClientScenarios {
                             synchronized (errors) {
                                 errors.add(name(e));
                             }
+                        } else {
+                            acked.incrementAndGet();
                         }
                     });
                 }
+                Thread.sleep(paceMs);
+                if (!announced && acked.get() > 0) {
+                    System.out.println("PRODUCING");
+                    System.out.flush();
+                    announced = true;
+                }
+            }
+            if (!announced) {  // the harness waits for it either way
+                System.out.println("PRODUCING");
+                System.out.flush();
             }
             p.flush();
+            for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> m
+                    : p.metrics().entrySet()) {
+                if (m.getKey().name().equals("record-retry-total") && m.getKey().group().equals("producer-metrics")) {
+                    retries = ((Number) m.getValue().metricValue()).doubleValue();
+                }
+            }
         }
         synchronized (errors) {
             steps.put("deliveries", errors.isEmpty() ? null : String.join(",", errors));
         }
         steps.put("unflushed", null);
-        result(steps, readBoth(bootstrap, topic, partitions), "");
+        result(steps, readBoth(bootstrap, topic, partitions), ", \"retries\": " + (long) retries);
     }
 
     static void commitAbort(String bootstrap, String topic, int partitions, int perTxn, String txnId) {
@@ -392,7 +416,8 @@ public final class ClientScenarios {
         try {
             switch (mode) {
                 case "idempotent":
-                    idempotent(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+                    idempotent(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                               Long.parseLong(args[5]), Integer.parseInt(args[6]));
                     break;
                 case "commit-abort":
                     commitAbort(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), args[5]);
