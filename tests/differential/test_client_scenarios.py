@@ -70,8 +70,23 @@ def assert_same(out: dict, what: str) -> None:
     for name, res in out.items():
         print(f"{what} on {name}: {res}")
     assert out["minibroker"] == out["kafka"], (
-        f"{what}: minibroker's outcome differs from Kafka's\n kafka:      {out['kafka']}\n"
+        f"{what}: minibroker's outcome differs from Kafka's, first at "
+        f"{first_difference(out['kafka'], out['minibroker'])}\n kafka:      {out['kafka']}\n"
         f" minibroker: {out['minibroker']}")
+
+
+def first_difference(a, b, path: str = "") -> str:
+    """Where two outcomes first differ, as ``path: kafka's != minibroker's``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if a.get(k, "<absent>") != b.get(k, "<absent>"):
+                return first_difference(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{path}.{k}")
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return f"{path}[{i}]: {x} != {y}"
+        return f"{path}: {len(a)} items != {len(b)}"
+    return f"{path}: {a} != {b}"
 
 
 def uid(hint: str, client: str) -> str:

@@ -234,8 +234,8 @@ def ctp(bootstrap: str, in_topic: str, out_topic: str, partitions: str, group: s
     """Consume-transform-produce, one transaction per polled batch, offsets sent to the transaction.
 
     With ``crash_after`` >= 0: once that many input records are committed, the next batch's
-    transaction is written (not ended), ``CRASHPOINT`` is printed and the process waits to be
-    SIGKILLed. Otherwise it runs until its positions reach the input's end.
+    transaction is written with its offsets (TxnOffsetCommit) but not ended, ``CRASHPOINT`` is
+    printed and the process waits to be SIGKILLed. Otherwise it runs until its positions reach the input's end.
     """
     parts, crash_at = int(partitions), int(crash_after)
     steps: dict = {}
@@ -269,14 +269,14 @@ def ctp(bootstrap: str, in_topic: str, out_topic: str, partitions: str, group: s
             p.begin_transaction()
             for m in batch:
                 p.produce(out_topic, value=b"out-" + m.value(), partition=m.partition())
+            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(),
+                                          TXN_CALL_TIMEOUT_S)
             if 0 <= crash_at <= done:
                 p.flush(30)
                 print("CRASHPOINT", flush=True)
                 time.sleep(120)
                 UNEXPECTED.append("not killed at the crash point")
                 break
-            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(),
-                                          TXN_CALL_TIMEOUT_S)
             p.commit_transaction(TXN_CALL_TIMEOUT_S)
             done += len(batch)
         else:

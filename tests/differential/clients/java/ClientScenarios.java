@@ -376,6 +376,12 @@ public final class ClientScenarios {
                 for (ConsumerRecord<String, String> r : batch) {
                     sent.add(p.send(new ProducerRecord<>(outTopic, r.partition(), null, "out-" + r.value())));
                 }
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (TopicPartition tp : c.assignment()) {
+                    offsets.put(tp, new OffsetAndMetadata(c.position(tp)));
+                }
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+                // Killed with the batch and its offsets in an open transaction.
                 if (crashAfter >= 0 && done >= crashAfter) {
                     p.flush();
                     System.out.println("CRASHPOINT");
@@ -384,11 +390,6 @@ public final class ClientScenarios {
                     UNEXPECTED.add("not killed at the crash point");
                     break;
                 }
-                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
-                for (TopicPartition tp : c.assignment()) {
-                    offsets.put(tp, new OffsetAndMetadata(c.position(tp)));
-                }
-                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
                 p.commitTransaction();
                 done += batch.count();
             }
