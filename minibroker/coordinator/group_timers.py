@@ -57,10 +57,12 @@ class Deadlines:
         return heap[0][0] if heap else None
 
     def run_due(self) -> int:
-        """Run every deadline that has come, earliest first (one scheduled by a callback
-        runs too if it is already due); how many ran."""
+        """Run every deadline that has come by now, earliest first; how many ran. One a
+        callback schedules for later than now waits for the next call, as a loop timer
+        set from a timer callback waits for the loop's next pass."""
         ran = 0
-        while (at := self.next_at()) is not None and at <= self._monotonic():
+        now = self._monotonic()
+        while (at := self.next_at()) is not None and at <= now:
             _, _, d = heapq.heappop(self._heap)
             d.cancelled = True  # spent: a later cancel() must not count it
             ran += 1

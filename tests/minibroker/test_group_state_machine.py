@@ -278,7 +278,7 @@ def test_static_member_rejoins_under_a_new_id_without_a_rebalance_and_the_old_id
     ans = join(m, instance="i-1")  # the same instance restarted: no member id
     assert isinstance(ans, dict) and ans["member_id"] != old and ans["generation_id"] == 1
     g = m.groups["g"]
-    assert g.state == S.STABLE and g.static["i-1"] == ans["member_id"] and g.leader == ans["member_id"]
+    assert g.state == S.STABLE and g.static["i-1"] == g.leader == ans["member_id"]
     with pytest.raises(GroupError) as e:
         m.heartbeat("g", 1, old, "i-1")
     assert e.value.code == E.fenced_instance_id
@@ -388,3 +388,72 @@ def test_load_replays_without_a_loop_and_loaded_members_expire_by_the_clock(tmp_
     m2.run_due()
     assert not g.members and g.state == S.EMPTY and g.generation == gen + 1
     logs.close_all()
+
+
+# -- the asyncio adapter ------------------------------------------------------------------------
+
+async def test_the_adapter_answers_waiting_joins_when_the_manual_clock_moves():
+    import asyncio
+
+    from minibroker.coordinator.group import GroupCoordinator
+
+    clock = ManualClock()
+    coord = GroupCoordinator(offsets_topic=MemoryOffsetsTopic(), data_dir="/nonexistent",
+                             clock=clock, initial_rebalance_delay_ms=3_000)
+    kw = dict(group_id="g", member_id="", instance_id=None, client_id="c", client_host="",
+              session_timeout_ms=10_000, rebalance_timeout_ms=10_000, protocol_type="consumer",
+              protocols=[("range", b"m")], require_known_member_id=False)
+    first = asyncio.ensure_future(coord.join(**kw))
+    await asyncio.sleep(0)
+    assert not first.done()  # the initial delay runs on the manual clock, not the loop's
+    clock.advance(3_000)
+    coord.poll()
+    ans = await asyncio.wait_for(first, 1)
+    assert ans["generation_id"] == 1 and ans["leader"] == ans["member_id"]
+    assert await coord.sync(group_id="g", generation=1, member_id=ans["member_id"],
+                            instance_id=None, protocol_type=None, protocol_name=None,
+                            assignments={ans["member_id"]: b"x"}) == (b"x", "consumer", "range")
+    assert coord.groups["g"].state == S.STABLE
+
+
+def test_the_adapter_loads_without_a_loop_and_arms_its_timer_once_started(tmp_path):
+    import asyncio
+
+    from minibroker.coordinator.group import GroupCoordinator
+
+    logs, topic = _real_topic(tmp_path)
+    m = GroupMachine(topic, data_dir=tmp_path, initial_rebalance_delay_ms=0)
+    stable_one(m, session_ms=6_000)
+    logs.close_all()
+
+    logs, topic = _real_topic(tmp_path)
+    coord = GroupCoordinator(offsets_topic=topic, data_dir=tmp_path)
+    coord.load()  # no running loop here
+    assert coord.groups["g"].state == S.STABLE and coord._timer is None
+
+    async def started():
+        coord.start()
+        return coord._timer is not None
+
+    assert asyncio.run(started())
+    logs.close_all()
+
+
+def test_deadlines_run_in_order_skip_cancelled_ones_and_compact():
+    from minibroker.coordinator.group_timers import Deadlines
+
+    clock = ManualClock()
+    d = Deadlines(clock.monotonic)
+    ran = []
+    d.call_later(20, ran.append, "b")
+    d.call_later(10, ran.append, "a")
+    d.call_later(15, ran.append, "x").cancel()
+    h = d.call_later(1_000, ran.append, "stale")
+    for _ in range(200):  # as heartbeats replace a member's expiry
+        h.cancel()
+        h = d.call_later(1_000, ran.append, "stale")
+    h.cancel()
+    assert len(d._heap) < 100  # cancelled entries do not pile up
+    assert d.next_at() == pytest.approx(clock.monotonic() + 0.010)
+    clock.advance(20)
+    assert d.run_due() == 2 and ran == ["a", "b"] and d.next_at() is None
