@@ -2,13 +2,17 @@
 
 Theory of operation
 -------------------
-A group is a small state machine (:mod:`.group_state`, Kafka's ``ClassicGroupState``)::
+A group is a small state machine (:mod:`.group_state`, Kafka's ``ClassicGroupState``,
+whose one table lists each state's valid predecessors)::
 
-    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
-      ^                 ^      |                                                 |
-      |                 |      +--nobody left--> Empty          leader's SyncGroup
-      |                 +-----------join / leave / expiry--------- Stable <------+
-    DeleteGroups: Empty --> Dead
+    Empty ----------------- a member joins ------------------> PreparingRebalance
+    PreparingRebalance ---- all known members joined, or the
+                            rebalance timeout passed ---------> CompletingRebalance
+                            (nobody is left) -----------------> Empty
+    CompletingRebalance --- the leader's SyncGroup -----------> Stable
+    Stable, Completing- --- a join with new metadata, the
+      Rebalance             leader's rejoin, a leave, an expiry -> PreparingRebalance
+    Empty ----------------- DeleteGroups ---------------------> Dead
 
 JoinGroup gathers members until every known member has rejoined or the rebalance
 timeout passes (a new group first waits ``initial_rebalance_delay_ms``, extended once
@@ -29,6 +33,12 @@ The work is split in two:
 * this adapter, :class:`GroupCoordinator` — owns what needs a loop: one loop timer armed
   for the core's next deadline, and a future per waiting caller, settled from the
   answers after every call into the core.
+
+Modules: ``group_state`` (the enum and its table), ``group_model`` (Group, Member,
+Offset, GroupError), ``group_membership`` (join/sync/heartbeat/leave and their
+timeouts), ``group_offsets`` (commits, fetches, deletes, transactional offsets),
+``group_store`` (``__consumer_offsets``: writes, replay, snapshots), ``group_timers``
+(deadlines), ``group_machine`` (the core composing them), this module (the adapter).
 
 A test drives the core alone with a ``ManualClock`` (tests/minibroker/
 test_group_state_machine.py); the broker builds this adapter.
@@ -106,6 +116,13 @@ class GroupCoordinator:
     def start(self) -> None:
         """Arm the timer for the deadlines so far (``load`` outside a loop cannot)."""
         self._settle()
+
+    def close(self) -> None:
+        """Stop the timer: a closed broker's groups must not time out into its closed logs."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = None
 
     def poll(self) -> None:
         """Run the timeouts that have come by the clock (a manual clock's test calls this)."""

@@ -355,7 +355,8 @@ class Membership:
                     self._answer(SYNC, m, (m.assignment, g.protocol_type, g.protocol))
         return Waiting(SYNC, member)
 
-    def _member(self, group_id: str, member_id: str, instance_id: str | None) -> tuple[Group, Member]:
+    def _member(self, group_id: str, member_id: str,
+                instance_id: str | None) -> tuple[Group, Member]:
         if not group_id:
             raise GroupError(ErrorCode.invalid_group_id)
         g = self.groups.get(group_id)

@@ -61,7 +61,8 @@ class Group:
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending: dict[str, Deadline | None] = field(default_factory=dict)  # MEMBER_ID_REQUIRED ids
     offsets: dict[tuple[str, int], Offset] = field(default_factory=dict)
-    # producer id -> offsets committed in its open transaction (Kafka's pendingTransactionalOffsetCommits)
+    # producer id -> offsets committed in its open transaction
+    # (Kafka's pendingTransactionalOffsetCommits)
     txn_offsets: dict[int, dict[tuple[str, int], Offset]] = field(default_factory=dict)
     join_timer: Deadline | None = None
     initial_delay_until: float = 0.0  # the clock's monotonic time

@@ -72,7 +72,8 @@ def _keyed(key: bytes, value: bytes) -> bytes:
 
 
 def _offset_value(o: Offset) -> bytes:
-    return gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp))
+    return gl.encode_offset(gl.OffsetValue(o.offset, o.leader_epoch, o.metadata,
+                                           o.commit_timestamp))
 
 
 class GroupStore:
