@@ -6,9 +6,8 @@ import structlog
 
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
-from ..coordinator.group import GroupError, Offset, now_ms
+from ..coordinator.group import GroupError, Offset
 from ..dispatch import Api
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, response_cls
 
@@ -129,7 +128,7 @@ class GroupHandlers:
         b = self.broker
         ok: dict[tuple[str, int], Offset] = {}
         errors: dict[tuple[str, int], ErrorCode] = {}
-        ts = now_ms()
+        ts = self.groups.now_ms()
         for t in topics:
             info = b.topic(t.name)
             for p in t.partitions:
@@ -165,9 +164,8 @@ class GroupHandlers:
         P = nested(R, "TxnOffsetCommitResponsePartition")
         ok, errors = self._offsets_from(req.topics)
         if ok:
-            partition = self.broker.offsets_partition_for(req.group_id)
-            code = self.broker.txn_coordinator.verify_produce(
-                req.producer_id, req.producer_epoch, GROUP_METADATA_TOPIC, partition)
+            code = self.groups.verify_txn_producer(req.group_id, req.producer_id,
+                                                   req.producer_epoch)
             # No mapping to PRODUCER_FENCED here: Kafka 4.4 answers a stale epoch on
             # TxnOffsetCommit v3 with INVALID_PRODUCER_EPOCH (found by tests/differential).
             if code is None:
