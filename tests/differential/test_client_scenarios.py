@@ -146,6 +146,26 @@ def test_zombie_fencing(brokers, client):
     assert [r[2] for r in out["kafka"]["records"][READ_COMMITTED]] == ["b-0"], out["kafka"]["records"]
 
 
+FENCE_DELIVERY_TIMEOUT_MS, FENCE_PAUSE_S = 1000, 2.5
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_zombie_with_timed_out_batch(brokers, broker_pids, client):
+    """After B's init fences A, A's next batch times out in the client (broker paused), an abortable
+    error rather than a fatal one: A's commit and abort (EndTxn with its old epoch, as both clients
+    send it) fail alike on both brokers; B's transaction commits."""
+    topic, tid = uid("fence-to", client), uid("fence-to-txn", client)
+    create_on_both(brokers, topic, 1)
+    pids = dict(zip(brokers.values(), broker_pids.values()))
+    out = on_both(brokers, lambda b: programs.run(
+        client, ["fence-timed-out", b, topic, tid, str(FENCE_DELIVERY_TIMEOUT_MS)],
+        pause=(pids[b], FENCE_PAUSE_S), pause_at="PAUSE-ME"))
+    assert_same(out, f"{client} zombie with a timed-out batch")
+    steps = out["kafka"]["steps"]
+    assert steps["a-send-paused"] is not None and steps["a-abort"] is not None and steps["b-commit"] is None, steps
+    assert [r[2] for r in out["kafka"]["records"][READ_COMMITTED]] == ["b-0"], out["kafka"]["records"]
+
+
 TXN_TIMEOUT_MS = 2000
 # Past the timeout by more than a few abort-check intervals (200 ms), even on a loaded machine.
 IDLE_MS = TXN_TIMEOUT_MS + 2500

@@ -105,17 +105,18 @@ def _wait_line(proc, lines, err, want: str, timeout: float) -> tuple[str, list[s
             return line, seen
 
 
-def run(client: str, args: list[str], timeout: float = 120.0, *, pause: tuple[int, float] | None = None) -> dict:
+def run(client: str, args: list[str], timeout: float = 120.0, *, pause: tuple[int, float] | None = None,
+        pause_at: str = "PRODUCING") -> dict:
     """Run the program to its end; its RESULT.
 
-    ``pause=(pid, seconds)``: once the program prints ``PRODUCING``, stop that broker process
+    ``pause=(pid, seconds)``: once the program prints ``pause_at``, stop that broker process
     (SIGSTOP) for that long, then let it go on (SIGCONT): requests in flight time out in the
-    client, which sends them again to a broker that may have written them.
+    client, which sends them again to a broker that may have written them (or gives up on them).
     """
     proc, lines, err = _start(client, args)
     if pause is not None:
         broker_pid, seconds = pause
-        _wait_line(proc, lines, err, "PRODUCING", timeout)
+        _wait_line(proc, lines, err, pause_at, timeout)
         os.kill(broker_pid, signal.SIGSTOP)
         try:
             time.sleep(seconds)

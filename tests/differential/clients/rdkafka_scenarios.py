@@ -23,6 +23,9 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcept
 UNEXPECTED: list[str] = []
 READ_TIMEOUT_S = 30.0
 TXN_CALL_TIMEOUT_S = 30.0
+# After printing PAUSE-ME: time for the harness to stop the broker before the next request.
+PAUSE_GRACE_S = 0.5
+SETTLE_S = 0.5
 
 
 def error_name(e: BaseException | KafkaError | None) -> str | None:
@@ -209,6 +212,32 @@ def fence(bootstrap: str, topic: str, txn_id: str) -> dict:
     return {"steps": steps, "records": read_both(bootstrap, topic, 2)}
 
 
+def fence_timed_out(bootstrap: str, topic: str, txn_id: str, delivery_timeout_ms: str) -> dict:
+    """A writes; B (same transactional.id) inits; A's next batch times out in the client (the
+    broker is paused after ``PAUSE-ME``): an abortable error, not the fatal one a refused batch
+    gives; then A commits and aborts (EndTxn with its old epoch) and B commits.
+    """
+    steps: dict = {}
+    t = int(delivery_timeout_ms)
+    a = producer(bootstrap, txn_id, **{"message.timeout.ms": t, "socket.timeout.ms": t, "request.timeout.ms": t})
+    step(steps, "a-init", lambda: a.init_transactions(TXN_CALL_TIMEOUT_S))
+    step(steps, "a-begin", a.begin_transaction)
+    steps["a-send-0"] = send_sync(a, topic, 0, "a-0")
+    b = producer(bootstrap, txn_id)
+    step(steps, "b-init", lambda: b.init_transactions(TXN_CALL_TIMEOUT_S))
+    print("PAUSE-ME", flush=True)
+    time.sleep(PAUSE_GRACE_S)  # the harness stops the broker now
+    steps["a-send-paused"] = send_sync(a, topic, 0, "a-1")
+    time.sleep(SETTLE_S)  # as the Java program, which needs it to raise one exception, not either of two
+    step(steps, "a-commit", lambda: a.commit_transaction(TXN_CALL_TIMEOUT_S))
+    step(steps, "a-abort", lambda: a.abort_transaction(TXN_CALL_TIMEOUT_S))
+    step(steps, "b-begin", b.begin_transaction)
+    steps["b-send"] = send_sync(b, topic, 0, "b-0")
+    step(steps, "b-commit", lambda: b.commit_transaction(TXN_CALL_TIMEOUT_S))
+    b.flush(5)
+    return {"steps": steps, "records": read_both(bootstrap, topic, 1)}
+
+
 def timeout(bootstrap: str, topic: str, txn_id: str, timeout_ms: str, idle_ms: str) -> dict:
     """A (short transaction.timeout.ms) writes, idles past the timeout, commits; then B commits."""
     steps: dict = {}
@@ -294,7 +323,8 @@ def ctp(bootstrap: str, in_topic: str, out_topic: str, partitions: str, group: s
             "records": read_both(bootstrap, out_topic, parts)}
 
 
-MODES = {"idempotent": idempotent, "commit-abort": commit_abort, "fence": fence, "timeout": timeout,
+MODES = {"idempotent": idempotent, "commit-abort": commit_abort, "fence": fence,
+         "fence-timed-out": fence_timed_out, "timeout": timeout,
          "ctp": ctp}
 
 

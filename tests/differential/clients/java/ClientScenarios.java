@@ -5,6 +5,7 @@
 //   idempotent BOOTSTRAP TOPIC PARTITIONS PER_PARTITION PACE_MS REQUEST_TIMEOUT_MS
 //   commit-abort BOOTSTRAP TOPIC PARTITIONS PER_TXN TXN_ID
 //   fence BOOTSTRAP TOPIC TXN_ID
+//   fence-timed-out BOOTSTRAP TOPIC TXN_ID DELIVERY_TIMEOUT_MS
 //   timeout BOOTSTRAP TOPIC TXN_ID TIMEOUT_MS IDLE_MS
 //   ctp BOOTSTRAP IN_TOPIC OUT_TOPIC PARTITIONS GROUP TXN_ID INSTANCE_ID CRASH_AFTER
 //
@@ -42,6 +43,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class ClientScenarios {
     private static final long SEND_TIMEOUT_S = 30;
     private static final long READ_TIMEOUT_S = 30;
+    // After printing PAUSE-ME: time for the harness to stop the broker before the next request.
+    private static final long PAUSE_GRACE_MS = 500;
+    private static final long SETTLE_MS = 500;
     private static final List<String> UNEXPECTED = Collections.synchronizedList(new ArrayList<>());
 
     // -- tiny JSON writer --------------------------------------------------------------------
@@ -301,6 +305,45 @@ public final class ClientScenarios {
         result(steps, readBoth(bootstrap, topic, 2), "");
     }
 
+    /**
+     * A writes; B (same transactional.id) inits; A's next batch times out in the client (the broker
+     * is paused after "PAUSE-ME"): an abortable error, not the one a refused batch gives; then A
+     * commits and aborts (EndTxn with its old epoch) and B commits.
+     */
+    static void fenceTimedOut(String bootstrap, String topic, String txnId, int deliveryTimeoutMs)
+            throws InterruptedException {
+        Map<String, String> steps = new TreeMap<>();
+        // One attempt only: the batch expires in flight, not between a timed-out request and its
+        // retry, where the client's error would depend on timing.
+        int requestTimeoutMs = deliveryTimeoutMs;
+        KafkaProducer<String, String> a = producer(bootstrap, txnId, Map.of(
+                "delivery.timeout.ms", Integer.toString(deliveryTimeoutMs),
+                "request.timeout.ms", Integer.toString(requestTimeoutMs), "linger.ms", "0"));
+        KafkaProducer<String, String> b = producer(bootstrap, txnId);
+        try {
+            step(steps, "a-init", a::initTransactions);
+            step(steps, "a-begin", a::beginTransaction);
+            steps.put("a-send-0", sendSync(a, topic, 0, "a-0"));
+            step(steps, "b-init", b::initTransactions);
+            System.out.println("PAUSE-ME");
+            System.out.flush();
+            Thread.sleep(PAUSE_GRACE_MS);  // the harness stops the broker now
+            steps.put("a-send-paused", sendSync(a, topic, 0, "a-1"));
+            // The batch's future fails before the client has moved to its abortable state; a
+            // commit in between would raise another exception than one after it.
+            Thread.sleep(SETTLE_MS);
+            step(steps, "a-commit", a::commitTransaction);
+            step(steps, "a-abort", a::abortTransaction);
+            step(steps, "b-begin", b::beginTransaction);
+            steps.put("b-send", sendSync(b, topic, 0, "b-0"));
+            step(steps, "b-commit", b::commitTransaction);
+        } finally {
+            a.close(Duration.ZERO);
+            b.close(Duration.ofSeconds(5));
+        }
+        result(steps, readBoth(bootstrap, topic, 1), "");
+    }
+
     static void timeout(String bootstrap, String topic, String txnId, int timeoutMs, long idleMs)
             throws InterruptedException {
         Map<String, String> steps = new TreeMap<>();
@@ -426,6 +469,9 @@ public final class ClientScenarios {
                 case "fence":
                     fence(args[1], args[2], args[3]);
                     break;
+                case "fence-timed-out":
+                    fenceTimedOut(args[1], args[2], args[3], Integer.parseInt(args[4]));
+                    break;
                 case "timeout":
                     timeout(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
                     break;
@@ -434,7 +480,7 @@ public final class ClientScenarios {
                         Integer.parseInt(args[8]));
                     break;
                 default:
-                    System.err.println("usage: ClientScenarios idempotent|commit-abort|fence|timeout|ctp ARGS...");
+                    System.err.println("usage: ClientScenarios idempotent|commit-abort|fence|fence-timed-out|timeout|ctp ARGS...");
                     System.exit(2);
             }
         } catch (Exception e) {
