@@ -107,7 +107,7 @@ def test_idempotent_producing_with_retries(brokers, broker_pids, client):
     timeout mid-way, so batches are sent again: every record once, in order, at both isolation levels."""
     topic, parts, n = uid("idem", client), 3, 60
     create_on_both(brokers, topic, parts)
-    pids = dict(zip(brokers.values(), broker_pids.values()))
+    pids = {brokers[name]: broker_pids[name] for name in brokers}
     args = [topic, str(parts), str(n), str(IDEM_PACE_MS), str(IDEM_REQUEST_TIMEOUT_MS)]
     out = on_both(brokers, lambda b: programs.run(client, ["idempotent", b, *args], pause=(pids[b], IDEM_PAUSE_S)))
     # How many batches were sent again depends on timing; that some were, does not.
@@ -156,7 +156,7 @@ def test_zombie_with_timed_out_batch(brokers, broker_pids, client):
     send it) fail alike on both brokers; B's transaction commits."""
     topic, tid = uid("fence-to", client), uid("fence-to-txn", client)
     create_on_both(brokers, topic, 1)
-    pids = dict(zip(brokers.values(), broker_pids.values()))
+    pids = {brokers[name]: broker_pids[name] for name in brokers}
     out = on_both(brokers, lambda b: programs.run(
         client, ["fence-timed-out", b, topic, tid, str(FENCE_DELIVERY_TIMEOUT_MS)],
         pause=(pids[b], FENCE_PAUSE_S), pause_at="PAUSE-ME"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
@@ -335,8 +336,6 @@ def main(argv: list[str]) -> int:
     try:
         out = MODES[argv[0]](*argv[1:])
     except Exception as e:  # the scenario's own steps catch what they expect; this is the rest
-        import traceback
-
         UNEXPECTED.append(f"{type(e).__name__}: {e}")
         traceback.print_exc()
         out = {}
