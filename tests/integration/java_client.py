@@ -137,11 +137,12 @@ def _javac_version(javac: str) -> str:
     return (r.stdout + r.stderr).strip()
 
 
-def compile_drivers(tc: JavaToolchain, timeout: float = 120.0) -> Path:
-    """Compile tests/integration/java/*.java (once per sources+jars+JDK); the classes dir."""
-    sources = sorted(JAVA_SRC_DIR.glob("*.java"))
+def compile_drivers(tc: JavaToolchain, timeout: float = 120.0, src_dir: Path | None = None) -> Path:
+    """Compile ``src_dir``/*.java (default tests/integration/java; once per sources+jars+JDK); the classes dir."""
+    src_dir = JAVA_SRC_DIR if src_dir is None else src_dir
+    sources = sorted(src_dir.glob("*.java"))
     if not sources:
-        raise RuntimeError(f"no Java sources in {JAVA_SRC_DIR}")
+        raise RuntimeError(f"no Java sources in {src_dir}")
     h = hashlib.sha256()
     for src in sources:
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")

@@ -6,7 +6,6 @@ compiled and started by tests/integration/java_client.py's helpers.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import queue
@@ -16,7 +15,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from unittest import mock
 
 from tests.integration import java_client
 
@@ -41,11 +39,7 @@ _compile_lock = threading.Lock()
 def java_classes(tc: java_client.JavaToolchain) -> Path:
     with _compile_lock:
         if "classes" not in _compiled:
-            if "src_dir" in inspect.signature(java_client.compile_drivers).parameters:
-                _compiled["classes"] = java_client.compile_drivers(tc, src_dir=JAVA_DIR)
-            else:  # java_client.py before it took src_dir: its module global names the sources
-                with mock.patch.object(java_client, "JAVA_SRC_DIR", JAVA_DIR):
-                    _compiled["classes"] = java_client.compile_drivers(tc)
+            _compiled["classes"] = java_client.compile_drivers(tc, src_dir=JAVA_DIR)
         return _compiled["classes"]
 
 
