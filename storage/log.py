@@ -28,7 +28,8 @@ from .producer_state import (
     ProducerStateManager,
     read_control_marker,
 )
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+from .segment import Segment
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from .verified_marks import VerifiedMarks
