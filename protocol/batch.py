@@ -172,7 +172,8 @@ def check_batch(
     ``sequential``: the batch must hold a forward offset range (lastOffsetDelta >= 0);
     ``expect_base``: and start at that offset (a batch copied in but not yet given its
     offset when the broker died still carries the producer's). ``origin`` is added to
-    the header's ``position``: where ``buf`` starts in the file it was read from.
+    the header's ``position``: where ``buf`` starts in the file it was read from. Without
+    ``check_crc`` only the header need be in ``buf``; ``end`` may then lie beyond it.
     """
     if end is None:
         end = len(buf)
@@ -192,9 +193,9 @@ def check_batch(
             return f"last offset delta {fields[6]}"
         if expect_base is not None and fields[0] != expect_base:
             return f"base offset {fields[0]}, expected {expect_base}"
-    if stop > len(buf):
-        return "short read"
     if check_crc:
+        if stop > len(buf):
+            return "short read"  # ``end`` promised bytes ``buf`` does not hold
         actual = crc32c(memoryview(buf)[position + CRC_START : stop])
         if actual != fields[4]:
             return f"crc mismatch: stored {fields[4]:#010x}, computed {actual:#010x}"

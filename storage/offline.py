@@ -43,7 +43,7 @@ from .segment_files import (
     segments,
     walk_segment,
 )
-from .txn_index import AbortedTxn
+from .txn_index import AbortedTxn, OngoingTxns, aborted_in_range
 
 __all__ = [
     "AbortedIndex",
@@ -195,7 +195,7 @@ class LogSummary:
     log_end: int = 0  # the high watermark: next offset to be written
     batches: int = 0
     records: int = 0
-    open_txns: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    txns: OngoingTxns = field(default_factory=OngoingTxns)  # the open transactions
     aborted: list[AbortedTxn] = field(default_factory=list)  # from the ABORT markers
     committed: int = 0
 
@@ -204,13 +204,19 @@ class LogSummary:
         return self.log_start if self.log_start >= 0 else self.log_end
 
     @property
+    def open_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its undecided transaction."""
+        return self.txns.firsts
+
+    @property
     def last_stable(self) -> int:
         """The LSO: first offset of the earliest undecided transaction, else the end."""
-        return min(self.open_txns.values(), default=self.log_end)
+        return self.txns.last_stable(self.log_end, max(self.log_start, 0))
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions that may hold batches in ``[start, end)``."""
-        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+        """Aborted transactions that may hold batches in ``[start, end)``, found as a
+        fetch finds them in the .txnindex."""
+        return aborted_in_range(self.aborted, start, end)[0]
 
 
 class PartitionScan:
@@ -249,17 +255,21 @@ def _account(s: LogSummary, header: BatchHeader, batch) -> None:
         return
     pid = header.producer_id
     if not header.is_control:
-        s.open_txns.setdefault(pid, header.base_offset)
+        s.txns.begin(pid, header.base_offset)
         return
     try:
         ctype = control_type(batch)
     except InvalidRecord:
         ctype = None
-    txn_first = s.open_txns.pop(pid, header.base_offset)
+    # Any control batch closes what was open here, an empty or unreadable one too (the
+    # live log ignores those); kept as this reader always did.
+    txn_first = s.txns.end(pid)
     if ctype == CONTROL_ABORT:
-        # Kafka's CompletedTxn: an abort with no data here still gets an entry.
-        lso = min(s.open_txns.values(), default=header.base_offset + 1)
-        s.aborted.append(AbortedTxn(pid, txn_first, header.base_offset, lso))
+        # Unlike the live log (Kafka's ProducerAppendInfo.appendEndTxnMarker), an abort
+        # with no data here still gets an entry, spanning the marker: the data may be
+        # below the log start (retention), which the walk cannot see.
+        first = header.base_offset if txn_first is None else txn_first
+        s.aborted.append(s.txns.aborted(pid, first, header.base_offset))
     elif ctype == CONTROL_COMMIT:
         s.committed += 1
 
