@@ -9,6 +9,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from minibroker_protocol.batch import BatchHeader, check_batch, iter_headers
 from minibroker_storage import LogConfig, PartitionLog
 from minibroker_storage.index import OffsetIndex, TimeIndex
 from minibroker_storage.index_format import parse_offset_index, parse_time_index
@@ -21,8 +22,11 @@ from minibroker_storage.offline import (
     summarize,
     txn_index_entries,
 )
+from minibroker_storage.segment import scan
 from minibroker_storage.segment_checks import SegmentReader, check_offset_index, check_time_index
+from minibroker_storage.segment_files import SegmentFiles, walk_segment
 from minibroker_storage.txn_index import AbortedTxn, TxnIndex, parse_txn_index
+from minibroker_storage.verify import BadBatch, GoodBatch, verify_batches
 
 from .batches import make_batch
 from .txns import Writer
@@ -261,3 +265,38 @@ def test_partition_scan_follows_appends(tmp_path):
     s = scan.advance()
     assert s.last_stable == s.log_end == log.log_end_offset == log.last_stable_offset
     log.close()
+
+
+# ------------------------------------------------------------ one judgement of a batch
+
+
+def test_every_walker_stops_where_check_batch_does(tmp_path):
+    d = _filled(tmp_path, batches=12)
+    path = str(d / f"{SEG0}.log")
+    data = bytearray(open(path, "rb").read())
+    headers = list(iter_headers(data, check_crc=True))
+    victim = headers[7]
+    data[victim.end - 1] ^= 0xFF  # the last byte of batch 7: its CRC fails
+    with open(path, "wb") as f:
+        f.write(data)
+    assert check_batch(data, victim.position, check_crc=True).startswith("crc mismatch")
+    assert isinstance(check_batch(data, victim.position), BatchHeader)  # no CRC asked for
+    want = [h.position for h in headers[:7]]
+    assert [h.position for h in iter_headers(data, check_crc=True)] == want
+    assert [h.position for h, _ in walk_segment(SegmentFiles(0, path), position=0)] == want
+    assert [p for p, *_ in scan(data, 0, len(data), check_crc=True, expect_base=0)] == want
+    found = list(verify_batches(lambda p, n: data[p:p + n], len(data), 0))
+    assert [g.position for g in found if isinstance(g, GoodBatch)] == [h.position for h in headers if h != victim]
+    bad = [b for b in found if isinstance(b, BadBatch)]
+    assert [(b.position, b.reason[:12]) for b in bad] == [(victim.position, "crc mismatch")]
+
+
+def test_sequential_walks_stop_at_an_offset_that_does_not_follow(tmp_path):
+    d = _filled(tmp_path, batches=4)
+    data = bytearray(open(d / f"{SEG0}.log", "rb").read())
+    headers = list(iter_headers(data))
+    struct.pack_into(">q", data, headers[2].position, 99)  # base offset outside the CRC
+    assert len(list(iter_headers(data))) == 4
+    assert len(list(iter_headers(data, sequential=True, expect_base=0))) == 2
+    assert check_batch(data, headers[2].position, sequential=True, expect_base=headers[1].next_offset) == (
+        f"base offset 99, expected {headers[1].next_offset}")
