@@ -210,23 +210,26 @@ def iter_headers(
     *,
     sequential: bool = False,
     expect_base: int | None = None,
+    origin: int = 0,
 ):
     """Yield the headers of consecutive complete batches in ``buf[start:end]``.
 
     Stops quietly at the first batch ``check_batch`` refuses: incomplete, zeroed
     (preallocated space) or, with ``check_crc``, corrupt; with ``sequential``, also at
     one whose offsets do not follow the batch before it (``expect_base`` for the
-    first). The caller learns where by comparing the last header's ``end`` with ``end``.
+    first). The caller learns where by comparing the last header's ``end`` with ``end``
+    (``origin``, as for ``check_batch``, is added to every position).
     """
     if end is None:
         end = len(buf)
     pos = start
     while pos + HEADER_SIZE <= end:
-        header = check_batch(buf, pos, end, check_crc=check_crc, sequential=sequential, expect_base=expect_base)
+        header = check_batch(buf, pos, end, check_crc=check_crc, sequential=sequential, expect_base=expect_base,
+                             origin=origin)
         if isinstance(header, str):
             return
         yield header
-        pos = header.end
+        pos = header.end - origin
         if sequential:
             expect_base = header.last_offset + 1
 

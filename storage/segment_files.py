@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from minibroker_protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, check_batch
+from minibroker_protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, BatchHeader, iter_headers
 
 from .index import IndexCorrupt
 from .index_format import parse_offset_index
@@ -200,21 +200,27 @@ def walk_segment(seg: SegmentFiles, start_offset: int = 0, check_crc: bool = Tru
     try:
         file_size = os.fstat(fd).st_size
         pos = _start_position(seg, start_offset, fd) if position is None else position
-        buf, buf_start = b"", pos
+        want = _CHUNK
         while True:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = os.pread(fd, _CHUNK, pos), pos, 0
-                if len(buf) < HEADER_SIZE:
+            buf = os.pread(fd, want, pos)
+            view = memoryview(buf)
+            stop = 0
+            for header in iter_headers(buf, 0, min(len(buf), file_size - pos), check_crc, origin=pos):
+                stop = header.end - pos
+                yield header, view[header.position - pos: stop]
+            # iter_headers stopped at ``stop``: the end of what was written (incomplete,
+            # zeroed or corrupt: a batch the broker is still copying in is no data), or
+            # only the end of this chunk, when the batch there lies whole in the file.
+            if stop + HEADER_SIZE > len(buf):
+                if stop == 0 or pos + stop + HEADER_SIZE > file_size:
                     return
-            size = _LENGTH.unpack_from(buf, rel + 8)[0] + LOG_OVERHEAD
-            if rel + size > len(buf) and pos + size <= file_size:
-                buf, buf_start, rel = os.pread(fd, max(_CHUNK, size), pos), pos, 0
-            header = check_batch(buf, rel, min(len(buf), file_size - buf_start), check_crc=check_crc,
-                                 origin=buf_start)
-            if isinstance(header, str):
-                return  # incomplete, zeroed or corrupt: the end of what was written
-            yield header, memoryview(buf)[rel: rel + size]
-            pos += size
+                pos, want = pos + stop, _CHUNK
+                continue
+            size = _LENGTH.unpack_from(buf, stop + 8)[0] + LOG_OVERHEAD
+            if size < HEADER_SIZE or stop + size <= len(buf) or pos + stop + size > file_size:
+                return
+            if stop == 0 and want >= size:
+                return  # a short read: the file shrank under us
+            pos, want = pos + stop, max(_CHUNK, size)
     finally:
         os.close(fd)

@@ -9,8 +9,8 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minibroker_protocol.batch import BatchHeader, check_batch, iter_headers
-from minibroker_storage import LogConfig, PartitionLog
+from minibroker_protocol.batch import HEADER_SIZE, BatchHeader, check_batch, iter_headers
+from minibroker_storage import LogConfig, PartitionLog, segment_files
 from minibroker_storage.index import OffsetIndex, TimeIndex
 from minibroker_storage.index_format import parse_offset_index, parse_time_index
 from minibroker_storage.offline import (
@@ -300,3 +300,19 @@ def test_sequential_walks_stop_at_an_offset_that_does_not_follow(tmp_path):
     assert len(list(iter_headers(data, sequential=True, expect_base=0))) == 2
     assert check_batch(data, headers[2].position, sequential=True, expect_base=headers[1].next_offset) == (
         f"base offset 99, expected {headers[1].next_offset}")
+
+
+def test_walk_segment_reads_across_chunk_boundaries(tmp_path, monkeypatch):
+    d = _filled(tmp_path, batches=30)
+    path = str(d / f"{SEG0}.log")
+    data = open(path, "rb").read()
+    want = [(h.position, h.end) for h in iter_headers(data, check_crc=True)]
+    for chunk in (HEADER_SIZE, 70, 100, 333, 1 << 20):  # smaller, larger than a batch
+        monkeypatch.setattr(segment_files, "_CHUNK", chunk)
+        got = list(walk_segment(SegmentFiles(0, path), position=0))
+        assert [(h.position, h.end) for h, _ in got] == want, chunk
+        assert all(bytes(b) == data[h.position:h.end] for h, b in got)
+    with open(path, "ab") as f:
+        f.write(data[want[3][0]:want[3][1]][:-5])  # a torn batch at the end
+    monkeypatch.setattr(segment_files, "_CHUNK", 100)
+    assert [(h.position, h.end) for h, _ in walk_segment(SegmentFiles(0, path), position=0)] == want
