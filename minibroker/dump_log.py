@@ -37,7 +37,7 @@ from minibroker_storage.offline import (
     walk_segment,
 )
 from minibroker_storage.producer_state import CorruptSnapshot, decode_snapshot
-from minibroker_storage.segment import INDEX_SUFFIX, LOG_SUFFIX
+from minibroker_storage.segment_files import INDEX_SUFFIX, LOG_SUFFIX
 from minibroker_storage.segment_checks import (
     SegmentReader,
     check_offset_index,

@@ -155,28 +155,83 @@ def validate_produce_records(buf) -> BatchHeader:
     return header
 
 
-def iter_headers(buf, start: int = 0, end: int | None = None, check_crc: bool = False):
+def check_batch(
+    buf,
+    position: int = 0,
+    end: int | None = None,
+    *,
+    check_crc: bool = False,
+    sequential: bool = False,
+    expect_base: int | None = None,
+    origin: int = 0,
+) -> BatchHeader | str:
+    """The batch at ``position`` of ``buf[:end]`` if it is a whole, well-formed batch, else
+    why not (a short sentence). The one judgement every walker of stored batches makes;
+    what to do with a bad batch (stop, cut, skip ahead) is the caller's.
+
+    ``sequential``: the batch must hold a forward offset range (lastOffsetDelta >= 0);
+    ``expect_base``: and start at that offset (a batch copied in but not yet given its
+    offset when the broker died still carries the producer's). ``origin`` is added to
+    the header's ``position``: where ``buf`` starts in the file it was read from. Without
+    ``check_crc`` only the header need be in ``buf``; ``end`` may then lie beyond it.
+    """
+    if end is None:
+        end = len(buf)
+    if position + HEADER_SIZE > end:
+        return f"{end - position} bytes left, fewer than a batch header"
+    fields = HEADER.unpack_from(buf, position)
+    length = fields[1]
+    stop = position + length + LOG_OVERHEAD
+    if length < MIN_BATCH_LENGTH:
+        return f"batch length {length}"
+    if fields[3] != 2:
+        return f"magic {fields[3]}"
+    if stop > end:
+        return f"batch of {length + LOG_OVERHEAD} bytes runs past the end of the file ({end})"
+    if sequential:
+        if fields[6] < 0:
+            return f"last offset delta {fields[6]}"
+        if expect_base is not None and fields[0] != expect_base:
+            return f"base offset {fields[0]}, expected {expect_base}"
+    if check_crc:
+        if stop > len(buf):
+            return "short read"  # ``end`` promised bytes ``buf`` does not hold
+        actual = crc32c(memoryview(buf)[position + CRC_START : stop])
+        if actual != fields[4]:
+            return f"crc mismatch: stored {fields[4]:#010x}, computed {actual:#010x}"
+    return BatchHeader(origin + position, *fields)
+
+
+def iter_headers(
+    buf,
+    start: int = 0,
+    end: int | None = None,
+    check_crc: bool = False,
+    *,
+    sequential: bool = False,
+    expect_base: int | None = None,
+    origin: int = 0,
+):
     """Yield the headers of consecutive complete batches in ``buf[start:end]``.
 
-    Stops quietly at the first incomplete, zeroed (preallocated space) or,
-    with ``check_crc``, corrupt batch; the caller learns where by comparing
-    the last header's ``end`` with ``end``.
+    Stops quietly at the first batch ``check_batch`` refuses: incomplete, zeroed
+    (preallocated space) or, with ``check_crc``, corrupt; with ``sequential``, also at
+    one whose offsets do not follow the batch before it (``expect_base`` for the
+    first). The caller learns where by comparing the last header's ``end`` with ``end``
+    (``origin``, as for ``check_batch``, is added to every position).
     """
     if end is None:
         end = len(buf)
     pos = start
     while pos + HEADER_SIZE <= end:
-        header = read_header(buf, pos)
-        if (
-            header.batch_length < MIN_BATCH_LENGTH
-            or header.magic != 2
-            or header.end > end
-        ):
-            return
-        if check_crc and not crc_ok(buf, header):
+        header = check_batch(buf, pos, end, check_crc=check_crc, sequential=sequential, expect_base=expect_base,
+                             origin=origin)
+        if isinstance(header, str):
             return
         yield header
-        pos = header.end
+        pos = header.end - origin
+        if sequential:
+            expect_base = header.last_offset + 1
 
 
 def set_base_offset(buf, position: int, base_offset: int) -> None:

@@ -28,7 +28,8 @@ from .producer_state import (
     ProducerStateManager,
     read_control_marker,
 )
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+from .segment import Segment
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from .verified_marks import VerifiedMarks
@@ -194,9 +195,8 @@ class PartitionLog:
             index = seg.txn_index
             if txn.last_offset <= index.last_offset:
                 return  # written before the crash
-            index.append(
-                AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, self._lso_below(txn.last_offset + 1))
-            )
+            index.append(self._producers.open_transactions.aborted(
+                txn.producer_id, txn.first_offset, txn.last_offset, self._start_offset))
             restored[0] += 1
 
         replayed_from = self._producers.load(
@@ -283,10 +283,7 @@ class PartitionLog:
         return self._lso_below(self._next_offset)
 
     def _lso_below(self, high_watermark: int) -> int:
-        first = self._producers.first_unstable_offset()
-        if first is None or first >= high_watermark:
-            return high_watermark
-        return first if first > self._start_offset else self._start_offset
+        return self._producers.open_transactions.last_stable(high_watermark, self._start_offset)
 
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of every aborted transaction that
@@ -420,9 +417,8 @@ class PartitionLog:
             if completed is not None and completed.is_aborted:
                 # Kafka's UnifiedLog.append: the entry goes to the segment the
                 # marker went to, with the LSO once the transaction is over.
-                seg.txn_index.append(
-                    AbortedTxn(completed.producer_id, completed.first_offset, last, self._lso_below(last + 1))
-                )
+                seg.txn_index.append(self._producers.open_transactions.aborted(
+                    completed.producer_id, completed.first_offset, last, self._start_offset))
 
         if self._sync_each:
             seg.sync()

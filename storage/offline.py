@@ -9,6 +9,10 @@ used on purpose: both repair files. Segments are read with ``pread``, not mapped
 broker trims an active segment when it rolls, and touching a mapped page past the new
 end of file would kill the reader with SIGBUS.
 
+The files of one segment are named and read by ``segment_files`` (re-exported here for
+the tools); this module adds the partitions of a data directory, the walk across
+segments, and what that walk tells (``LogSummary``).
+
 Works on Kafka's own data directories too: without ``topics.json`` the partitions are
 found by their ``<topic>-<partition>`` directory names.
 """
@@ -17,23 +21,29 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
-from minibroker_protocol.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
+from minibroker_protocol.batch import BatchHeader, read_header
 from minibroker_protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 
 from .catalog import CATALOG_FILE
 from .errors import InvalidRecord
-from .index import IndexCorrupt
-from .index_format import parse_offset_index
-from .producer_state import SNAPSHOT_SUFFIX, read_control_marker
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
-from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn, parse_txn_index
+from .producer_state import read_control_marker
+from .segment_files import (
+    SEGMENT_FILE_KINDS,
+    SegmentFiles,
+    base_offset_of,
+    log_tail,
+    read_offset_index,
+    read_txn_index,
+    segment_file_kind,
+    segment_file_list,
+    segments,
+    walk_segment,
+)
+from .txn_index import AbortedTxn, OngoingTxns, aborted_in_range
 
 __all__ = [
     "AbortedIndex",
@@ -58,7 +68,6 @@ __all__ = [
 ]
 
 _SKIP_SUFFIXES = ("-delete", "-stray", "-future")
-SEGMENT_FILE_KINDS = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,20 +75,6 @@ class PartitionDir:
     topic: str
     partition: int
     path: str
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentFiles:
-    base_offset: int
-    log: str
-
-    @property
-    def index(self) -> str:
-        return self.log[: -len(LOG_SUFFIX)] + INDEX_SUFFIX
-
-    @property
-    def txn_index(self) -> str:
-        return self.log[: -len(LOG_SUFFIX)] + TXN_INDEX_SUFFIX
 
 
 # ---------------------------------------------------------------------- layout
@@ -123,94 +118,7 @@ def partition_dirs(data_dir: str) -> list[PartitionDir]:
     return out
 
 
-def segments(partition_path: str) -> list[SegmentFiles]:
-    """The partition's ``.log`` files, by base offset."""
-    out = []
-    for name in os.listdir(partition_path):
-        stem, dot, suffix = name.partition(".")
-        if dot and "." + suffix == LOG_SUFFIX and stem.isdigit():
-            out.append(SegmentFiles(int(stem), os.path.join(partition_path, name)))
-    out.sort(key=lambda s: s.base_offset)
-    return out
-
-
-def segment_file_kind(path: str) -> str | None:
-    """The suffix of a file a partition directory holds per segment (``.log``,
-    ``.index``, ...), None for any other file (``*.deleted``, ``*.tmp``, checkpoints)."""
-    name = os.path.basename(path)
-    dot = name.rfind(".")
-    return name[dot:] if dot > 0 and name[dot:] in SEGMENT_FILE_KINDS else None
-
-
-def segment_file_list(directory: str) -> list[str]:
-    """Every ``<offset>.<kind>`` file of ``directory``: by offset, then in
-    SEGMENT_FILE_KINDS order (a segment's log before its indexes)."""
-    found = []
-    for name in os.listdir(directory):
-        kind = segment_file_kind(name)
-        offset = base_offset_of(name)
-        if kind is not None and offset is not None and name == name.partition(".")[0] + kind:
-            found.append((offset, SEGMENT_FILE_KINDS.index(kind), os.path.join(directory, name)))
-    found.sort()
-    return [path for _, _, path in found]
-
-
 # --------------------------------------------------------------------- indexes
-
-
-def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
-    """``(absolute offset, position)`` entries of a ``.index`` file, up to the first one
-    the broker would refuse; [] when missing (a tool then walks the segment from its start)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    contents = parse_offset_index(data, base_offset)
-    return contents.entries[: contents.usable]
-
-
-def read_txn_index(path: str) -> list[AbortedTxn] | None:
-    """The aborted transactions in a ``.txnindex`` file, None when it is missing or
-    malformed (the broker would rebuild it from the log; tools use the markers)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    contents = parse_txn_index(data, base_offset_of(path) or 0)
-    if not contents.usable:
-        return None
-    return [txn for _, txn in contents.entries]
-
-
-def base_offset_of(path: str) -> int | None:
-    """The base offset a segment file's name gives (``<20 digits>.<kind>``), None if none."""
-    stem = os.path.basename(path).partition(".")[0]
-    return int(stem) if stem.isdigit() else None
-
-
-def log_tail(path: str, valid_end: int) -> tuple[int, bool]:
-    """``(bytes, all_zero)`` of what follows the last readable batch, which ends at
-    ``valid_end``. Zeros are space reserved for appends (the active segment, or one a
-    crash left untrimmed); anything else is a torn or corrupt batch. Holes of a sparse
-    file are skipped, not read."""
-    with open(path, "rb") as f:
-        fd = f.fileno()
-        size = os.fstat(fd).st_size
-        pos = valid_end
-        while pos < size:
-            try:
-                pos = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:
-                break  # only holes from here on (ENXIO), or no SEEK_DATA: read on
-            chunk = os.pread(fd, min(_CHUNK, size - pos), pos)
-            if not chunk:
-                break
-            if chunk.count(0) != len(chunk):
-                return size - valid_end, False
-            pos += len(chunk)
-    return max(size - valid_end, 0), True
 
 
 class AbortedIndex:
@@ -251,31 +159,6 @@ class AbortedIndex:
 # --------------------------------------------------------------------- batches
 
 
-_CHUNK = 1 << 20
-_SEEK = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
-
-
-def _start_position(seg: SegmentFiles, offset: int, fd: int) -> int:
-    """Where to start walking ``seg`` for ``offset``: the last indexed batch ending
-    below it, if the log confirms that entry; else the segment start."""
-    if offset <= seg.base_offset:
-        return 0
-    try:
-        entries = read_offset_index(seg.index, seg.base_offset)
-    except (OSError, IndexCorrupt):
-        return 0
-    i = bisect_right(entries, (offset - 1, 1 << 62))
-    while i > 0:
-        last, pos = entries[i - 1]
-        head = os.pread(fd, _SEEK.size, pos)
-        if len(head) == _SEEK.size:
-            base, length, delta = _SEEK.unpack(head)
-            if base + delta == last and length >= MIN_BATCH_LENGTH:
-                return pos
-        i -= 1  # an entry the log does not confirm (a torn tail): try an older one
-    return 0
-
-
 def iter_batches(partition_path: str, start_offset: int = 0, *, check_crc: bool = True,
                  segment_list: list[SegmentFiles] | None = None
                  ) -> Iterator[tuple[BatchHeader, memoryview, SegmentFiles]]:
@@ -312,7 +195,7 @@ class LogSummary:
     log_end: int = 0  # the high watermark: next offset to be written
     batches: int = 0
     records: int = 0
-    open_txns: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    txns: OngoingTxns = field(default_factory=OngoingTxns)  # the open transactions
     aborted: list[AbortedTxn] = field(default_factory=list)  # from the ABORT markers
     committed: int = 0
 
@@ -321,13 +204,19 @@ class LogSummary:
         return self.log_start if self.log_start >= 0 else self.log_end
 
     @property
+    def open_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its undecided transaction."""
+        return self.txns.firsts
+
+    @property
     def last_stable(self) -> int:
         """The LSO: first offset of the earliest undecided transaction, else the end."""
-        return min(self.open_txns.values(), default=self.log_end)
+        return self.txns.last_stable(self.log_end, max(self.log_start, 0))
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions that may hold batches in ``[start, end)``."""
-        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+        """Aborted transactions that may hold batches in ``[start, end)``, found as a
+        fetch finds them in the .txnindex."""
+        return aborted_in_range(self.aborted, start, end)[0]
 
 
 class PartitionScan:
@@ -356,45 +245,6 @@ class PartitionScan:
         return s
 
 
-def walk_segment(seg: SegmentFiles, start_offset: int = 0, check_crc: bool = True,
-                 position: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """``(header, batch)`` of the segment's valid batches from byte ``position``, or from
-    the indexed batch nearest below ``start_offset``. ``header.position`` is the file
-    position and ``batch`` the batch's bytes. It stops at the first batch that is
-    incomplete, zeroed or (with ``check_crc``) corrupt - a batch the broker is still
-    copying in must not be taken for data; ``header.end`` of the last one is where the
-    walk stopped."""
-    try:
-        fd = os.open(seg.log, os.O_RDONLY)
-    except FileNotFoundError:
-        return  # deleted by retention while we walked
-    try:
-        file_size = os.fstat(fd).st_size
-        pos = _start_position(seg, start_offset, fd) if position is None else position
-        buf, buf_start = b"", pos
-        while True:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = os.pread(fd, _CHUNK, pos), pos, 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            fields = HEADER.unpack_from(buf, rel)
-            size = fields[1] + 12
-            if fields[1] < MIN_BATCH_LENGTH or fields[3] != 2 or pos + size > file_size:
-                return
-            if rel + size > len(buf):
-                buf, buf_start, rel = os.pread(fd, max(_CHUNK, size), pos), pos, 0
-                if len(buf) < size:
-                    return  # incomplete: the end of what was written
-            batch = memoryview(buf)[rel: rel + size]
-            if check_crc and crc32c(batch[CRC_START:]) != fields[4]:
-                return
-            yield BatchHeader(pos, *fields), batch
-            pos += size
-    finally:
-        os.close(fd)
-
-
 def _account(s: LogSummary, header: BatchHeader, batch) -> None:
     if s.log_start < 0:
         s.log_start = header.base_offset
@@ -405,17 +255,21 @@ def _account(s: LogSummary, header: BatchHeader, batch) -> None:
         return
     pid = header.producer_id
     if not header.is_control:
-        s.open_txns.setdefault(pid, header.base_offset)
+        s.txns.begin(pid, header.base_offset)
         return
     try:
         ctype = control_type(batch)
     except InvalidRecord:
         ctype = None
-    txn_first = s.open_txns.pop(pid, header.base_offset)
+    # Any control batch closes what was open here, an empty or unreadable one too (the
+    # live log ignores those); kept as this reader always did.
+    txn_first = s.txns.end(pid)
     if ctype == CONTROL_ABORT:
-        # Kafka's CompletedTxn: an abort with no data here still gets an entry.
-        lso = min(s.open_txns.values(), default=header.base_offset + 1)
-        s.aborted.append(AbortedTxn(pid, txn_first, header.base_offset, lso))
+        # Unlike the live log (Kafka's ProducerAppendInfo.appendEndTxnMarker), an abort
+        # with no data here still gets an entry, spanning the marker: the data may be
+        # below the log start (retention), which the walk cannot see.
+        first = header.base_offset if txn_first is None else txn_first
+        s.aborted.append(s.txns.aborted(pid, first, header.base_offset))
     elif ctype == CONTROL_COMMIT:
         s.committed += 1
 

@@ -54,6 +54,7 @@ from .errors import (
     TransactionCoordinatorFenced,
     UnknownProducerId,
 )
+from .txn_index import OngoingTxns
 
 if TYPE_CHECKING:
     from .segment import Segment
@@ -324,7 +325,7 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         # Producers with an open transaction → its first offset (Kafka's
         # ongoingTxns), so the first unstable offset costs O(open transactions).
-        self._ongoing: dict[int, int] = {}
+        self._ongoing = OngoingTxns()
         self._snapshots: list[int] = []  # offsets of the snapshot files, ascending
         self._logger = _log.bind(log=self.partition)
 
@@ -348,22 +349,24 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction, None when none is open
         (with one replica, a decided transaction is stable at once)."""
-        ongoing = self._ongoing
-        if not ongoing:
-            return None
-        return min(ongoing.values()) if len(ongoing) > 1 else next(iter(ongoing.values()))
+        return self._ongoing.first_unstable()
+
+    @property
+    def open_transactions(self) -> OngoingTxns:
+        """The open transactions, from which the LSO and the .txnindex entries follow."""
+        return self._ongoing
 
     @property
     def ongoing_transactions(self) -> Mapping[int, int]:
         """Read-only view, producer id → first offset of its open transaction."""
-        return MappingProxyType(self._ongoing)
+        return MappingProxyType(self._ongoing.firsts)
 
     def _sync_ongoing(self) -> None:
         """Recompute ``_ongoing`` from the entries, oldest transaction first."""
         open_txns = [(e.current_txn_first_offset, pid) for pid, e in self._producers.items()
                      if e.current_txn_first_offset >= 0]
         open_txns.sort()
-        self._ongoing = {pid: first for first, pid in open_txns}
+        self._ongoing.firsts = {pid: first for first, pid in open_txns}
 
     # ----------------------------------------------------------- validation
 
@@ -479,7 +482,7 @@ class ProducerStateManager:
                 completed = CompletedTxn(
                     pid, entry.current_txn_first_offset, first_offset, marker.is_abort
                 )
-                self._ongoing.pop(pid, None)
+                self._ongoing.end(pid)
             entry._set_epoch(header.producer_epoch)
             entry.coordinator_epoch = marker.coordinator_epoch
             entry.current_txn_first_offset = -1
@@ -500,7 +503,7 @@ class ProducerStateManager:
         entry.last_timestamp = header.max_timestamp
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
-            self._ongoing[pid] = first_offset
+            self._ongoing.begin(pid, first_offset)
         return None
 
     # ------------------------------------------------------ expiry, retention
@@ -516,7 +519,7 @@ class ProducerStateManager:
         gone = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms, limit)]
         for pid in gone:
             e = self._producers.pop(pid)
-            self._ongoing.pop(pid, None)  # never there: open transactions do not expire
+            self._ongoing.end(pid)  # never there: open transactions do not expire
             self._logger.info(
                 "producer expired",
                 producer_id=pid,
@@ -542,7 +545,7 @@ class ProducerStateManager:
         ]
         for pid in gone:
             del self._producers[pid]
-            self._ongoing.pop(pid, None)
+            self._ongoing.end(pid)
         if gone:
             self._logger.info(
                 "producers removed by retention",

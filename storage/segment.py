@@ -17,20 +17,22 @@ import struct
 from collections.abc import Iterator
 
 import structlog
-from crc32c import crc32c
-
-from minibroker_protocol.batch import (
-    CRC_START,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-)
+from minibroker_protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_headers
 
 from .config import LogConfig
 from .errors import StorageError
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 from .sync_job import SyncJob
+from .segment_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    SegmentFiles,
+    base_offset_of,
+    file_stem,
+    topic_partition,
+    walk_segment,
+)
 from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from .verify import BadBatch, CorruptBatch, GoodBatch, verify_batches
 
@@ -48,22 +50,7 @@ _I64 = struct.Struct(">q")
 
 _WALK = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
 _WALK_TS = struct.Struct(">qi11xi8xq")  # ... and maxTimestamp
-_SCAN = struct.Struct(">qi4xbI2xi8xq")  # + magic, crc
 _EMPTY = memoryview(b"")
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-
-
-def topic_partition(directory: str) -> tuple[str, int]:
-    """``(topic, partition)`` from a ``<topic>-<partition>`` directory (-1 if not one)."""
-    topic, _, number = os.path.basename(directory.rstrip(os.sep)).rpartition("-")
-    return (topic, int(number)) if topic and number.isdigit() else (os.path.basename(directory), -1)
-
-
-def file_stem(directory: str, base_offset: int) -> str:
-    return os.path.join(directory, f"{base_offset:020d}")
 
 
 def scan(buf, start: int, end: int, check_crc: bool = False, expect_base: int | None = None):
@@ -75,20 +62,8 @@ def scan(buf, start: int, end: int, check_crc: bool = False, expect_base: int | 
     a batch copied but not yet given its offset when the broker died still
     carries the producer's base offset.
     """
-    pos = start
-    while pos + HEADER_SIZE <= end:
-        base, length, magic, crc, delta, max_ts = _SCAN.unpack_from(buf, pos)
-        stop = pos + length + LOG_OVERHEAD
-        if length < MIN_BATCH_LENGTH or magic != 2 or stop > end or delta < 0:
-            return
-        if expect_base is not None and base != expect_base:
-            return
-        if check_crc and crc32c(buf[pos + CRC_START : stop]) != crc:
-            return
-        last = base + delta
-        yield pos, base, last, max_ts, stop
-        expect_base = last + 1
-        pos = stop
+    for h in iter_headers(buf, start, end, check_crc, sequential=True, expect_base=expect_base):
+        yield h.position, h.base_offset, h.last_offset, h.max_timestamp, h.end
 
 
 def iter_file_batches(path: str, check_crc: bool = False) -> Iterator[tuple[BatchHeader, memoryview]]:
@@ -100,11 +75,7 @@ def iter_file_batches(path: str, check_crc: bool = False) -> Iterator[tuple[Batc
     a broker running on the same directory trims an active segment when it
     rolls, and a mapped reader touching the cut pages would die of SIGBUS.
     """
-    from .offline import SegmentFiles, walk_segment  # offline builds on this module's layout
-
-    name = os.path.basename(path)
-    base = int(name.split(".")[0]) if name.split(".")[0].isdigit() else 0
-    yield from walk_segment(SegmentFiles(base, path), check_crc=check_crc, position=0)
+    yield from walk_segment(SegmentFiles(base_offset_of(path) or 0, path), check_crc=check_crc, position=0)
 
 
 class Segment:

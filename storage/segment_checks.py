@@ -17,7 +17,7 @@ import os
 from bisect import bisect_left
 from typing import NamedTuple
 
-from minibroker_protocol.batch import HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
+from minibroker_protocol.batch import HEADER_SIZE, BatchHeader, check_batch
 from minibroker_protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 
 from .errors import InvalidRecord
@@ -94,10 +94,8 @@ class SegmentReader:
         raw = os.pread(self._fd, HEADER_SIZE, pos)
         if len(raw) < HEADER_SIZE:
             return None
-        fields = HEADER.unpack(raw)
-        if fields[1] < MIN_BATCH_LENGTH or fields[3] != 2 or pos + fields[1] + 12 > self.size:
-            return None
-        return BatchHeader(pos, *fields)
+        header = check_batch(raw, 0, self.size - pos, origin=pos)
+        return None if isinstance(header, str) else header
 
     def batch_holding(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset``, None past the readable end."""

@@ -34,10 +34,12 @@ from .sync_job import SyncJob
 __all__ = [
     "ABORTED_TXN_SIZE",
     "AbortedTxn",
+    "OngoingTxns",
     "TXN_INDEX_SUFFIX",
     "TxnIndex",
     "TxnIndexContents",
     "TxnIndexCorrupt",
+    "aborted_in_range",
     "parse_txn_index",
 ]
 
@@ -60,6 +62,81 @@ class AbortedTxn(NamedTuple):
 
     def to_bytes(self) -> bytes:
         return _ENTRY.pack(ABORTED_TXN_VERSION, *self)
+
+
+class OngoingTxns:
+    """The open transactions of a partition, producer id -> first offset (Kafka's
+    ongoingTxns), and the two things that follow from them: the last stable offset, and
+    the index entry of a transaction an ABORT marker ends.
+
+    The one computation of both, for the live log (``ProducerStateManager`` keeps one,
+    ``PartitionLog`` asks it for the LSO and its ``.txnindex`` entries) and the offline
+    readers (``offline.LogSummary``: dump-log, the Spark source). Kafka:
+    ProducerStateManager.firstUnstableOffset, UnifiedLog.updateFirstUnstableOffset and
+    the AbortedTxn UnifiedLog.append writes (storage/.../internals/log/).
+    """
+
+    __slots__ = ("firsts",)
+
+    def __init__(self, firsts: dict[int, int] | None = None) -> None:
+        # Insertion order is the order transactions began in, when built by ``begin``.
+        self.firsts: dict[int, int] = {} if firsts is None else firsts
+
+    def __len__(self) -> int:
+        return len(self.firsts)
+
+    def begin(self, producer_id: int, offset: int) -> None:
+        """A transactional data batch at ``offset``: opens the producer's transaction
+        unless one is open already."""
+        self.firsts.setdefault(producer_id, offset)
+
+    def end(self, producer_id: int) -> int | None:
+        """A marker (or the producer's removal) closes its transaction: its first offset,
+        None when none was open."""
+        return self.firsts.pop(producer_id, None)
+
+    def clear(self) -> None:
+        self.firsts.clear()
+
+    def first_unstable(self) -> int | None:
+        """First offset of the oldest open transaction, None when none is open."""
+        firsts = self.firsts
+        if not firsts:
+            return None
+        return min(firsts.values()) if len(firsts) > 1 else next(iter(firsts.values()))
+
+    def last_stable(self, high_watermark: int, log_start: int = 0) -> int:
+        """Kafka's LSO: the first unstable offset (no lower than the log start,
+        UnifiedLog.maybeIncrementFirstUnstableOffset), or the high watermark when that is
+        lower or nothing is open."""
+        first = self.first_unstable()
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return first if first > log_start else log_start
+
+    def aborted(self, producer_id: int, first_offset: int, marker_offset: int, log_start: int = 0) -> AbortedTxn:
+        """The index entry of the transaction aborted at ``marker_offset``, once ``end``
+        has closed it: its LSO is the one right after the marker."""
+        return AbortedTxn(producer_id, first_offset, marker_offset,
+                          self.last_stable(marker_offset + 1, log_start))
+
+
+def aborted_in_range(entries: list[AbortedTxn], fetch_offset: int, upper_offset: int) -> tuple[list[AbortedTxn], bool]:
+    """The entries (ordered by marker) whose transaction overlaps
+    ``[fetch_offset, upper_offset)``, and True when no later entry can (one's LSO reached
+    ``upper_offset``: no transaction ending later can start below it; Kafka's
+    TransactionIndex.collectAbortedTxns and TxnIndexSearchResult.isComplete)."""
+    found: list[AbortedTxn] = []
+    # Entries ending before the range are not wanted; none of them can be the
+    # stopping one either (its LSO is at most fetch_offset).
+    i = bisect_left(entries, fetch_offset, key=_last_offset)
+    for j in range(i, len(entries)):
+        txn = entries[j]
+        if txn.first_offset < upper_offset:
+            found.append(txn)
+        if txn.last_stable_offset >= upper_offset:
+            return found, True
+    return found, False
 
 
 class TxnIndex:
@@ -156,17 +233,9 @@ class TxnIndex:
         """Add to ``out`` every ``(producer_id, first_offset)`` whose transaction
         overlaps ``[fetch_offset, upper_offset)``; True when no later segment
         can hold one (Kafka's TxnIndexSearchResult.isComplete)."""
-        entries = self.entries
-        # Entries ending before the range are not wanted; none of them can
-        # be the stopping one either (its LSO is at most fetch_offset).
-        i = bisect_left(entries, fetch_offset, key=_last_offset)
-        for j in range(i, len(entries)):
-            pid, first, _, lso = entries[j]
-            if first < upper_offset:
-                out.append((pid, first))
-            if lso >= upper_offset:
-                return True
-        return False
+        found, complete = aborted_in_range(self.entries, fetch_offset, upper_offset)
+        out.extend((t.producer_id, t.first_offset) for t in found)
+        return complete
 
     def to_bytes(self) -> bytes:
         return b"".join(e.to_bytes() for e in self.entries)

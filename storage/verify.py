@@ -1,8 +1,9 @@
 """Checking a segment's batches end to end: structure, offsets and CRC-32C.
 
 One walker serves the broker (a segment opened without a valid "verified"
-mark), the background scrub and ``minibroker scrub``. Unlike ``segment.scan``,
-which stops at the first bad batch (right for a torn tail), it reports each
+mark), the background scrub and ``minibroker scrub``. Each batch is judged by
+``minibroker_protocol.batch.check_batch``, as every walker's are; unlike
+``iter_headers``, which stops at the first bad batch (right for a torn tail), it reports each
 bad region and carries on from the next batch it can trust, so one flipped
 byte in a closed segment costs one batch, not the rest of the segment.
 """
@@ -14,14 +15,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from crc32c import crc32c
-
-from minibroker_protocol.batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
+from minibroker_protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, check_batch
 from minibroker_protocol.errors import ErrorCode
 
 from .errors import StorageError
 
-_SCAN = struct.Struct(">qi4xbI2xi8xq")  # baseOffset, batchLength, magic, crc, lastOffsetDelta, maxTimestamp
+_LENGTH = struct.Struct(">i")  # batchLength, at byte 8
 
 Reader = Callable[[int, int], "bytes | memoryview"]  # (position, length) -> at most length bytes
 
@@ -76,29 +75,18 @@ class CorruptBatch(StorageError):
 
 
 def _check(read: Reader, pos: int, size: int, expect: int | None) -> GoodBatch | str:
-    """The batch at ``pos`` if it is sound, else why not."""
+    """The batch at ``pos`` if it is sound, else why not (``check_batch``'s reason)."""
     if pos + HEADER_SIZE > size:
         return f"{size - pos} bytes left, fewer than a batch header"
     head = read(pos, HEADER_SIZE)
-    base, length, magic, crc, delta, max_ts = _SCAN.unpack_from(head, 0)
-    end = pos + length + LOG_OVERHEAD
-    if length < MIN_BATCH_LENGTH:
-        return f"batch length {length}"
-    if magic != 2:
-        return f"magic {magic}"
-    if end > size:
-        return f"batch of {length + LOG_OVERHEAD} bytes runs past the end of the file ({size})"
-    if delta < 0:
-        return f"last offset delta {delta}"
-    if expect is not None and base != expect:
-        return f"base offset {base}, expected {expect}"
-    body = read(pos + CRC_START, end - pos - CRC_START)
-    if len(body) != end - pos - CRC_START:
-        return "short read"
-    actual = crc32c(body)
-    if actual != crc:
-        return f"crc mismatch: stored {crc:#010x}, computed {actual:#010x}"
-    return GoodBatch(pos, base, base + delta, max_ts, end)
+    length = _LENGTH.unpack_from(head, 8)[0]
+    whole = length + LOG_OVERHEAD
+    if MIN_BATCH_LENGTH <= length and pos + whole <= size:
+        head = read(pos, whole)  # all of it, for the CRC
+    found = check_batch(head, 0, size - pos, check_crc=True, sequential=True, expect_base=expect, origin=pos)
+    if isinstance(found, str):
+        return found
+    return GoodBatch(pos, found.base_offset, found.last_offset, found.max_timestamp, found.end)
 
 
 def _resync(read: Reader, pos: int, size: int, expect: int, end_offset: int,
@@ -147,7 +135,7 @@ def verify_batches(
             continue
         candidates = list(resync)
         if pos + HEADER_SIZE <= size:
-            length = struct.unpack_from(">i", read(pos + 8, 4), 0)[0]
+            length = _LENGTH.unpack_from(read(pos + 8, 4), 0)[0]
             if length >= MIN_BATCH_LENGTH:
                 candidates.append(pos + length + LOG_OVERHEAD)
         nxt = _resync(read, pos, size, expect, end_offset, candidates)

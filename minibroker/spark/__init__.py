@@ -17,7 +17,7 @@ Importing this package loads neither pyspark nor a Kafka client; ``register`` do
 
 from __future__ import annotations
 
-SOURCE_NAME = "minibroker"
+from .options import SOURCE_NAME
 
 __all__ = ["SOURCE_NAME", "register"]
 

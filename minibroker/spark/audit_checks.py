@@ -32,6 +32,7 @@ from minibroker_protocol.batch import BatchHeader
 from minibroker_protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from minibroker_storage.errors import InvalidRecord
 from minibroker_storage.offline import control_type, iter_batches, read_txn_index, segments, walk_segment
+from minibroker_storage.txn_index import OngoingTxns
 
 from .coordinator_log import PartitionExpectations
 
@@ -265,7 +266,9 @@ class _Auditor:
         r = self.r
         r.producers = len(self.max_epoch)
         r.open_txns = len(self.open)
-        r.last_stable = min((t.first_offset for t in self.open.values()), default=r.log_end)
+        # The LSO as the broker computes it, from the transactions this walk left open.
+        open_txns = OngoingTxns({pid: t.first_offset for pid, t in self.open.items()})
+        r.last_stable = open_txns.last_stable(r.log_end, max(r.log_start, 0))
         suspects = {pid: t for pid, t in self.open.items() if pid not in self.expect.undecided}
         cleared = recheck(suspects) if recheck is not None and suspects and self.coordinator_known else set()
         for pid, txn in sorted(self.open.items()):

@@ -10,7 +10,7 @@ import json
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .audit import AuditTask, plan, run_task
+from .audit_tasks import AuditTask, plan, run_task
 
 
 class AuditPartition(InputPartition):

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 
 from .offsets import OffsetSpec, parse_offset_spec
 
+# The format name users pass to ``spark.read.format``; here, not in the package's
+# ``__init__``, so that the source module need not import its own package.
+SOURCE_NAME = "minibroker"
+
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 

@@ -30,10 +30,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
-from . import SOURCE_NAME
 from .offsets import (EARLIEST, START_KEY, DataLoss, OffsetRange, TopicPartition, from_json_dict, plan_ranges,
                       rate_limit, resolve, split_ranges, symbolic, to_json_dict)
-from .options import SourceOptions, parse_options
+from .options import SOURCE_NAME, SourceOptions, parse_options
 from .schema import spark_schema
 
 log = structlog.get_logger(__name__)

@@ -6,14 +6,30 @@ from __future__ import annotations
 import os
 import struct
 
-from minibroker_storage import LogConfig, PartitionLog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minibroker_protocol.batch import HEADER_SIZE, BatchHeader, check_batch, iter_headers
+from minibroker_storage import LogConfig, PartitionLog, segment_files
 from minibroker_storage.index import OffsetIndex, TimeIndex
 from minibroker_storage.index_format import parse_offset_index, parse_time_index
-from minibroker_storage.offline import log_tail, read_offset_index, read_txn_index, segment_file_list
+from minibroker_storage.offline import (
+    PartitionScan,
+    log_tail,
+    read_offset_index,
+    read_txn_index,
+    segment_file_list,
+    summarize,
+    txn_index_entries,
+)
+from minibroker_storage.segment import scan
 from minibroker_storage.segment_checks import SegmentReader, check_offset_index, check_time_index
+from minibroker_storage.segment_files import SegmentFiles, walk_segment
 from minibroker_storage.txn_index import AbortedTxn, TxnIndex, parse_txn_index
+from minibroker_storage.verify import BadBatch, GoodBatch, verify_batches
 
 from .batches import make_batch
+from .txns import Writer
 
 SEG0 = "00000000000000000000"
 
@@ -164,3 +180,139 @@ def test_reader_distrusts_index_entries_the_log_contradicts(tmp_path):
         assert [reader.batch_holding(o).last_offset for o in (0, 1, 2, 41, 79)] == [1, 1, 3, 41, 79]
         assert reader.batch_holding(80) is None
         assert len(check_offset_index(reader, shifted)) == len(shifted)
+
+
+# -------------------------------------------------------- transactions, offline vs live
+
+PIDS = (1, 2, 3)
+_op = st.one_of(
+    st.tuples(st.just("data"), st.sampled_from(PIDS), st.integers(1, 3)),
+    st.tuples(st.just("data"), st.sampled_from(PIDS), st.integers(1, 3)),
+    st.tuples(st.just("plain"), st.sampled_from((-1, 7)), st.integers(1, 2)),
+    st.tuples(st.just("commit"), st.sampled_from(PIDS), st.just(0)),
+    st.tuples(st.just("abort"), st.sampled_from(PIDS), st.just(0)),
+    st.tuples(st.just("roll"), st.just(0), st.just(0)),
+)
+
+
+def _summary_vs_log(path: str, log, empty_aborts: set[int]) -> None:
+    s = summarize(path)
+    assert s.log_end == log.log_end_offset
+    assert s.open_txns == dict(log.producer_state_manager.ongoing_transactions)
+    assert s.last_stable == log.last_stable_offset
+    # The one difference, on purpose: offline keeps an entry for an ABORT that ended no
+    # transaction (its data may lie below the log start), spanning the marker alone.
+    assert [t.last_offset for t in s.aborted if t.last_offset in empty_aborts] == sorted(empty_aborts)
+    assert all(t.first_offset == t.last_offset for t in s.aborted if t.last_offset in empty_aborts)
+    offline = [t for t in s.aborted if t.last_offset not in empty_aborts]
+    assert offline == log.aborted_txns()
+    end = log.log_end_offset
+    for start in range(0, end + 1):
+        for upper in {start + 1, start + 3, end, log.last_stable_offset}:
+            if upper <= start:
+                continue
+            found = [(t.producer_id, t.first_offset) for t in s.aborted_between(start, upper)
+                     if t.last_offset not in empty_aborts]
+            assert found == log.aborted_transactions(start, upper), (start, upper)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, min_size=1, max_size=30))
+def test_offline_lso_and_aborted_transactions_agree_with_the_live_log(tmp_path_factory, ops):
+    path = str(tmp_path_factory.mktemp("offline") / "t-0")
+    log = PartitionLog.open(path, LogConfig(index_interval_bytes=100))
+    w = Writer(log, size=8)
+    model: dict[int, int] = {}  # pid -> first offset of its open transaction
+    empty_aborts: set[int] = set()
+    try:
+        for kind, pid, n in ops:
+            if kind == "data":
+                info = w.data(pid, n)
+                model.setdefault(pid, info.base_offset)
+            elif kind == "plain":
+                w.plain(pid, n)
+            elif kind in ("commit", "abort"):
+                info = w.end(pid, commit=kind == "commit")
+                if model.pop(pid, None) is None and kind == "abort":
+                    empty_aborts.add(info.base_offset)
+            else:
+                log.roll()
+        assert log.last_stable_offset == min(model.values(), default=log.log_end_offset)
+        _summary_vs_log(path, log, empty_aborts)  # the broker still running
+        log.close()
+        expected = [t for t in PartitionLog.open(path, LogConfig()).aborted_txns()]
+        assert txn_index_entries(path) == expected
+        log = PartitionLog.open(path, LogConfig(index_interval_bytes=100))
+        _summary_vs_log(path, log, empty_aborts)  # reopened: producer state replayed
+    finally:
+        if not log.closed:
+            log.close()
+
+
+def test_partition_scan_follows_appends(tmp_path):
+    path = str(tmp_path / "t-0")
+    log = PartitionLog.open(path, LogConfig())
+    w = Writer(log, size=8)
+    scan = PartitionScan(path)
+    w.data(1, 2)
+    assert scan.advance().last_stable == 0 == log.last_stable_offset
+    w.data(2)
+    w.abort(1)
+    s = scan.advance()
+    assert s.last_stable == 2 == log.last_stable_offset
+    assert s.aborted == log.aborted_txns()
+    w.commit(2)
+    s = scan.advance()
+    assert s.last_stable == s.log_end == log.log_end_offset == log.last_stable_offset
+    log.close()
+
+
+# ------------------------------------------------------------ one judgement of a batch
+
+
+def test_every_walker_stops_where_check_batch_does(tmp_path):
+    d = _filled(tmp_path, batches=12)
+    path = str(d / f"{SEG0}.log")
+    data = bytearray(open(path, "rb").read())
+    headers = list(iter_headers(data, check_crc=True))
+    victim = headers[7]
+    data[victim.end - 1] ^= 0xFF  # the last byte of batch 7: its CRC fails
+    with open(path, "wb") as f:
+        f.write(data)
+    assert check_batch(data, victim.position, check_crc=True).startswith("crc mismatch")
+    assert isinstance(check_batch(data, victim.position), BatchHeader)  # no CRC asked for
+    want = [h.position for h in headers[:7]]
+    assert [h.position for h in iter_headers(data, check_crc=True)] == want
+    assert [h.position for h, _ in walk_segment(SegmentFiles(0, path), position=0)] == want
+    assert [p for p, *_ in scan(data, 0, len(data), check_crc=True, expect_base=0)] == want
+    found = list(verify_batches(lambda p, n: data[p:p + n], len(data), 0))
+    assert [g.position for g in found if isinstance(g, GoodBatch)] == [h.position for h in headers if h != victim]
+    bad = [b for b in found if isinstance(b, BadBatch)]
+    assert [(b.position, b.reason[:12]) for b in bad] == [(victim.position, "crc mismatch")]
+
+
+def test_sequential_walks_stop_at_an_offset_that_does_not_follow(tmp_path):
+    d = _filled(tmp_path, batches=4)
+    data = bytearray(open(d / f"{SEG0}.log", "rb").read())
+    headers = list(iter_headers(data))
+    struct.pack_into(">q", data, headers[2].position, 99)  # base offset outside the CRC
+    assert len(list(iter_headers(data))) == 4
+    assert len(list(iter_headers(data, sequential=True, expect_base=0))) == 2
+    assert check_batch(data, headers[2].position, sequential=True, expect_base=headers[1].next_offset) == (
+        f"base offset 99, expected {headers[1].next_offset}")
+
+
+def test_walk_segment_reads_across_chunk_boundaries(tmp_path, monkeypatch):
+    d = _filled(tmp_path, batches=30)
+    path = str(d / f"{SEG0}.log")
+    data = open(path, "rb").read()
+    want = [(h.position, h.end) for h in iter_headers(data, check_crc=True)]
+    for chunk in (HEADER_SIZE, 70, 100, 333, 1 << 20):  # smaller, larger than a batch
+        monkeypatch.setattr(segment_files, "_CHUNK", chunk)
+        got = list(walk_segment(SegmentFiles(0, path), position=0))
+        assert [(h.position, h.end) for h, _ in got] == want, chunk
+        assert all(bytes(b) == data[h.position:h.end] for h, b in got)
+    with open(path, "ab") as f:
+        f.write(data[want[3][0]:want[3][1]][:-5])  # a torn batch at the end
+    monkeypatch.setattr(segment_files, "_CHUNK", 100)
+    assert [(h.position, h.end) for h, _ in walk_segment(SegmentFiles(0, path), position=0)] == want
