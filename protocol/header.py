@@ -12,11 +12,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .api_keys import ApiKey
+
 _PREFIX = struct.Struct(">hhih")
 _CORR = struct.Struct(">i")
-
-API_VERSIONS_KEY = 18
-
 
 class HeaderError(Exception):
     """The request header cannot be parsed: Kafka closes the connection."""

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
 
 from .. import topic_configs as tc
-from ..dispatch import Api
-from .common import ZERO, response_cls
-
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DESCRIBE_CONFIGS = 32
+from ..api import Api, RequestContext
+from .common import ZERO, answers, response_cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -20,18 +19,19 @@ RESOURCE_BROKER_LOGGER = 8
 
 
 class AdminHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
 
     def apis(self) -> list[Api]:
         return [
-            Api(CREATE_TOPICS, 2, 7, self.create_topics),
-            Api(DELETE_TOPICS, 1, 6, self.delete_topics),
-            Api(DESCRIBE_CONFIGS, 1, 4, self.describe_configs),
+            Api(ApiKey.CreateTopics, 2, 7, self.create_topics),
+            Api(ApiKey.DeleteTopics, 1, 6, self.delete_topics),
+            Api(ApiKey.DescribeConfigs, 1, 4, self.describe_configs),
         ]
 
     # -- CreateTopics ----------------------------------------------------------
-    def create_topics(self, ctx, req):
+    @answers
+    def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "CreatableTopicResult")
         Cfg = nested(R, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
@@ -108,7 +108,8 @@ class AdminHandlers:
         return tuple(out)
 
     # -- DeleteTopics ------------------------------------------------------------
-    def delete_topics(self, ctx, req):
+    @answers
+    def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "DeletableTopicResult")
         b = self.broker
@@ -139,7 +140,8 @@ class AdminHandlers:
         return build(R, throttle_time=ZERO, responses=tuple(results))
 
     # -- DescribeConfigs ---------------------------------------------------------
-    def describe_configs(self, ctx, req):
+    @answers
+    def describe_configs(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "DescribeConfigsResult")
         Entry = nested(R, "DescribeConfigsResourceResult")
