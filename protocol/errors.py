@@ -3,6 +3,7 @@ which fencing code a request version understands."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from kio.schema.errors import ErrorCode
@@ -17,7 +18,7 @@ __all__ = ["ErrorCode", "PRODUCER_FENCED_SINCE", "fencing_code"]
 # handleAddOffsetsToTxnRequest and handleEndTxnRequest (version < 2). APIs not listed never
 # answer 90: Produce's fenced batches come back as 47 (AddPartitionsToTxnManager: "Producers
 # expect to handle INVALID_PRODUCER_EPOCH"), and so does a stale epoch on TxnOffsetCommit.
-PRODUCER_FENCED_SINCE = MappingProxyType({
+PRODUCER_FENCED_SINCE: Mapping[int, int] = MappingProxyType({
     ApiKey.InitProducerId: 4,
     ApiKey.AddPartitionsToTxn: 2,
     ApiKey.AddOffsetsToTxn: 2,

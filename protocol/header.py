@@ -12,10 +12,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .api_keys import ApiKey
-
 _PREFIX = struct.Struct(">hhih")
 _CORR = struct.Struct(">i")
+
 
 class HeaderError(Exception):
     """The request header cannot be parsed: Kafka closes the connection."""

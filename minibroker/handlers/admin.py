@@ -58,7 +58,8 @@ class AdminHandlers:
     def _check_create(self, t, names) -> tuple[ErrorCode, str | None, int]:
         b = self.broker
         if names.count(t.name) > 1:
-            return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
+            return (ErrorCode.invalid_request,
+                    f"Create topics request from client contains a duplicate topic {t.name}", -1)
         why = topic_name_error(t.name)
         if why is not None:
             return ErrorCode.invalid_topic_exception, why, -1
@@ -124,7 +125,8 @@ class AdminHandlers:
                 info = None
             if info is None:
                 if name:
-                    err, msg = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                    err = ErrorCode.unknown_topic_or_partition
+                    msg = "This server does not host this topic-partition."
                 else:
                     err, msg = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
                 results.append(build(Result, name=name, topic_id=tid, error_code=err, error_message=msg))
@@ -194,7 +196,8 @@ class AdminHandlers:
     def _broker_configs(self, name: str, listeners: tuple):
         b = self.broker
         if name not in ("", str(b.node_id)):
-            return ErrorCode.invalid_request, f"Unexpected broker id, expected {b.node_id} but received {name}", []
+            return (ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {b.node_id} but received {name}", [])
         c = b.config
         S = tc.STATIC_BROKER_CONFIG
         rows = [

@@ -102,8 +102,9 @@ class FetchHandlers:
                 fp = wire.FetchPartition(p.partition)
                 ft.partitions.append(fp)
                 if isinstance(info, _Missing) or not 0 <= p.partition < info.partitions:
-                    fp.error_code = (ErrorCode.unknown_topic_id if version >= 13 and isinstance(info, _Missing)
-                                     else ErrorCode.unknown_topic_or_partition)
+                    fp.error_code = (
+                        ErrorCode.unknown_topic_id if version >= 13 and isinstance(info, _Missing)
+                        else ErrorCode.unknown_topic_or_partition)
                     any_error = True
                     continue
                 plog = b.get_log(info.name, p.partition)

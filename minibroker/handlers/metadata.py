@@ -93,7 +93,8 @@ class MetadataHandlers:
                                   correlation_id=ctx.correlation_id, api_version=ctx.api_version,
                                   reason="not in the catalog; auto-create "
                                   + ("refused by the request" if not allow_auto
-                                     else "off" if not b.config.auto_create_topics else "never for internal topics"))
+                                     else "off" if not b.config.auto_create_topics
+                                     else "never for internal topics"))
                         topics.append(topic_entry(name, error=ErrorCode.unknown_topic_or_partition))
                         continue
                 topics.append(topic_entry(name, info))
