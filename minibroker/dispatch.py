@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from dataclasses import dataclass
+from collections.abc import Awaitable
+from typing import Any
 
 import structlog
 
 from minibroker_protocol import codec
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.header import API_VERSIONS_KEY, HeaderError, peek_header, read_request_header
+from minibroker_protocol.header import HeaderError, peek_header, read_request_header
+
+from .api import NO_RESPONSE, Api, RequestContext, Response
+
+__all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
 log = structlog.get_logger("minibroker.dispatch")
 
@@ -26,35 +32,17 @@ ZERO = datetime.timedelta(0)
 
 
 class Disconnect(Exception):
-    def __init__(self, reason: str, detail: str, **fields) -> None:
+    def __init__(self, reason: str, detail: str, **fields: Any) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
         self.fields = fields
 
 
-@dataclass(frozen=True)
-class Api:
-    key: int
-    min_version: int
-    max_version: int
-    handler: object  # (request_context, request) -> entity | (chunks, size) | coroutine | None
-    decoder: object = None  # custom body decoder (body, version) -> request
-
-
-@dataclass(slots=True)
-class RequestContext:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    connection: object
-
-
 class Dispatcher:
     def __init__(self) -> None:
         self.apis: dict[int, Api] = {}
-        self.register(Api(API_VERSIONS_KEY, 0, 4, self._api_versions))
+        self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:
         # kio's schema modules are imported on an api's first request, not here: importing
@@ -62,7 +50,7 @@ class Dispatcher:
         # checks that every advertised version has its schemas).
         self.apis[api.key] = api
 
-    def handle(self, frame, connection):
+    def handle(self, frame: Any, connection: Any) -> Response | Awaitable[Response]:
         try:
             api_key, version, corr = peek_header(frame)
         except HeaderError as e:
@@ -72,7 +60,7 @@ class Dispatcher:
             raise Disconnect("unknown_api_key", f"api key {api_key} is not supported",
                              api_key=api_key, api_version=version)
         if not api.min_version <= version <= api.max_version:
-            if api_key == API_VERSIONS_KEY and version > api.max_version:
+            if api_key == ApiKey.ApiVersions and version > api.max_version:
                 return self._unsupported_api_versions(corr)
             raise Disconnect("unsupported_version",
                              f"api key {api_key} v{version} is outside "
@@ -93,33 +81,29 @@ class Dispatcher:
                              api_version=version) from None
         ctx = RequestContext(api_key, version, corr, header.client_id, connection)
         result = api.handler(ctx, request)
-        if result is None or isinstance(result, tuple):
+        if isinstance(result, Response):
             return result
         if asyncio.iscoroutine(result):
-            return self._encode_later(corr, result)
-        return self._encode(corr, result)
+            return self._answer_later(corr, result)
+        return _legacy(corr, result)
 
     @staticmethod
-    def _encode(corr: int, entity) -> tuple[list, int]:
-        data = codec.encode_response(corr, entity)
-        return [data], len(data)
-
-    async def _encode_later(self, corr: int, coro):
+    async def _answer_later(corr: int, coro: Awaitable[Any]) -> Response:
         result = await coro
-        if result is None or isinstance(result, tuple):
+        if isinstance(result, Response):
             return result
-        return self._encode(corr, result)
+        return _legacy(corr, result)
 
     # -- ApiVersions -----------------------------------------------------------
-    def _api_keys(self, cls):
+    def _api_keys(self, cls: Any) -> tuple[Any, ...]:
         ApiVersion = nested(cls, "ApiVersion")
         return tuple(
-            ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            ApiVersion(api_key=int(a.key), min_version=a.min_version, max_version=a.max_version)
             for a in sorted(self.apis.values(), key=lambda a: a.key)
         )
 
-    def _api_versions(self, ctx: RequestContext, request):
-        cls = codec.response_type(API_VERSIONS_KEY, ctx.api_version)
+    def _api_versions(self, ctx: RequestContext, request: Any) -> Response:
+        cls = codec.response_type(ApiKey.ApiVersions, ctx.api_version)
         error = ErrorCode.none
         if ctx.api_version >= 3 and not (
             _valid_software(request.client_software_name)
@@ -129,18 +113,31 @@ class Dispatcher:
             error = ErrorCode.invalid_request
             log.info("api_versions.invalid_client_software", name=request.client_software_name,
                      version=request.client_software_version)
-        return build(cls, error_code=error, api_keys=self._api_keys(cls), throttle_time=ZERO)
+        return Response.of(ctx.correlation_id,
+                           build(cls, error_code=error, api_keys=self._api_keys(cls), throttle_time=ZERO))
 
-    def _unsupported_api_versions(self, corr: int):
-        cls = codec.response_type(API_VERSIONS_KEY, 0)
+    def _unsupported_api_versions(self, corr: int) -> Response:
+        cls = codec.response_type(ApiKey.ApiVersions, 0)
         ApiVersion = nested(cls, "ApiVersion")
-        api = self.apis[API_VERSIONS_KEY]
+        api = self.apis[ApiKey.ApiVersions]
         entity = cls(
             error_code=ErrorCode.unsupported_version,
-            api_keys=(ApiVersion(api_key=api.key, min_version=api.min_version,
+            api_keys=(ApiVersion(api_key=int(api.key), min_version=api.min_version,
                                  max_version=api.max_version),),
         )
-        return self._encode(corr, entity)
+        return Response.of(corr, entity)
+
+
+def _legacy(corr: int, result: Any) -> Response:
+    """The answers of handlers not yet converted to Response (issue 15: txn, txn_admin,
+    coordinator, produce, group): None for no answer, a (chunks, size) tuple already encoded,
+    or a kio entity. Remove once every handler answers a Response."""
+    if result is None:
+        return NO_RESPONSE
+    if isinstance(result, tuple):
+        chunks, size = result
+        return Response.encoded(chunks, size)
+    return Response.of(corr, result)
 
 
 def _valid_software(s: str) -> bool:

@@ -24,6 +24,7 @@ import structlog
 
 from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, size_prefix
 
+from .api import NO_RESPONSE, Response
 from .dispatch import Disconnect, Dispatcher
 
 log = structlog.get_logger("minibroker.server")
@@ -118,11 +119,10 @@ NO_LIMIT = RequestMemory(0)
 
 
 class _Slot:
-    __slots__ = ("chunks", "size", "done")
+    __slots__ = ("response", "done")
 
     def __init__(self) -> None:
-        self.chunks = None
-        self.size = 0
+        self.response = NO_RESPONSE
         self.done = False
 
 
@@ -249,19 +249,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.exception("request.crashed", conn=self.conn_id, peer=self.peer)
                 self._disconnect("internal_error", "unexpected exception while handling a request")
                 return
-            if result is None:
-                continue  # acks=0 produce: Kafka sends nothing back
-            if asyncio.iscoroutine(result):
+            if not isinstance(result, Response):
                 slot = _Slot()
                 self.pending.append(slot)
                 task = asyncio.ensure_future(self._await(slot, result))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
+            elif result.silent:
+                continue  # acks=0 produce: Kafka sends nothing back
             elif not self.pending:
                 self._write(result)
             else:
                 slot = _Slot()
-                slot.chunks, slot.size = result
+                slot.response = result
                 slot.done = True
                 self.pending.append(slot)
 
@@ -278,10 +278,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("request.crashed", conn=self.conn_id, peer=self.peer)
             self._disconnect("internal_error", "unexpected exception while handling a request")
             return
-        if result is None:
-            slot.chunks, slot.size = [], -1
-        else:
-            slot.chunks, slot.size = result
+        slot.response = result
         slot.done = True
         del coro, result
         self._drain()
@@ -291,11 +288,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _drain(self) -> None:
         while self.pending and self.pending[0].done:
             slot = self.pending.popleft()
-            if slot.size >= 0 and not self.closed:
-                self._write((slot.chunks, slot.size))
+            if not slot.response.silent and not self.closed:
+                self._write(slot.response)
 
-    def _write(self, result) -> None:
-        chunks, size = result
+    def _write(self, response: Response) -> None:
+        chunks, size = response.chunks, response.size
         if self.closed:
             return
         if len(chunks) == 1:

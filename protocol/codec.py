@@ -13,7 +13,8 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader, entity_writer
 
 from . import guard
-from .header import API_VERSIONS_KEY, response_header
+from .api_keys import ApiKey
+from .header import response_header
 
 
 class DecodeError(Exception):
@@ -50,7 +51,7 @@ def is_flexible_request(api_key: int, version: int) -> bool:
 
 
 def is_flexible_response(api_key: int, version: int) -> bool:
-    if api_key == API_VERSIONS_KEY:
+    if api_key == ApiKey.ApiVersions:
         return False
     return bool(response_type(api_key, version).__flexible__)
 

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 _PREFIX = struct.Struct(">hhih")
 _CORR = struct.Struct(">i")
 
-API_VERSIONS_KEY = 18
-
 
 class HeaderError(Exception):
     """The request header cannot be parsed: Kafka closes the connection."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from .header import API_VERSIONS_KEY
+from .api_keys import ApiKey
 
 
 class ProbeError(Exception):
@@ -19,7 +19,7 @@ class ProbeError(Exception):
 def api_versions_request(correlation_id: int, client_id: str = "minibroker-health") -> bytes:
     """A whole frame: size, request header v1 (key, version 0, correlation id, client id)."""
     cid = client_id.encode()
-    body = struct.pack(">hhih", API_VERSIONS_KEY, 0, correlation_id, len(cid)) + cid
+    body = struct.pack(">hhih", ApiKey.ApiVersions, 0, correlation_id, len(cid)) + cid
     return struct.pack(">i", len(body)) + body
 
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from minibroker_protocol.topics import MAX_NAME_LENGTH, has_legal_chars
 
 from .errors import InvalidPartitions, InvalidTopic, StorageError, TopicExists, UnknownTopic
 
 CATALOG_FILE = "topics.json"
 _FORMAT_VERSION = 1
-MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH: room for "-<partition>" suffixes
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME_LENGTH = MAX_NAME_LENGTH
 
 
 def validate_topic_name(name: str) -> None:
@@ -31,7 +31,7 @@ def validate_topic_name(name: str) -> None:
         raise InvalidTopic(
             f"topic name is {len(name)} characters, the limit is {MAX_TOPIC_NAME_LENGTH}"
         )
-    if not _LEGAL.fullmatch(name):
+    if not has_legal_chars(name):
         raise InvalidTopic(
             f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
         )

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
 
 from .. import topic_configs as tc
-from ..dispatch import Api
-from .common import ZERO, response_cls
-
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DESCRIBE_CONFIGS = 32
+from ..api import Api, RequestContext
+from .common import ZERO, answers, response_cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -20,18 +19,19 @@ RESOURCE_BROKER_LOGGER = 8
 
 
 class AdminHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
 
     def apis(self) -> list[Api]:
         return [
-            Api(CREATE_TOPICS, 2, 7, self.create_topics),
-            Api(DELETE_TOPICS, 1, 6, self.delete_topics),
-            Api(DESCRIBE_CONFIGS, 1, 4, self.describe_configs),
+            Api(ApiKey.CreateTopics, 2, 7, self.create_topics),
+            Api(ApiKey.DeleteTopics, 1, 6, self.delete_topics),
+            Api(ApiKey.DescribeConfigs, 1, 4, self.describe_configs),
         ]
 
     # -- CreateTopics ----------------------------------------------------------
-    def create_topics(self, ctx, req):
+    @answers
+    def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "CreatableTopicResult")
         Cfg = nested(R, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
@@ -58,7 +58,8 @@ class AdminHandlers:
     def _check_create(self, t, names) -> tuple[ErrorCode, str | None, int]:
         b = self.broker
         if names.count(t.name) > 1:
-            return ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}", -1
+            return (ErrorCode.invalid_request,
+                    f"Create topics request from client contains a duplicate topic {t.name}", -1)
         why = topic_name_error(t.name)
         if why is not None:
             return ErrorCode.invalid_topic_exception, why, -1
@@ -108,7 +109,8 @@ class AdminHandlers:
         return tuple(out)
 
     # -- DeleteTopics ------------------------------------------------------------
-    def delete_topics(self, ctx, req):
+    @answers
+    def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "DeletableTopicResult")
         b = self.broker
@@ -123,7 +125,8 @@ class AdminHandlers:
                 info = None
             if info is None:
                 if name:
-                    err, msg = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                    err = ErrorCode.unknown_topic_or_partition
+                    msg = "This server does not host this topic-partition."
                 else:
                     err, msg = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
                 results.append(build(Result, name=name, topic_id=tid, error_code=err, error_message=msg))
@@ -139,7 +142,8 @@ class AdminHandlers:
         return build(R, throttle_time=ZERO, responses=tuple(results))
 
     # -- DescribeConfigs ---------------------------------------------------------
-    def describe_configs(self, ctx, req):
+    @answers
+    def describe_configs(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "DescribeConfigsResult")
         Entry = nested(R, "DescribeConfigsResourceResult")
@@ -192,7 +196,8 @@ class AdminHandlers:
     def _broker_configs(self, name: str, listeners: tuple):
         b = self.broker
         if name not in ("", str(b.node_id)):
-            return ErrorCode.invalid_request, f"Unexpected broker id, expected {b.node_id} but received {name}", []
+            return (ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {b.node_id} but received {name}", [])
         c = b.config
         S = tc.STATIC_BROKER_CONFIG
         rows = [

@@ -9,22 +9,22 @@ client handles by sending full fetches.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
+from typing import Any
 
 import structlog
 
 from minibroker_protocol import fetch as wire
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.errors import OffsetOutOfRange
 from minibroker_storage.verify import CorruptBatch
 
-from ..dispatch import Api
-from .common import ZERO, response_cls
+from ..api import Api, RequestContext, Response
+from .common import ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.fetch")
-
-FETCH = 1
-LIST_OFFSETS = 2
 
 READ_COMMITTED = 1
 
@@ -36,17 +36,17 @@ LATEST_TIERED = -5
 
 
 class FetchHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
 
     def apis(self) -> list[Api]:
         return [
-            Api(FETCH, wire.MIN_VERSION, wire.MAX_VERSION, self.fetch),
-            Api(LIST_OFFSETS, 1, 10, self.list_offsets),
+            Api(ApiKey.Fetch, wire.MIN_VERSION, wire.MAX_VERSION, self.fetch),
+            Api(ApiKey.ListOffsets, 1, 10, self.list_offsets),
         ]
 
     # -- Fetch -------------------------------------------------------------------
-    def fetch(self, ctx, req):
+    def fetch(self, ctx: RequestContext, req: Any) -> Response | Awaitable[Response]:
         version = ctx.api_version
         topics, total, any_error = self._read(req, version)
         max_wait_ms = int(req.max_wait.total_seconds() * 1000)
@@ -54,7 +54,8 @@ class FetchHandlers:
             return self._encode(ctx, topics)
         return self._long_poll(ctx, req, version, max_wait_ms)
 
-    async def _long_poll(self, ctx, req, version, max_wait_ms):
+    async def _long_poll(self, ctx: RequestContext, req: Any, version: int,
+                         max_wait_ms: int) -> Response:
         deadline = time.monotonic() + max_wait_ms / 1000
         watched = [(t.name, p.partition) for t, parts in self._resolved(req, version)
                    for p in parts]
@@ -69,8 +70,9 @@ class FetchHandlers:
         topics, _total, _err = self._read(req, version)
         return self._encode(ctx, topics)
 
-    def _encode(self, ctx, topics):
-        return wire.encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
+    def _encode(self, ctx: RequestContext, topics: list) -> Response:
+        chunks, size = wire.encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
+        return Response.encoded(chunks, size)
 
     def _resolved(self, req, version):
         """(topic info or a stand-in with the requested name/id, partitions) pairs."""
@@ -100,8 +102,9 @@ class FetchHandlers:
                 fp = wire.FetchPartition(p.partition)
                 ft.partitions.append(fp)
                 if isinstance(info, _Missing) or not 0 <= p.partition < info.partitions:
-                    fp.error_code = (ErrorCode.unknown_topic_id if version >= 13 and isinstance(info, _Missing)
-                                     else ErrorCode.unknown_topic_or_partition)
+                    fp.error_code = (
+                        ErrorCode.unknown_topic_id if version >= 13 and isinstance(info, _Missing)
+                        else ErrorCode.unknown_topic_or_partition)
                     any_error = True
                     continue
                 plog = b.get_log(info.name, p.partition)
@@ -156,7 +159,8 @@ class FetchHandlers:
         return topics, total, any_error
 
     # -- ListOffsets ---------------------------------------------------------------
-    def list_offsets(self, ctx, req):
+    @answers
+    def list_offsets(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         T = nested(R, "ListOffsetsTopicResponse")
         P = nested(R, "ListOffsetsPartitionResponse")

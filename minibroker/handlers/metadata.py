@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
 
-from ..dispatch import Api
-from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, advertised_endpoint, response_cls
+from ..api import Api, RequestContext
+from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, advertised_endpoint, answers, response_cls
 
 log = structlog.get_logger("minibroker.metadata")
-
-METADATA = 3
-DESCRIBE_CLUSTER = 60
 
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes)
 _TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -23,16 +23,17 @@ _CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 class MetadataHandlers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
 
     def apis(self) -> list[Api]:
         return [
-            Api(METADATA, 0, 12, self.metadata),
-            Api(DESCRIBE_CLUSTER, 0, 1, self.describe_cluster),
+            Api(ApiKey.Metadata, 0, 12, self.metadata),
+            Api(ApiKey.DescribeCluster, 0, 1, self.describe_cluster),
         ]
 
-    def metadata(self, ctx, req):
+    @answers
+    def metadata(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Broker = nested(R, "MetadataResponseBroker")
         Topic = nested(R, "MetadataResponseTopic")
@@ -92,7 +93,8 @@ class MetadataHandlers:
                                   correlation_id=ctx.correlation_id, api_version=ctx.api_version,
                                   reason="not in the catalog; auto-create "
                                   + ("refused by the request" if not allow_auto
-                                     else "off" if not b.config.auto_create_topics else "never for internal topics"))
+                                     else "off" if not b.config.auto_create_topics
+                                     else "never for internal topics"))
                         topics.append(topic_entry(name, error=ErrorCode.unknown_topic_or_partition))
                         continue
                 topics.append(topic_entry(name, info))
@@ -107,7 +109,8 @@ class MetadataHandlers:
                 req, "include_cluster_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED,
         )
 
-    def describe_cluster(self, ctx, req):
+    @answers
+    def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         B = nested(R, "DescribeClusterBroker")
         b = self.broker

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from minibroker.api import Response
 from minibroker.server import KafkaConnection, RequestMemory
 from minibroker_protocol.framing import frame
 
@@ -52,11 +53,11 @@ class Echo:
         self.seen.append(bytes(frame_[:8]) + len(frame_).to_bytes(4, "big"))
         body = len(frame_).to_bytes(4, "big")
         if self.gate is None:
-            return [body], len(body)
+            return Response.encoded([body], len(body))
 
         async def later():  # holds the request, as a handler holds its decoded records
             await self.gate.wait()
-            return [len(frame_).to_bytes(4, "big")], len(body)
+            return Response.encoded([len(frame_).to_bytes(4, "big")], len(body))
         return later()
 
 

@@ -22,7 +22,7 @@ from minibroker_protocol import codec
 from minibroker_protocol import fetch as fetch_wire
 from minibroker_protocol import produce as produce_wire
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.header import API_VERSIONS_KEY
+from minibroker_protocol.api_keys import ApiKey
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLERS_DIR = ROOT / "minibroker" / "handlers"
@@ -59,7 +59,7 @@ KIP_896_MINIMUMS = {
 
 def _live_table() -> dict[int, tuple[int, int]]:
     """{api_key: (min, max)} from the real handler classes (may raise ImportError)."""
-    table = {API_VERSIONS_KEY: API_VERSIONS_RANGE}
+    table = {ApiKey.ApiVersions: API_VERSIONS_RANGE}
     for mod_name, cls_name in FAMILIES:
         cls = getattr(importlib.import_module(mod_name), cls_name)
         for api in cls(None).apis():
@@ -82,7 +82,7 @@ def _eval(node: ast.expr, names: dict[str, object]):
 
 def _source_table() -> dict[int, tuple[int, int]]:
     """{api_key: (min, max)} read from the ``Api(...)`` calls in the handler sources."""
-    table = {API_VERSIONS_KEY: API_VERSIONS_RANGE}
+    table = {ApiKey.ApiVersions: API_VERSIONS_RANGE}
     for mod_name, _cls_name in FAMILIES:
         path = ROOT / (mod_name.replace(".", "/") + ".py")
         tree = ast.parse(path.read_text(), str(path))
@@ -100,6 +100,10 @@ def _source_table() -> dict[int, tuple[int, int]]:
                     names[alias.asname or alias.name] = importlib.import_module(
                         f"minibroker_protocol.{alias.name}"
                     )
+            elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("minibroker_protocol."):
+                module = importlib.import_module(stmt.module)
+                for alias in stmt.names:
+                    names[alias.asname or alias.name] = getattr(module, alias.name)
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)
@@ -165,7 +169,7 @@ def test_minimums_meet_kip_896(api_key):
 
 
 def test_api_versions_is_v0_to_v4():
-    assert TABLE[API_VERSIONS_KEY] == (0, 4)
+    assert TABLE[ApiKey.ApiVersions] == (0, 4)
 
 
 def test_hand_written_codecs_cover_the_advertised_ranges():
@@ -194,7 +198,7 @@ def _dispatcher():
 
 
 def _api_versions_request(version: int) -> bytes:
-    cls = load_request_schema(API_VERSIONS_KEY, version)
+    cls = load_request_schema(ApiKey.ApiVersions, version)
     if version >= 3:
         entity = cls(client_software_name="minibroker-tests", client_software_version="1.0")
     else:
@@ -205,30 +209,32 @@ def _api_versions_request(version: int) -> bytes:
 @pytest.mark.parametrize("version", range(0, 5))
 def test_dispatcher_answers_api_versions(version):
     d = _dispatcher()
-    chunks, size = d.handle(memoryview(_api_versions_request(version)), None)
+    r = d.handle(memoryview(_api_versions_request(version)), None)
+    chunks, size = r.chunks, r.size
     data = b"".join(bytes(c) for c in chunks)
     assert len(data) == size
     # KIP-511: response header v0 (no tagged-field byte) even for flexible v3+.
     assert struct.unpack_from(">i", data, 0) == (4242,)
-    cls = load_response_schema(API_VERSIONS_KEY, version)
+    cls = load_response_schema(ApiKey.ApiVersions, version)
     resp, n = entity_reader(cls)(data[4:], 0)
     assert n == len(data) - 4
     assert resp.error_code == ErrorCode.none
     assert {(a.api_key, a.min_version, a.max_version) for a in resp.api_keys} == {
-        (API_VERSIONS_KEY, 0, 4)
+        (ApiKey.ApiVersions, 0, 4)
     }
 
 
 def test_dispatcher_answers_unknown_api_versions_version_in_v0():
     d = _dispatcher()
-    frame = struct.pack(">hhih", API_VERSIONS_KEY, 99, 7, -1) + b"\x00\x01\x02"
-    chunks, size = d.handle(memoryview(frame), None)
+    frame = struct.pack(">hhih", ApiKey.ApiVersions, 99, 7, -1) + b"\x00\x01\x02"
+    r = d.handle(memoryview(frame), None)
+    chunks, size = r.chunks, r.size
     data = b"".join(bytes(c) for c in chunks)
     assert len(data) == size
     assert struct.unpack_from(">i", data, 0) == (7,)
-    resp, n = entity_reader(load_response_schema(API_VERSIONS_KEY, 0))(data[4:], 0)
+    resp, n = entity_reader(load_response_schema(ApiKey.ApiVersions, 0))(data[4:], 0)
     assert n == len(data) - 4
     assert resp.error_code == ErrorCode.unsupported_version
     assert [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys] == [
-        (API_VERSIONS_KEY, 0, 4)
+        (ApiKey.ApiVersions, 0, 4)
     ]

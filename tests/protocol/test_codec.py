@@ -17,7 +17,8 @@ from kio.static.primitive import Records
 
 from minibroker_protocol import build, codec
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.header import API_VERSIONS_KEY, peek_header, read_request_header
+from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.header import peek_header, read_request_header
 
 from .test_api_versions_table import PAIRS
 
@@ -98,7 +99,7 @@ def test_response_round_trip(pair, data, corr):
     out = codec.encode_response(corr, entity)
     assert struct.unpack_from(">i", out, 0) == (corr,)
     # ApiVersions answers always use response header v0 (KIP-511).
-    flexible_header = cls.__flexible__ and api_key != API_VERSIONS_KEY
+    flexible_header = cls.__flexible__ and api_key != ApiKey.ApiVersions
     assert codec.is_flexible_response(api_key, version) == flexible_header
     head = 5 if flexible_header else 4
     if flexible_header:
@@ -107,9 +108,9 @@ def test_response_round_trip(pair, data, corr):
 
 
 def test_api_versions_response_header_is_v0_even_when_flexible():
-    cls = load_response_schema(API_VERSIONS_KEY, 3)
+    cls = load_response_schema(ApiKey.ApiVersions, 3)
     assert cls.__flexible__
-    assert not codec.is_flexible_response(API_VERSIONS_KEY, 3)
+    assert not codec.is_flexible_response(ApiKey.ApiVersions, 3)
     entity = cls(error_code=ErrorCode.none, api_keys=(), throttle_time=datetime.timedelta(0))
     out = codec.encode_response(77, entity)
     assert out[:4] == struct.pack(">i", 77)

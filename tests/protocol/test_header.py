@@ -14,8 +14,8 @@ from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHe
 from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHeaderV1
 from kio.serial import entity_writer
 
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.header import (
-    API_VERSIONS_KEY,
     HeaderError,
     RequestHeader,
     peek_header,
@@ -262,4 +262,4 @@ def test_response_header(corr):
 
 
 def test_api_versions_key():
-    assert API_VERSIONS_KEY == 18
+    assert ApiKey.ApiVersions == 18

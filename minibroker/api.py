@@ -1,0 +1,60 @@
+"""What a handler sees and what it answers: the registration of an API, the typed request
+context, and the one response type the connection writes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from minibroker_protocol import codec
+from minibroker_protocol.api_keys import ApiKey
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    # The KafkaConnection (server.py); handlers read its ``listener``/``listeners``/``conn_id``.
+    connection: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """An answer framed and ready to write, or none at all (``silent``: acks=0 Produce)."""
+
+    chunks: Sequence[bytes | bytearray | memoryview]
+    size: int  # bytes in ``chunks``; -1 when nothing is sent
+
+    @classmethod
+    def of(cls, correlation_id: int, entity: Any) -> Response:
+        """A kio response entity, encoded with its response header."""
+        data = codec.encode_response(correlation_id, entity)
+        return cls((data,), len(data))
+
+    @classmethod
+    def encoded(cls, chunks: Sequence[bytes | bytearray | memoryview], size: int) -> Response:
+        return cls(chunks, size)
+
+    @property
+    def silent(self) -> bool:
+        return self.size < 0
+
+
+NO_RESPONSE = Response((), -1)
+
+Answer = Response | Awaitable[Response]
+Handler = Callable[[RequestContext, Any], Any]
+
+
+@dataclass(frozen=True)
+class Api:
+    key: ApiKey | int
+    min_version: int
+    max_version: int
+    # Answers a Response, or an awaitable of one. Handlers not yet converted still answer a kio
+    # entity, an encoded (chunks, size) tuple or None; dispatch.Dispatcher wraps those.
+    handler: Handler
+    decoder: Callable[[Any, int], Any] | None = None  # custom body decoder (body, version) -> request

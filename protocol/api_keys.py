@@ -1,0 +1,41 @@
+"""Kafka's API keys, named as Kafka's ApiKeys enum spells them (clients/.../protocol/ApiKeys.java).
+
+Only the APIs minibroker serves or refers to are listed; an IntEnum so a key read off the
+wire compares equal to its member and kio's integer-keyed schema lookups accept it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    Produce = 0
+    Fetch = 1
+    ListOffsets = 2
+    Metadata = 3
+    OffsetCommit = 8
+    OffsetFetch = 9
+    FindCoordinator = 10
+    JoinGroup = 11
+    Heartbeat = 12
+    LeaveGroup = 13
+    SyncGroup = 14
+    DescribeGroups = 15
+    ListGroups = 16
+    ApiVersions = 18
+    CreateTopics = 19
+    DeleteTopics = 20
+    InitProducerId = 22
+    AddPartitionsToTxn = 24
+    AddOffsetsToTxn = 25
+    EndTxn = 26
+    WriteTxnMarkers = 27
+    TxnOffsetCommit = 28
+    DescribeConfigs = 32
+    DeleteGroups = 42
+    OffsetDelete = 47
+    DescribeCluster = 60
+    DescribeProducers = 61
+    DescribeTransactions = 65
+    ListTransactions = 66
