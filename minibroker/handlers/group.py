@@ -5,7 +5,7 @@ from __future__ import annotations
 import structlog
 
 from minibroker_protocol.build import build, nested
-from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.errors import ErrorCode, for_version
 
 from ..coordinator.group import GroupError, Offset
 from ..dispatch import Api
@@ -166,8 +166,6 @@ class GroupHandlers:
         if ok:
             code = self.groups.verify_txn_producer(req.group_id, req.producer_id,
                                                    req.producer_epoch)
-            # No mapping to PRODUCER_FENCED here: Kafka 4.4 answers a stale epoch on
-            # TxnOffsetCommit v3 with INVALID_PRODUCER_EPOCH (found by tests/differential).
             if code is None:
                 try:
                     self.groups.txn_commit_offsets(
@@ -177,6 +175,9 @@ class GroupHandlers:
                 except GroupError as e:
                     code = e.code
             if code is not None:
+                # A fenced producer is INVALID_PRODUCER_EPOCH on every TxnOffsetCommit version
+                # (Kafka 4.4, found by tests/differential); for_version holds that rule.
+                code = for_version(code, ctx.api_key, ctx.api_version)
                 log.info("txn_offset_commit.refused", group_id=req.group_id,
                          transactional_id=req.transactional_id, producer_id=req.producer_id,
                          epoch=req.producer_epoch, error=code.name)
