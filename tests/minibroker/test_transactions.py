@@ -354,7 +354,8 @@ def test_java_string_hash_matches_java():
 
 
 def test_only_kafkas_transitions_are_legal():
-    from minibroker.coordinator.transaction import _ALLOWED_FROM
+    from minibroker.coordinator.txn_state import TxnState
+    _ALLOWED_FROM = {s: s.valid_previous for s in TxnState}
     # TransactionState.validPreviousStates (transaction.version 0/1)
     assert _ALLOWED_FROM[tl.PREPARE_COMMIT] == {tl.ONGOING}
     assert _ALLOWED_FROM[tl.PREPARE_ABORT] == {tl.ONGOING, tl.PREPARE_EPOCH_FENCE}
@@ -372,5 +373,5 @@ async def test_an_illegal_transition_is_refused_before_it_is_written(broker):
     meta = coord.txns["t-illegal"]
     end = coord._log().log_end_offset
     with pytest.raises(AssertionError):
-        coord._persist(meta, tl.COMPLETE_COMMIT)  # Empty -> CompleteCommit
+        coord.machine._persist(meta, tl.COMPLETE_COMMIT)  # Empty -> CompleteCommit
     assert meta.state == tl.EMPTY and coord._log().log_end_offset == end
