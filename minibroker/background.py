@@ -25,7 +25,8 @@ log = structlog.get_logger("minibroker.broker")
 
 
 class Snapshotting(Protocol):
-    snapshots: snapshot.Schedule
+    @property
+    def snapshots(self) -> snapshot.Schedule: ...
 
     def capture_snapshot(self): ...
 
@@ -136,7 +137,7 @@ class Background:
         are served meanwhile instead of stalling behind fdatasync."""
         while True:
             job = SyncJob()
-            wait_ms = None
+            wait_ms: float | None = None
             started = time.monotonic()
             try:
                 wait_ms = self.logs.add_due_flushes(job)

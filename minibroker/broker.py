@@ -21,12 +21,11 @@ import time
 
 import structlog
 
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
-
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
 from .background import Background
 from .clock import SYSTEM_CLOCK, Clock

@@ -31,7 +31,7 @@ class FetchWaiters:
             self._waiters[tp].add(fut)
         try:
             await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for tp in partitions:

@@ -23,8 +23,9 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 from crc32c import crc32c
@@ -126,7 +127,12 @@ def write_atomic(path: str, data: bytes) -> None:
         os.close(dfd)
 
 
-def load(path: str, name: str, topic_id: uuid.UUID, logs: dict[int, object]) -> Snapshot | None:
+class _Log(Protocol):
+    @property
+    def log_end_offset(self) -> int: ...
+
+
+def load(path: str, name: str, topic_id: uuid.UUID, logs: Mapping[int, _Log]) -> Snapshot | None:
     """The snapshot at ``path`` if it can be trusted for these logs (partition -> log),
     else None with one ``<name>.snapshot_ignored`` line saying why."""
     try:

@@ -107,9 +107,10 @@ class TransactionCoordinator:
     def load(self) -> None:
         """Replay ``__transaction_state`` (after the snapshot, when one can be trusted);
         finish what was prepared before a crash."""
-        if self.logs.topic(TRANSACTION_STATE_TOPIC) is None:
+        plog = (self.logs.get_log(TRANSACTION_STATE_TOPIC, 0)
+                if self.logs.topic(TRANSACTION_STATE_TOPIC) is not None else None)
+        if plog is None:
             return
-        plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, 0)
         m = self.machine
         t0 = time.perf_counter()
         start = self._load_snapshot(plog)
@@ -149,6 +150,7 @@ class TransactionCoordinator:
     def _load_snapshot(self, plog) -> int:
         """Load the snapshot if it can be trusted; the offset the replay starts from."""
         info = self.logs.topic(TRANSACTION_STATE_TOPIC)
+        assert info is not None  # the caller holds its log
         path = self.snapshot_path()
         snap = snapshot.load(path, "txn", info.topic_id, {0: plog})
         if snap is None:
@@ -172,9 +174,10 @@ class TransactionCoordinator:
         """The state now and the offset it covers, encoded; the schedule starts over.
         Synchronous on the loop, so no transition is half-applied in it."""
         info = self.logs.topic(TRANSACTION_STATE_TOPIC)
-        if info is None:
+        plog = self.logs.get_log(TRANSACTION_STATE_TOPIC, 0) if info is not None else None
+        if info is None or plog is None:
             return None
-        offset = self.logs.get_log(TRANSACTION_STATE_TOPIC, 0).log_end_offset
+        offset = plog.log_end_offset
         if offset != self.machine.applied_end:
             # Something other than this coordinator appended to its log: the state in
             # memory is not what a replay would build, so it must not claim that offset.

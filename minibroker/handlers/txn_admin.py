@@ -19,7 +19,7 @@ LIST_TRANSACTIONS = 66
 
 
 def _ms_to_datetime(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
 class TxnAdminHandlers:

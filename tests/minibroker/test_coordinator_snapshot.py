@@ -4,7 +4,6 @@ the state is the same either way."""
 
 from __future__ import annotations
 
-import datetime
 import os
 import uuid
 

@@ -24,6 +24,7 @@ def init(tid, version=4, timeout_ms=60_000, pid=-1, epoch=-1):
 
 def add_partitions(tid, pid, epoch, topic, partitions, version=3):
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(24, version)
     T = nested(cls, "AddPartitionsToTxnTopic")
@@ -207,6 +208,7 @@ async def test_write_txn_markers_api(broker):
     plog = broker.broker.get_log("tx-wire", 0)
     assert plog.last_stable_offset == 0
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(27, 1)
     M, T = nested(cls, "WritableTxnMarker"), nested(cls, "WritableTxnMarkerTopic")
@@ -277,6 +279,7 @@ async def test_admin_views(broker):
     assert [(s.transactional_id, s.transaction_state) for s in lst.transaction_states] == [("t-admin", "Ongoing")]
     assert tuple(lst.unknown_state_filters) == ("Bogus",)
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(61, 0)
     T = nested(cls, "TopicRequest")
