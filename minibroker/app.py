@@ -18,6 +18,7 @@ from minibroker_storage.errors import StorageError
 
 from .broker import Broker
 from .config import Config, FsyncPolicy
+from .crash_points import CrashPoints
 from .dispatch import Dispatcher
 from .handlers.admin import AdminHandlers
 from .handlers.coordinator import CoordinatorHandlers
@@ -127,7 +128,8 @@ def _bound_sockets(host: str, port: int) -> list[socket.socket]:
 
 
 async def start(config: Config) -> RunningBroker:
-    broker = Broker(config)
+    # The one place the test-only crash hooks are read from the environment.
+    broker = Broker(config, crash_points=CrashPoints.from_env())
     dispatcher = build_dispatcher(broker)
     connections: set[KafkaConnection] = set()
     # One budget for every listener's connections, as Kafka's SocketServer has one pool.

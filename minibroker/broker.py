@@ -1,26 +1,41 @@
-"""The broker: owns the partition logs and the waiting fetches; handlers call into it."""
+"""The broker's wiring: it builds the stores, coordinators and background work, and
+hands each its collaborators explicitly. Handlers call the few lookups below (topics,
+logs, the internal topics) and the coordinators it holds.
+
+Who needs what:
+
+* ``TransactionCoordinator``: the log manager, the ``__transaction_state`` appender
+  (:meth:`Broker.internal_log`), the producer-id allocator, the clock, the crash points
+  (tests only) and ``marker_written``, which wakes fetch waiters and tells the group
+  coordinator about markers in ``__consumer_offsets``.
+* ``GroupCoordinator``: the ``__consumer_offsets`` appender and partitioner, the data
+  directory, the clock, and the transaction coordinator's ``verify_produce``.
+* ``Background`` (:mod:`.background`): the log manager, both coordinators' snapshot
+  capture and the transaction coordinator's two periodic checks.
+* ``FetchWaiters`` (:mod:`.fetch_waiters`): woken by appends, markers and deletions.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections import defaultdict
 
 import structlog
 
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
-from minibroker_storage.sync_job import SyncJob
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC
-
+from .background import Background
+from .clock import SYSTEM_CLOCK, Clock
 from .config import Config
 from .coordinator import snapshot
 from .coordinator.group import GroupCoordinator
+from .coordinator.group_store import BrokerOffsetsTopic
 from .coordinator.transaction import TransactionCoordinator
-from .scrubber import Scrubber
+from .crash_points import NO_CRASH_POINTS, CrashPoints
+from .fetch_waiters import FetchWaiters
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -28,10 +43,12 @@ INTERNAL_SEGMENT_BYTES = 100 * 1024 * 1024
 
 
 class Broker:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, clock: Clock = SYSTEM_CLOCK,
+                 crash_points: CrashPoints = NO_CRASH_POINTS) -> None:
         self.config = config
         self.node_id = config.node_id
         self.host, self.port = config.advertised(config.port)
+        self.clock = clock
         config.data_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
@@ -46,14 +63,27 @@ class Broker:
         )
         self.logs = LogManager(config.data_dir, self.default_log_config)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
+        self.fetch_waiters = FetchWaiters()
         self.txn_coordinator = TransactionCoordinator(
-            self, max_timeout_ms=config.transaction_max_timeout_ms,
-            id_expiration_ms=config.transactional_id_expiration_ms)
-        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
-        self._tasks: list[asyncio.Task] = []
-        self._snapshot_writer = snapshot.Writer()
+            logs=self.logs, internal_log=self.internal_log, producer_ids=self.producer_ids,
+            data_dir=config.data_dir, marker_written=self._marker_written,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            id_expiration_ms=config.transactional_id_expiration_ms,
+            clock=clock, crash=crash_points)
         self.group_coordinator = GroupCoordinator(
-            self, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+            offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
+                                             self.offsets_partition_for),
+            data_dir=config.data_dir, verify_produce=self.txn_coordinator.verify_produce,
+            clock=clock, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+        if crash_points.snapshot_records is not None:
+            self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
+        self._snapshot_writer = snapshot.Writer()
+        self.background = Background(
+            config, self.logs,
+            coordinators=(("txn", self.txn_coordinator), ("group", self.group_coordinator)),
+            abort_timed_out=self.txn_coordinator.abort_timed_out,
+            expire_ids=self.txn_coordinator.expire_ids,
+            snapshot_writer=self._snapshot_writer, clock=clock)
         # Offsets first: rolling a prepared transaction forward may complete
         # transactional offset commits.
         self.group_coordinator.load()
@@ -117,158 +147,34 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)
-        for (topic, p), futs in list(self._waiters.items()):
-            if topic == name:
-                self._wake(futs)
+        self.fetch_waiters.notify_topic(name)
 
     def get_log(self, topic: str, partition: int):
         return self.logs.get_log(topic, partition)
 
-    # -- fetch waiters -----------------------------------------------------------
-    def notify_append(self, topic: str, partition: int) -> None:
-        futs = self._waiters.get((topic, partition))
-        if futs:
-            self._wake(futs)
+    # -- what the coordinators are told -------------------------------------------------
+    def _marker_written(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        if topic == GROUP_METADATA_TOPIC:
+            self.group_coordinator.on_marker(partition, producer_id, commit)
+        self.fetch_waiters.notify(topic, partition)
 
-    @staticmethod
-    def _wake(futs: set[asyncio.Future]) -> None:
-        for fut in futs:
-            if not fut.done():
-                fut.set_result(None)
+    # -- fetch waiters (the handlers' names for them) ----------------------------------
+    def notify_append(self, topic: str, partition: int) -> None:
+        self.fetch_waiters.notify(topic, partition)
 
     async def wait_for_append(self, partitions: list[tuple[str, int]], timeout: float) -> None:
-        """Return when any of ``partitions`` gets data, or after ``timeout`` seconds."""
-        fut = asyncio.get_running_loop().create_future()
-        for tp in partitions:
-            self._waiters[tp].add(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for tp in partitions:
-                s = self._waiters.get(tp)
-                if s is not None:
-                    s.discard(fut)
-                    if not s:
-                        del self._waiters[tp]
+        await self.fetch_waiters.wait(partitions, timeout)
 
-    # -- background work ---------------------------------------------------------
+    # -- background work and shutdown --------------------------------------------------
     def start_background(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._retention_loop()))
-        self._tasks.append(loop.create_task(self._producer_expiration_loop()))
-        self._tasks.append(loop.create_task(self._every(
-            self.config.transaction_abort_check_interval_ms, self.txn_coordinator.abort_timed_out,
-            "txn_timeout_check")))
-        self._tasks.append(loop.create_task(self._every(
-            self.config.transactional_id_expiration_check_interval_ms,
-            self.txn_coordinator.expire_ids, "txn_id_expiration")))
-        # Always: a topic's flush.ms may put it on an interval whatever --fsync says.
-        self._tasks.append(loop.create_task(self._flush_loop()))
-        self._tasks.append(loop.create_task(self._snapshot_loop()))
-        if self.config.scrub_bytes_per_sec > 0:
-            self._tasks.append(loop.create_task(
-                Scrubber(self.logs, self.config.scrub_bytes_per_sec).run()))
-
-    # -- coordinator snapshots -------------------------------------------------------
-    def _coordinators(self):
-        return (("txn", self.txn_coordinator), ("group", self.group_coordinator))
-
-    async def _snapshot_loop(self) -> None:
-        """Periodic coordinator snapshots, so restart time (and a kill -9's replay) does
-        not grow with the internal topics' history. Captured on the loop, written on a
-        worker thread."""
-        while True:
-            await asyncio.sleep(1.0)
-            for name, coord in self._coordinators():
-                try:
-                    if not coord.snapshots.due():
-                        continue
-                    captured = coord.capture_snapshot()
-                    if captured is not None:
-                        ticket = self._snapshot_writer.ticket()
-                        await asyncio.to_thread(self._snapshot_writer.write, name, ticket,
-                                                captured, "periodic")
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("snapshot.failed", coordinator=name)
-
-    def _final_snapshots(self) -> list:
-        out = []
-        for name, coord in self._coordinators():
-            try:
-                captured = coord.capture_snapshot()
-            except Exception:
-                log.exception("snapshot.failed", coordinator=name)
-                continue
-            if captured is not None:
-                out.append((name, self._snapshot_writer.ticket(), captured))
-        return out
-
-    async def _retention_loop(self) -> None:
-        interval = self.config.retention_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.logs.apply_retention(int(time.time() * 1000))
-            except Exception:
-                log.exception("retention.failed")
-
-    async def _every(self, interval_ms: int, fn, name: str) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                fn()
-            except Exception:
-                log.exception("background.failed", task=name)
-
-    async def _producer_expiration_loop(self) -> None:
-        interval = self.config.producer_id_expiration_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.logs.expire_producers(int(time.time() * 1000))
-            except Exception:
-                log.exception("producer_expiration.failed")
-
-    async def _flush_loop(self) -> None:
-        """Kafka's log flusher: each log on a flush.ms interval is flushed when it falls
-        due, and the wait for the disk happens on a worker thread, so produce requests
-        are served meanwhile instead of stalling behind fdatasync."""
-        while True:
-            job = SyncJob()
-            wait_ms = None
-            started = time.monotonic()
-            try:
-                wait_ms = self.logs.add_due_flushes(job)
-                files = len(job)
-                if files:
-                    await asyncio.to_thread(job.run)
-                error = job.finish()
-                if error is not None:
-                    log.error("flush.failed", error=str(error), files=files)
-            except Exception:
-                job.abandon()
-                log.exception("flush.failed")
-            if wait_ms is not None:
-                wait_ms -= (time.monotonic() - started) * 1000  # the sync took some of it
-            # Look again at least every second: logs created or reconfigured since.
-            await asyncio.sleep(min(1000 if wait_ms is None else max(wait_ms, 1), 1000) / 1000)
+        self.background.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self.background.stop()
         t0 = time.perf_counter()
         # Captured before the logs close, written after: by then the logs they cover
         # are flushed, so a snapshot never claims offsets the disk does not hold.
-        final = self._final_snapshots()
+        final = self.background.final_snapshots()
         self.logs.close_all()
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")

@@ -18,14 +18,11 @@ _TAIL = struct.Struct(">qq")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
-# Kafka's TransactionState ids
+# Kafka's TransactionState wire codes. What a state means (its name, the states it may
+# follow, whether it may expire) is the coordinator's: minibroker/coordinator/txn_state.py.
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, \
     PREPARE_EPOCH_FENCE = range(8)
-STATE_NAMES = {
-    EMPTY: "Empty", ONGOING: "Ongoing", PREPARE_COMMIT: "PrepareCommit",
-    PREPARE_ABORT: "PrepareAbort", COMPLETE_COMMIT: "CompleteCommit",
-    COMPLETE_ABORT: "CompleteAbort", DEAD: "Dead", PREPARE_EPOCH_FENCE: "PrepareEpochFence",
-}
+STATE_CODES = frozenset(range(8))
 
 
 class TxnLogFormatError(ValueError):
@@ -91,7 +88,7 @@ def decode_value(data: bytes) -> TxnLogValue:
         (ntopics,) = _I32.unpack_from(data, pos)
         pos += 4
         parts = []
-        if state not in STATE_NAMES:
+        if state not in STATE_CODES:
             raise TxnLogFormatError(f"unknown transaction state {state}")
         if ntopics < 0 or ntopics > len(data):
             raise TxnLogFormatError(f"transaction log value claims {ntopics} topics")

@@ -23,8 +23,9 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 from crc32c import crc32c
@@ -39,26 +40,10 @@ _POS = struct.Struct(">Iq")
 
 # Periodic snapshots: after this many records written to the topic, or this long after
 # the first record not yet covered, whichever comes first. A kill -9 then replays at most
-# about this much history. MINIBROKER_TEST_SNAPSHOT_RECORDS lowers the count for crash
-# tests (a fault-injection hook like MINIBROKER_CRASH_AT, not an option).
+# about this much history. Crash tests lower the count through the wiring's CrashPoints
+# (Schedule.every_records), never through this module.
 EVERY_SECONDS = 60.0
-
-
-def _every_records() -> int:
-    raw = os.environ.get("MINIBROKER_TEST_SNAPSHOT_RECORDS", "")
-    if raw:
-        try:
-            value = int(raw)
-            if value > 0:
-                return value
-        except ValueError:
-            pass
-        log.warning("snapshot.test_hook_ignored", variable="MINIBROKER_TEST_SNAPSHOT_RECORDS",
-                    value=raw, reason="not a positive integer")
-    return 50_000
-
-
-EVERY_RECORDS = _every_records()
+EVERY_RECORDS = 50_000
 
 
 @dataclass(frozen=True)
@@ -142,7 +127,12 @@ def write_atomic(path: str, data: bytes) -> None:
         os.close(dfd)
 
 
-def load(path: str, name: str, topic_id: uuid.UUID, logs: dict[int, object]) -> Snapshot | None:
+class _Log(Protocol):
+    @property
+    def log_end_offset(self) -> int: ...
+
+
+def load(path: str, name: str, topic_id: uuid.UUID, logs: Mapping[int, _Log]) -> Snapshot | None:
     """The snapshot at ``path`` if it can be trusted for these logs (partition -> log),
     else None with one ``<name>.snapshot_ignored`` line saying why."""
     try:
@@ -217,9 +207,11 @@ class Writer:
 class Schedule:
     """When a coordinator's next periodic snapshot falls due."""
 
-    def __init__(self) -> None:
+    def __init__(self, every_records: int | None = None) -> None:
         self.records = 0
         self.first_at: float | None = None
+        # None: the module's EVERY_RECORDS, looked up when asked (tests patch it)
+        self.every_records = every_records
 
     def wrote(self, n: int = 1) -> None:
         self.records += n
@@ -229,7 +221,7 @@ class Schedule:
     def due(self) -> bool:
         if not self.records:
             return False
-        return (self.records >= EVERY_RECORDS
+        return (self.records >= (self.every_records or EVERY_RECORDS)
                 or time.monotonic() - (self.first_at or 0) >= EVERY_SECONDS)
 
     def taken(self) -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import datetime
 import re
 
-from minibroker_protocol import txn_log as tl
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..coordinator.transaction import now_ms
+from ..coordinator.txn_state import TxnState
 from ..dispatch import Api
 from .common import ZERO, response_cls
 
@@ -18,11 +17,9 @@ DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 
-_STATE_BY_NAME = {name: state for state, name in tl.STATE_NAMES.items()}
-
 
 def _ms_to_datetime(ms: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
 class TxnAdminHandlers:
@@ -40,11 +37,11 @@ class TxnAdminHandlers:
         R = response_cls(ctx)
         S = nested(R, "TransactionState")
         T = nested(R, "TopicData")
-        txns = self.broker.txn_coordinator.txns
+        coord = self.broker.txn_coordinator
         out = []
         for tid in req.transactional_ids:
-            meta = txns.get(tid)
-            if meta is None or meta.state == tl.DEAD:
+            meta = coord.describe(tid)
+            if meta is None:
                 out.append(build(S, error_code=ErrorCode.transactional_id_not_found,
                                  transactional_id=tid, transaction_state="",
                                  transaction_timeout=ZERO, transaction_start_time=_ms_to_datetime(-1),
@@ -70,7 +67,7 @@ class TxnAdminHandlers:
         S = nested(R, "TransactionState")
         coord = self.broker.txn_coordinator
         wanted_states = set(req.state_filters)
-        unknown = tuple(s for s in req.state_filters if s not in _STATE_BY_NAME)
+        unknown = tuple(s for s in req.state_filters if TxnState.by_name(s) is None)
         pids = set(req.producer_id_filters)
         min_duration = getattr(req, "duration_filter", -1)
         pattern = getattr(req, "transactional_id_pattern", None)
@@ -79,11 +76,9 @@ class TxnAdminHandlers:
         except re.error:
             return build(R, throttle_time=ZERO, error_code=ErrorCode.invalid_regular_expression,
                          unknown_state_filters=(), transaction_states=())
-        now = now_ms()
+        now = coord.clock.wall_ms()
         out = []
-        for tid, meta in sorted(coord.txns.items()):
-            if meta.state == tl.DEAD:
-                continue
+        for tid, meta in coord.live():
             if wanted_states and meta.state_name not in wanted_states:
                 continue
             if pids and meta.producer_id not in pids:

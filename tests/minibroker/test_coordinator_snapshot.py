@@ -4,7 +4,6 @@ the state is the same either way."""
 
 from __future__ import annotations
 
-import datetime
 import os
 import uuid
 
@@ -205,11 +204,11 @@ async def test_periodic_snapshot_then_more_history_then_crash(tmp_path, monkeypa
     monkeypatch.setattr(snapshot, "EVERY_RECORDS", 10)
     cfg = cfg_for(tmp_path)
     running = await start(cfg)
-    for task in running.broker._tasks:  # this test takes the periodic snapshot itself
+    for task in running.broker.background.tasks:  # this test takes the periodic snapshot itself
         task.cancel()
     c = await RawClient.connect(running.port)
     await make_history(c, 6, "c", pending=False)
-    for name, coord in running.broker._coordinators():
+    for name, coord in running.broker.background.coordinators:
         assert coord.snapshots.due()
         running.broker._snapshot_writer.write(name, running.broker._snapshot_writer.ticket(),
                                               coord.capture_snapshot(), "periodic")

@@ -24,6 +24,7 @@ def init(tid, version=4, timeout_ms=60_000, pid=-1, epoch=-1):
 
 def add_partitions(tid, pid, epoch, topic, partitions, version=3):
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(24, version)
     T = nested(cls, "AddPartitionsToTxnTopic")
@@ -207,6 +208,7 @@ async def test_write_txn_markers_api(broker):
     plog = broker.broker.get_log("tx-wire", 0)
     assert plog.last_stable_offset == 0
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(27, 1)
     M, T = nested(cls, "WritableTxnMarker"), nested(cls, "WritableTxnMarkerTopic")
@@ -277,6 +279,7 @@ async def test_admin_views(broker):
     assert [(s.transactional_id, s.transaction_state) for s in lst.transaction_states] == [("t-admin", "Ongoing")]
     assert tuple(lst.unknown_state_filters) == ("Bogus",)
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(61, 0)
     T = nested(cls, "TopicRequest")
@@ -354,7 +357,8 @@ def test_java_string_hash_matches_java():
 
 
 def test_only_kafkas_transitions_are_legal():
-    from minibroker.coordinator.transaction import _ALLOWED_FROM
+    from minibroker.coordinator.txn_state import TxnState
+    _ALLOWED_FROM = {s: s.valid_previous for s in TxnState}
     # TransactionState.validPreviousStates (transaction.version 0/1)
     assert _ALLOWED_FROM[tl.PREPARE_COMMIT] == {tl.ONGOING}
     assert _ALLOWED_FROM[tl.PREPARE_ABORT] == {tl.ONGOING, tl.PREPARE_EPOCH_FENCE}
@@ -372,5 +376,5 @@ async def test_an_illegal_transition_is_refused_before_it_is_written(broker):
     meta = coord.txns["t-illegal"]
     end = coord._log().log_end_offset
     with pytest.raises(AssertionError):
-        coord._persist(meta, tl.COMPLETE_COMMIT)  # Empty -> CompleteCommit
+        coord.machine._persist(meta, tl.COMPLETE_COMMIT)  # Empty -> CompleteCommit
     assert meta.state == tl.EMPTY and coord._log().log_end_offset == end

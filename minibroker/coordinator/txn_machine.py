@@ -1,0 +1,404 @@
+"""The transaction coordinator's core: the state of every transactional id and its moves.
+
+Theory of operation
+-------------------
+Kafka's TransactionCoordinator for transaction.version 0/1, without I/O of its own.
+Each transactional id has a :class:`TxnMetadata` whose ``state`` is a
+:class:`~.txn_state.TxnState`; every request (InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn) and every timer tick is one synchronous call here that either
+refuses with a :class:`TxnError` (the error code the handler answers) or makes one or
+more moves. A move is checked against the one transition table (``txn_state``), then
+written to ``__transaction_state`` through the ``append`` collaborator, and only then is
+it the state: a restart replays the log (:meth:`TransactionMachine.replay`) and finishes
+what was prepared (:meth:`TransactionMachine.roll_forward`).
+
+The happy path::
+
+    (none) -InitProducerId-> Empty -AddPartitions-> Ongoing -EndTxn-> PrepareCommit|Abort
+           -markers written-> CompleteCommit|Abort -AddPartitions-> Ongoing ...
+
+An open transaction that outlives its timeout, or whose transactional id is taken over
+by a new instance, is fenced: Ongoing -> PrepareEpochFence (epoch bumped) ->
+PrepareAbort -> CompleteAbort. An id idle in a resting state (``may_expire``) for
+``transactional.id.expiration.ms`` becomes Dead and is forgotten (a tombstone).
+
+Everything the core needs from outside comes in explicitly: a ``Clock`` (``now`` is
+``clock.wall_ms()``; tests pass a ``ManualClock`` and ``advance`` it through timeouts),
+the log appender, the producer-id allocator, the marker writer (which appends the
+control batches and tells whoever cares that a marker was written) and the test-only
+crash points. Markers are local appends and every call runs to the end on the event
+loop, so no request ever sees a transition half-done. The asyncio side (start-up load,
+snapshots, the periodic checks) is :mod:`.transaction` and :mod:`minibroker.background`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from minibroker_protocol import txn_log as tl
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.records import build_batch
+
+from ..clock import Clock
+from ..crash_points import NO_CRASH_POINTS, CrashPoints
+from . import snapshot
+from .txn_state import TxnState, check_transition
+
+log = structlog.get_logger("minibroker.txn")
+
+# Kafka: a producer epoch is exhausted one short of Short.MAX_VALUE, so that a
+# fencing bump is always possible (TransactionMetadata.isEpochExhausted).
+MAX_EPOCH = 32767
+COORDINATOR_EPOCH = 0
+
+# Appends one batch to __transaction_state; its base offset.
+TxnLogAppend = Callable[[bytes], int]
+# (producer id, epoch, commit, coordinator epoch, partitions) -> error per partition
+WriteMarkers = Callable[[int, int, bool, int, list[tuple[str, int]]],
+                        dict[tuple[str, int], ErrorCode]]
+
+
+class ProducerIds(Protocol):
+    def next_id(self) -> int: ...
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = 0
+    # Before the last bump, so a retried InitProducerId gets the same answer; -1 after a
+    # bump for a new instance or a fence (Kafka's lastProducerEpoch). In memory only, as
+    # in Kafka's v0 log value.
+    last_producer_epoch: int = -1
+    last_producer_id: int = -1  # the id rotated away from (Kafka's lastProducerId)
+
+    @property
+    def state_name(self) -> str:
+        return self.state.kafka_name
+
+    def value(self) -> tl.TxnLogValue:
+        return tl.TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                              tuple(sorted(self.partitions)), self.last_update_ms, self.start_ms)
+
+
+class TxnError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TransactionMachine:
+    def __init__(self, *, clock: Clock, append: TxnLogAppend, producer_ids: ProducerIds,
+                 markers: WriteMarkers, max_timeout_ms: int, id_expiration_ms: int,
+                 crash: CrashPoints = NO_CRASH_POINTS,
+                 snapshots: snapshot.Schedule | None = None) -> None:
+        self.clock = clock
+        self.append = append
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.crash = crash
+        self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
+        self.txns: dict[str, TxnMetadata] = {}
+        self._by_pid: dict[int, str] = {}
+        self.snapshots = snapshots if snapshots is not None else snapshot.Schedule()
+        self.applied_end = 0  # the log offset the in-memory state covers up to
+
+    # -- the one way state changes -----------------------------------------------------
+    def _persist(self, meta: TxnMetadata, new_state: TxnState, **changes) -> None:
+        """Write the transition, then apply it; an illegal transition is a bug."""
+        new_state = TxnState(new_state)
+        check_transition(meta.transactional_id, meta.state, new_state)
+        for k, v in changes.items():
+            setattr(meta, k, v)
+        meta.state = new_state
+        meta.last_update_ms = self.clock.wall_ms()
+        value = None if new_state == TxnState.DEAD else tl.encode_value(meta.value())
+        batch = build_batch([{"key": tl.encode_key(meta.transactional_id), "value": value}])
+        self.applied_end = self.append(batch) + 1
+        self.snapshots.wrote()
+        log.debug("txn.transition", transactional_id=meta.transactional_id,
+                  producer_id=meta.producer_id, epoch=meta.producer_epoch, state=meta.state_name,
+                  partitions=len(meta.partitions))
+
+    # -- replay (start-up) -------------------------------------------------------------
+    def replay(self, key: bytes | None, value: bytes | None) -> str | None:
+        return self._replay(key, value)
+
+    def reset(self) -> None:
+        self.txns.clear()
+        self._by_pid.clear()
+
+    def roll_forward(self) -> int:
+        """Finish what a stopped broker left prepared; how many transactions."""
+        rolled = 0
+        for meta in list(self.txns.values()):
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info("txn.roll_forward", transactional_id=meta.transactional_id,
+                         producer_id=meta.producer_id, epoch=meta.producer_epoch,
+                         state=meta.state_name, partitions=len(meta.partitions),
+                         reason="prepared before the broker stopped")
+                self._complete(meta)
+                rolled += 1
+            elif meta.state == TxnState.PREPARE_EPOCH_FENCE:
+                self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
+                rolled += 1
+        return rolled
+
+    def snapshot_values(self) -> list[tuple]:
+        """Plain values of every id (metadata objects change; these do not)."""
+        return [(tid, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state),
+                 tuple(m.partitions) if m.partitions else (), m.last_update_ms, m.start_ms)
+                for tid, m in self.txns.items()]
+
+    def _replay(self, key: bytes | None, value: bytes | None) -> str | None:
+        """Apply one record of the log; the reason it cannot be applied, if so."""
+        try:
+            tid = tl.decode_key(key)
+            v = tl.decode_value(value) if value is not None else None
+        except tl.TxnLogFormatError as e:
+            return str(e)
+        if v is None:
+            self._forget(tid)
+            return None
+        meta = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, TxnState(v.state),
+                           set(v.partitions), v.start_ms, v.last_update_ms)
+        old = self.txns.get(tid)
+        if old is not None and self._by_pid.get(old.producer_id) == tid:
+            del self._by_pid[old.producer_id]
+        self.txns[tid] = meta
+        self._by_pid[meta.producer_id] = tid
+        return None
+
+    def _forget(self, tid: str) -> None:
+        old = self.txns.pop(tid, None)
+        if old is not None:
+            self._by_pid.pop(old.producer_id, None)
+
+    # -- InitProducerId ------------------------------------------------------------
+    def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int = -1,
+                         expected_epoch: int = -1) -> tuple[int, int]:
+        if not tid:
+            raise TxnError(ErrorCode.invalid_request, "transactional.id must not be empty")
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            raise TxnError(ErrorCode.invalid_transaction_timeout,
+                           f"transaction.timeout.ms {timeout_ms} is outside (0, "
+                           f"transaction.max.timeout.ms={self.max_timeout_ms}]")
+        meta = self.txns.get(tid)
+        if meta is None:
+            pid = self.producer_ids.next_id()
+            meta = TxnMetadata(tid, pid, -1, timeout_ms)
+            self.txns[tid] = meta
+            self._by_pid[pid] = tid
+            self._persist(meta, TxnState.EMPTY, producer_epoch=0, timeout_ms=timeout_ms,
+                          partitions=set())
+            log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=0,
+                     reason="new transactional id")
+            return pid, 0
+        expected = (expected_pid, expected_epoch) if expected_pid != -1 else None
+        # Kafka's TransactionCoordinator.prepareInitProducerIdTransit (isValidProducerId):
+        # a request naming a producer id must name the current one, or the one just
+        # rotated away from with its exhausted epoch (a retry of that rotation).
+        if expected is not None and not (
+                expected_pid == meta.producer_id
+                or (expected_pid == meta.last_producer_id and expected_epoch >= MAX_EPOCH - 1)):
+            self._refuse_fenced(meta, expected_pid, expected_epoch)
+        if meta.state.is_completing:
+            raise TxnError(ErrorCode.concurrent_transactions, "a transaction is completing")
+        old_pid, old_epoch = meta.producer_id, meta.producer_epoch
+        if meta.state == TxnState.ONGOING:
+            # The previous instance left a transaction open: fence it and abort the
+            # transaction with the fencing epoch. Kafka answers CONCURRENT_TRANSACTIONS
+            # here and the client retries; we finish the abort now and go on as that
+            # retry would. The fence forgets the last epoch (prepareFenceProducerEpoch),
+            # so an instance holding an older epoch is fenced below.
+            self._abort(meta, reason="a new instance called InitProducerId", fenced=True)
+        exhausted = meta.producer_epoch >= MAX_EPOCH - 1
+        if exhausted and (expected is None or expected_epoch == meta.producer_epoch):
+            # prepareProducerIdRotation: the exhausted epoch is remembered only when the
+            # client named it, so that its retry is recognised.
+            pid, epoch = self.producer_ids.next_id(), 0
+            last_epoch = meta.producer_epoch if expected is not None else -1
+            log.info("txn.producer_id_rotated", transactional_id=tid, old_producer_id=meta.producer_id,
+                     new_producer_id=pid, reason="producer epoch exhausted")
+        elif expected is None:
+            # TransactionMetadata.prepareIncrementProducerEpoch: a new instance; the
+            # previous epoch is forgotten, so its holder cannot pass for a retry.
+            pid, epoch, last_epoch = meta.producer_id, meta.producer_epoch + 1, -1
+        elif expected_pid == meta.producer_id and expected_epoch == meta.producer_epoch:
+            pid, epoch, last_epoch = meta.producer_id, meta.producer_epoch + 1, meta.producer_epoch
+        elif expected_epoch == meta.last_producer_epoch:
+            # the bump (or rotation) was done but its answer lost: same answer again
+            return meta.producer_id, meta.producer_epoch
+        else:
+            self._refuse_fenced(meta, expected_pid, expected_epoch)
+        last_pid = meta.producer_id if pid != meta.producer_id else meta.last_producer_id
+        self._rebind(meta, pid)
+        self._persist(meta, TxnState.EMPTY, producer_id=pid, producer_epoch=epoch,
+                      last_producer_epoch=last_epoch, last_producer_id=last_pid,
+                      timeout_ms=timeout_ms, partitions=set(), start_ms=-1)
+        log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=epoch,
+                 previous_producer_id=old_pid, previous_epoch=old_epoch,
+                 expected_producer_id=expected_pid, expected_epoch=expected_epoch,
+                 reason="epoch bump fences the previous instance")
+        return pid, epoch
+
+    @staticmethod
+    def _refuse_fenced(meta: TxnMetadata, expected_pid: int, expected_epoch: int):
+        log.info("txn.request_fenced", api="InitProducerId", transactional_id=meta.transactional_id,
+                 producer_id=expected_pid, epoch=expected_epoch,
+                 current_producer_id=meta.producer_id, current_epoch=meta.producer_epoch,
+                 last_epoch=meta.last_producer_epoch,
+                 reason="neither the current epoch nor a retry of the last bump")
+        raise TxnError(ErrorCode.producer_fenced,
+                       f"producer {expected_pid} epoch {expected_epoch} is not the current "
+                       f"instance of {meta.transactional_id} ({meta.producer_id}/{meta.producer_epoch})")
+
+    def _rebind(self, meta: TxnMetadata, pid: int) -> None:
+        if pid != meta.producer_id:
+            self._by_pid.pop(meta.producer_id, None)
+            self._by_pid[pid] = meta.transactional_id
+
+    # -- checks shared by the transactional APIs ---------------------------------------
+    def _current(self, tid: str, pid: int, epoch: int, api: str) -> TxnMetadata:
+        meta = self.txns.get(tid)
+        if meta is None or meta.state == TxnState.DEAD:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"no producer id is mapped to transactional id {tid}")
+        if pid != meta.producer_id:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"producer id {pid} is not the one of {tid} ({meta.producer_id})")
+        if epoch != meta.producer_epoch:
+            log.info("txn.request_fenced", api=api, transactional_id=tid, producer_id=pid,
+                     epoch=epoch, current_epoch=meta.producer_epoch,
+                     reason="a newer epoch exists (new instance or timeout abort)")
+            raise TxnError(ErrorCode.producer_fenced,
+                           f"epoch {epoch} of {tid} is fenced by epoch {meta.producer_epoch}")
+        return meta
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------
+    def add_partitions(self, tid: str, pid: int, epoch: int,
+                       partitions: list[tuple[str, int]]) -> None:
+        meta = self._current(tid, pid, epoch, "AddPartitionsToTxn")
+        if meta.state.is_completing:
+            raise TxnError(ErrorCode.concurrent_transactions, "the previous transaction is completing")
+        new = set(partitions) - meta.partitions
+        if meta.state == TxnState.ONGOING and not new:
+            return
+        start = meta.start_ms if meta.state == TxnState.ONGOING else self.clock.wall_ms()
+        self._persist(meta, TxnState.ONGOING, partitions=meta.partitions | new, start_ms=start)
+
+    # -- EndTxn ---------------------------------------------------------------------------
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
+        meta = self._current(tid, pid, epoch, "EndTxn")
+        want = "commit" if commit else "abort"
+        if meta.state == TxnState.ONGOING:
+            self._prepare_and_complete(meta, commit, reason=f"client {want}")
+            return
+        if meta.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+            return  # a retry of the EndTxn that already completed
+        if meta.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            raise TxnError(ErrorCode.concurrent_transactions, "the transaction is completing")
+        raise TxnError(ErrorCode.invalid_txn_state,
+                       f"cannot {want} transactional id {tid} in state {meta.state_name}")
+
+    def _prepare_and_complete(self, meta: TxnMetadata, commit: bool, reason: str) -> None:
+        self._persist(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+        self.crash.hit("txn.after_prepare")
+        self._complete(meta, reason=reason)
+
+    def _complete(self, meta: TxnMetadata, reason: str = "roll forward") -> None:
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        errors = self.markers(meta.producer_id, meta.producer_epoch, commit,
+                                    COORDINATOR_EPOCH, sorted(meta.partitions))
+        self.crash.hit("txn.before_complete")
+        failed = {tp: e for tp, e in errors.items() if e != ErrorCode.none}
+        duration = self.clock.wall_ms() - meta.start_ms if meta.start_ms > 0 else -1
+        count = len(meta.partitions)
+        self._persist(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                      partitions=set(), start_ms=-1)
+        log.info("txn.committed" if commit else "txn.aborted", transactional_id=meta.transactional_id,
+                 producer_id=meta.producer_id, epoch=meta.producer_epoch, partitions=count,
+                 duration_ms=duration, reason=reason,
+                 marker_errors={f"{t}-{p}": e.name for (t, p), e in failed.items()} or None)
+
+    def _abort(self, meta: TxnMetadata, reason: str, fenced: bool) -> None:
+        """Abort the open transaction with a bumped epoch (Kafka's PrepareEpochFence)."""
+        old_epoch = meta.producer_epoch
+        if meta.state == TxnState.ONGOING:
+            # TransactionMetadata.prepareFenceProducerEpoch: always bump, up to and
+            # including Short.MaxValue (epochs stop at 32766 for clients precisely so
+            # that this bump is possible); the last epoch is forgotten.
+            epoch = old_epoch + 1
+            if epoch > MAX_EPOCH:
+                # Never handed to a client, so unreachable; keep the epoch rather than
+                # overflow, as Kafka refuses to (IllegalStateException).
+                log.error("txn.fence_epoch_overflow", transactional_id=meta.transactional_id,
+                          producer_id=meta.producer_id, epoch=old_epoch)
+                epoch = old_epoch
+            self._persist(meta, TxnState.PREPARE_EPOCH_FENCE, producer_epoch=epoch,
+                          last_producer_epoch=-1)
+        log.info("txn.fencing_abort", transactional_id=meta.transactional_id,
+                 producer_id=meta.producer_id, old_epoch=old_epoch, new_epoch=meta.producer_epoch,
+                 partitions=len(meta.partitions), reason=reason, fenced=fenced)
+        self._persist(meta, TxnState.PREPARE_ABORT)
+        self._complete(meta, reason=reason)
+
+    # -- Produce verification ---------------------------------------------------------------
+    def verify_produce(self, pid: int, epoch: int, topic: str, partition: int) -> ErrorCode | None:
+        """A transactional batch may only go to a partition added to its open transaction."""
+        tid = self._by_pid.get(pid)
+        meta = self.txns.get(tid) if tid is not None else None
+        if meta is None:
+            return ErrorCode.invalid_producer_id_mapping
+        if epoch != meta.producer_epoch:
+            # TransactionCoordinator.handleVerifyPartitionsInTransaction requires the
+            # epoch to be the coordinator's (PRODUCER_FENCED, which
+            # AddPartitionsToTxnManager turns into INVALID_PRODUCER_EPOCH for Produce).
+            # A higher epoch let through would be stored, its markers refused, and the
+            # partition's LSO stuck for good.
+            return ErrorCode.invalid_producer_epoch
+        if meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
+            return ErrorCode.invalid_txn_state
+        return None
+
+    # -- timers --------------------------------------------------------------------------
+    def abort_timed_out(self, now: int | None = None) -> int:
+        now = self.clock.wall_ms() if now is None else now
+        count = 0
+        for meta in list(self.txns.values()):
+            if (meta.state == TxnState.ONGOING and meta.start_ms > 0
+                    and now - meta.start_ms > meta.timeout_ms):
+                log.warning("txn.timed_out", transactional_id=meta.transactional_id,
+                            producer_id=meta.producer_id, epoch=meta.producer_epoch,
+                            age_ms=now - meta.start_ms, timeout_ms=meta.timeout_ms,
+                            partitions=len(meta.partitions),
+                            consequence="aborted with a bumped epoch; the producer's next call "
+                                        "fails with PRODUCER_FENCED")
+                self._abort(meta, reason="transaction.timeout.ms exceeded", fenced=True)
+                count += 1
+        return count
+
+    def expire_ids(self, now: int | None = None) -> int:
+        now = self.clock.wall_ms() if now is None else now
+        count = 0
+        for meta in list(self.txns.values()):
+            if (meta.state.may_expire
+                    and now - meta.last_update_ms >= self.id_expiration_ms):
+                log.info("txn.id_expired", transactional_id=meta.transactional_id,
+                         producer_id=meta.producer_id, idle_ms=now - meta.last_update_ms,
+                         expiration_ms=self.id_expiration_ms)
+                self._persist(meta, TxnState.DEAD)
+                self._forget(meta.transactional_id)
+                count += 1
+        return count
