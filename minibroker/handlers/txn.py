@@ -1,9 +1,7 @@
 """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers.
 
-PRODUCER_FENCED (90) exists only for request versions new enough to know it
-(KIP-588: InitProducerId v4, AddPartitionsToTxn v2, AddOffsetsToTxn v2,
-EndTxn v2); older versions get INVALID_PRODUCER_EPOCH (47), as Kafka's
-KafkaApis does.
+PRODUCER_FENCED (90) exists only for request versions new enough to know it;
+minibroker_protocol.errors.for_version gives older ones INVALID_PRODUCER_EPOCH (47).
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from __future__ import annotations
 import structlog
 
 from minibroker_protocol.build import build, nested
-from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
 
 from ..coordinator.transaction import TxnError
@@ -26,13 +24,9 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 WRITE_TXN_MARKERS = 27
 
-_FENCED_SINCE = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS_TO_TXN: 2, ADD_OFFSETS_TO_TXN: 2, END_TXN: 2}
-
 
 def _code(ctx, code: ErrorCode) -> ErrorCode:
-    if code == ErrorCode.producer_fenced and ctx.api_version < _FENCED_SINCE.get(ctx.api_key, 0):
-        return ErrorCode.invalid_producer_epoch
-    return code
+    return for_version(code, ctx.api_key, ctx.api_version)
 
 
 class TxnHandlers:
