@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = sys.executable
 sys.path.insert(0, HERE)
+sys.path.insert(1, ROOT)  # tests.reference: Apache Kafka's launcher, another checkout's PYTHONPATH
 import peers  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -195,10 +196,14 @@ class MiniBroker(Broker):
             port, extra = free_port(), []
             self.bootstrap = f"127.0.0.1:{port}"
         t0 = time.perf_counter()
+        env = None
+        if self.baseline:
+            from tests.reference.checkout import checkout_path
+            env = {**os.environ, "PYTHONPATH": checkout_path(self.root)}
         self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
                                       "--fsync", self.fsync, "--log-level", "warning", *extra],
                                      cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=open(self.dir + ".err", "a"))
+                                     stderr=open(self.dir + ".err", "a"), env=env)
         if extra:
             self.bootstrap = wait_ready_file(ready, t0, self.proc, limit=120)
             # What a CI script waiting on --ready-file sees (issue 7's target: <= 300 ms).
@@ -268,9 +273,57 @@ class Tansu(Broker):
         self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc)
 
 
+class Kafka(Broker):
+    """Apache Kafka (tests/reference/kafka.py's jars and KRaft set-up) with its own defaults: the
+    JVM settings of kafka-server-start.sh / kafka-run-class.sh and the broker's default thread
+    counts; only what one node needs (replication factors and min ISR 1) differs."""
+
+    name = "kafka"
+    in_memory = False
+    # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS.
+    JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+           "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+           "-Djava.awt.headless=true"]
+    DEFAULTS = {"num.network.threads": "3", "num.io.threads": "8", "background.threads": "10",
+                "log.flush.interval.messages": "9223372036854775807", "num.partitions": "1"}
+
+    def __init__(self):
+        super().__init__()
+        from tests.reference.kafka import KAFKA_VERSION, KafkaReference
+        self.label = f"Apache Kafka {KAFKA_VERSION}"
+        # transaction_version=None: formatted at the release's default feature levels.
+        self.ref = KafkaReference(dict(self.DEFAULTS), transaction_version=None, jvm_flags=self.JVM)
+        self.format_seconds = float("nan")
+
+    def start(self, keep_data: bool = False) -> None:
+        if not (keep_data and self.ref.work_dir):
+            self.ref.format()  # kafka-storage.sh format: set-up, not part of the cold start
+            self.format_seconds = self.ref.format_seconds
+        self.bootstrap = self.ref.bootstrap_servers
+        t0 = time.perf_counter()
+        self.proc = self.ref.launch()
+        self.cold_start = wait_api_versions(self.bootstrap, t0, self.proc, limit=120)
+        self.ref.wait_ready()  # Metadata lists the broker: ready for clients
+
+    def halt(self, kill: bool) -> float:
+        t0 = time.perf_counter()
+        self.ref.halt(kill)
+        self.proc = None
+        return time.perf_counter() - t0
+
+    def stop(self) -> None:
+        self.ref.stop()
+        self.proc = None
+        self.ref.work_dir = None
+
+    @property
+    def dir(self) -> str | None:
+        return str(self.ref.work_dir / "data") if self.ref.work_dir else None
+
+
 def make_brokers(names):
     table = {"mb-never": lambda: MiniBroker("never"), "mb-1000": lambda: MiniBroker("1000"),
-             "mb-always": lambda: MiniBroker("always"), "mock": Mock, "tansu": Tansu}
+             "mb-always": lambda: MiniBroker("always"), "mock": Mock, "tansu": Tansu, "kafka": Kafka}
     for root in BASELINE:
         for fsync in ("never", "1000", "always"):
             table[f"base-{fsync}"] = lambda fsync=fsync: MiniBroker(fsync, root)
@@ -404,7 +457,7 @@ def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
         # What the broker costs per byte, whatever the clients could drive on this machine.
         out[f"{key}: broker CPU s per GB"] = cpu / (recs * size / 1e9)
     out[f"{key}: client CPU s per GB (all processes)"] = sum(r["cpu"] for r in rs) / (recs * size / 1e9)
-    if isinstance(b, MiniBroker) or isinstance(b, Tansu):
+    if isinstance(b, (MiniBroker, Tansu, Kafka)):
         st = proc_status(b.pid)
         out[f"{key}: broker peak RSS MiB (VmHWM)"] = st.get("VmHWM", float("nan"))
         out[f"{key}: broker peak RSS, anonymous MiB"] = sampler.anon
@@ -476,7 +529,7 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
                 if do_consume:
                     note(proto, f"consume: n/a: {MOCK_LOG_LIMIT}")
                 continue
-            if not do_consume and not isinstance(proto, MiniBroker):
+            if not do_consume and not isinstance(proto, (MiniBroker, Kafka)):
                 continue
             b = make_brokers([proto.name])[0]
             try:
@@ -535,7 +588,7 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
                 print(f"   {proto.name} consume rep {rep + 1}: " + ", ".join(
                     f"{k.split(', ')[-1]}={v:.4g}" for k, v in res.items()), file=sys.stderr, flush=True)
         for proto, b, _topic, _c, _t in loaded if do_recovery else ():
-            if not isinstance(b, MiniBroker):
+            if not isinstance(b, (MiniBroker, Kafka)):
                 continue
             size = du_mib(b.dir)
             try:
@@ -618,6 +671,9 @@ def main() -> int:
                     b.start()
                     time.sleep(0.5)
                     res = {"cold start to first ApiVersions ms": b.cold_start * 1000}
+                    if isinstance(b, Kafka):
+                        res["kafka-storage.sh format before the start (not in cold start) ms"] = (
+                            b.format_seconds * 1000)
                     if getattr(b, "ready_time", None) is not None:
                         res["process start to --ready-file written ms"] = b.ready_time * 1000
                     if not isinstance(b, Mock):

@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
-from pathlib import Path
 
 from minibroker.testing.broker import MiniBroker
 from tests.reference import settings
+from tests.reference.checkout import checkout_path
 from tests.reference.kafka import KafkaReference
 
 from . import machine
 from .pair import Pair
-
-
-def checkout_path(checkout: str) -> str:
-    """A PYTHONPATH that imports minibroker, minibroker_protocol and minibroker_storage from
-    another checkout (its folders are minibroker/, protocol/, storage/): symlinks in a temp dir."""
-    root = Path(checkout).resolve()
-    if not (root / "minibroker" / "cli.py").is_file():
-        raise SystemExit(f"{checkout}: no minibroker checkout there")
-    shim = Path(tempfile.mkdtemp(prefix="differential-checkout-"))
-    for name, folder in (("minibroker", "minibroker"), ("minibroker_protocol", "protocol"),
-                         ("minibroker_storage", "storage")):
-        (shim / name).symlink_to(root / folder)
-    return str(shim)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from tests.reference import settings
 
 from .clients import programs
 from .clients.topics import create_topic
-from .run import checkout_path
+from tests.reference.checkout import checkout_path
 
 CLIENTS = programs.CLIENTS
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"

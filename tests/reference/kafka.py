@@ -133,8 +133,9 @@ class KafkaReference:
 
     def __init__(self, properties: dict[str, str] | None = None, *, libs: Path | None = None,
                  startup_timeout: float = 120.0, stop_timeout: float = 30.0,
-                 transaction_version: int | None = 1):
+                 transaction_version: int | None = 1, jvm_flags: list[str] | None = None):
         self.libs = libs or libs_dir()
+        self.jvm_flags = list(JVM_FLAGS if jvm_flags is None else jvm_flags)
         self.extra = dict(properties or {})
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
@@ -197,10 +198,24 @@ class KafkaReference:
 
     def _java_cmd(self, java: str, main: str, *args: str) -> list[str]:
         assert self.work_dir is not None
-        return [java, *JVM_FLAGS, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+        return [java, *self.jvm_flags, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
                 f"-Dkafka.logs.dir={self.work_dir}", "-cp", str(self.libs / "*"), main, *args]
 
     def start(self) -> "KafkaReference":
+        t0 = time.monotonic()
+        self.format()
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def format(self) -> None:
+        """What ``kafka-storage.sh format`` does: a temp dir, free ports, server.properties, the
+        KRaft metadata log. Not part of a cold start (bench/ times ``launch`` alone)."""
         java = self.java()
         t0 = time.monotonic()
         self.work_dir = Path(tempfile.mkdtemp(prefix="kafka-reference-"))
@@ -215,23 +230,37 @@ class KafkaReference:
         if r.returncode != 0:
             raise KafkaError(f"kafka-storage format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         self.format_seconds = time.monotonic() - t0
+
+    def launch(self) -> subprocess.Popen:
+        """Start the ``kafka.Kafka`` JVM on the formatted dir (again after ``halt``); returns at once."""
+        assert self.work_dir is not None, "format() first"
         out = open(self.work_dir / "stdout.log", "ab")
         try:
             self.proc = subprocess.Popen(
-                self._java_cmd(java, "kafka.Kafka", str(config)), cwd=str(self.work_dir),
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                self._java_cmd(self.java(), "kafka.Kafka", str(self.work_dir / "server.properties")),
+                cwd=str(self.work_dir), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         finally:
             out.close()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        self.start_seconds = time.monotonic() - t0
-        return self
+        return self.proc
 
-    def _wait_ready(self) -> None:
+    def halt(self, kill: bool) -> None:
+        """Stop the JVM but keep the data dir (a restart is ``launch`` + ``wait_ready``)."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        if kill:
+            proc.kill()
+        else:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+    def wait_ready(self) -> None:
         from tests.reference.client import Connection, req
 
         deadline = time.monotonic() + self.startup_timeout
@@ -270,17 +299,9 @@ class KafkaReference:
         return "\n".join(text)
 
     def stop(self) -> None:
-        proc = self.proc
         try:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=30)
+            self.halt(kill=False)
         finally:
-            self.proc = None
             if self.work_dir is not None and not os.environ.get("MINIBROKER_TEST_KEEP"):
                 shutil.rmtree(self.work_dir, ignore_errors=True)
 
