@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .listeners import Listener, ListenerError, resolve
-from .properties import (KAFKA_PROPERTIES, LISTENER_PROPERTIES, PropertiesError, env_to_property,
-                         filter_listeners, kafka_env, parse_properties)
+from .properties import (
+    KAFKA_PROPERTIES,
+    LISTENER_PROPERTIES,
+    PropertiesError,
+    env_to_property,
+    filter_listeners,
+    kafka_env,
+    parse_properties,
+)
 
 DEFAULT_PORT = 9092
 INT32_MAX = 2**31 - 1
@@ -35,7 +42,7 @@ class FsyncPolicy:
     interval_ms: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> "FsyncPolicy":
+    def parse(cls, text: str) -> FsyncPolicy:
         text = text.strip().lower()
         if text in ("always", "never"):
             return cls(text)

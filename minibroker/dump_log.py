@@ -25,7 +25,12 @@ from pathlib import Path
 from crc32c import crc32c
 
 from minibroker_protocol.batch import CRC_START, InvalidBatch
-from minibroker_protocol.records import CONTROL_COMMIT, decode_batch, parse_control_record, parse_end_txn_marker
+from minibroker_protocol.records import (
+    CONTROL_COMMIT,
+    decode_batch,
+    parse_control_record,
+    parse_end_txn_marker,
+)
 from minibroker_storage.index_format import IndexContents, parse_offset_index, parse_time_index
 from minibroker_storage.offline import (
     SEGMENT_FILE_KINDS,
@@ -37,13 +42,13 @@ from minibroker_storage.offline import (
     walk_segment,
 )
 from minibroker_storage.producer_state import CorruptSnapshot, decode_snapshot
-from minibroker_storage.segment_files import INDEX_SUFFIX, LOG_SUFFIX
 from minibroker_storage.segment_checks import (
     SegmentReader,
     check_offset_index,
     check_time_index,
     check_txn_index,
 )
+from minibroker_storage.segment_files import INDEX_SUFFIX, LOG_SUFFIX
 from minibroker_storage.txn_index import parse_txn_index
 
 CODECS = {0: "NONE", 1: "GZIP", 2: "SNAPPY", 3: "LZ4", 4: "ZSTD"}
@@ -141,7 +146,8 @@ def _index_shape(path: Path, contents: IndexContents, out, err) -> int:
     """The parts of an index dump common to both kinds; returns the problems counted."""
     invalid = 0
     if contents.zero_entries:
-        out.write(f"Found {contents.zero_entries} zero entries (preallocated space) at the end of {path.name}\n")
+        out.write(f"Found {contents.zero_entries} zero entries (preallocated space) "
+                  f"at the end of {path.name}\n")
     if contents.trailing_bytes:
         invalid += 1
         out.write(f"Found {contents.trailing_bytes} invalid bytes at the end of {path.name}\n")

@@ -34,7 +34,8 @@ _LONG_MAX = str(2**63 - 1)
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in [
-        TopicConfigDef("cleanup.policy", LIST, "delete", choices=("delete", "compact", "compact,delete", "delete,compact"),
+        TopicConfigDef("cleanup.policy", LIST, "delete",
+                       choices=("delete", "compact", "compact,delete", "delete,compact"),
                        doc="Retention policy; compaction is not performed by minibroker yet."),
         TopicConfigDef("compression.type", STRING, "producer",
                        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
@@ -78,7 +79,8 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
         try:
             v = int(value)
         except ValueError:
-            return f"Invalid value {value} for configuration {name}: Not a number of type {'INT' if d.type == INT else 'LONG'}"
+            kind = "INT" if d.type == INT else "LONG"
+            return f"Invalid value {value} for configuration {name}: Not a number of type {kind}"
         if d.type == INT and not -(2**31) <= v < 2**31:
             return f"Invalid value {value} for configuration {name}: out of range"
         if name == "segment.bytes" and v < 14:
@@ -91,7 +93,8 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
     if d.choices is not None and value not in d.choices:
-        return f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
+        return (f"Invalid value {value} for configuration {name}: "
+                f"String must be one of: {', '.join(d.choices)}")
     return None
 
 

@@ -224,8 +224,8 @@ def iter_headers(
         end = len(buf)
     pos = start
     while pos + HEADER_SIZE <= end:
-        header = check_batch(buf, pos, end, check_crc=check_crc, sequential=sequential, expect_base=expect_base,
-                             origin=origin)
+        header = check_batch(buf, pos, end, check_crc=check_crc, sequential=sequential,
+                             expect_base=expect_base, origin=origin)
         if isinstance(header, str):
             return
         yield header

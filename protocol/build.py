@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def _field_names(cls) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 

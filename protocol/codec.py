@@ -7,7 +7,7 @@ costs seconds of start-up time.
 from __future__ import annotations
 
 import io
-from functools import lru_cache
+from functools import cache
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -21,7 +21,7 @@ class DecodeError(Exception):
     """The body does not match the schema of its api key and version."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def request_type(api_key: int, version: int):
     """The kio request class, or None when kio has no such key/version."""
     try:
@@ -30,17 +30,17 @@ def request_type(api_key: int, version: int):
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def response_type(api_key: int, version: int):
     return load_response_schema(api_key, version)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reader(api_key: int, version: int):
     return entity_reader(request_type(api_key, version))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _writer(cls):
     return entity_writer(cls)
 

@@ -51,10 +51,10 @@ SPARE_MAX = 8 * 1024 * 1024
 class Unbounded:
     """The budget of a decoder no one limits (tools, tests): every growth is granted."""
 
-    def take(self, decoder: "FrameDecoder", n: int, force: bool = False) -> bool:
+    def take(self, decoder: FrameDecoder, n: int, force: bool = False) -> bool:
         return True
 
-    def give(self, decoder: "FrameDecoder", n: int) -> None:
+    def give(self, decoder: FrameDecoder, n: int) -> None:
         pass
 
 

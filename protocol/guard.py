@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from functools import lru_cache
+from functools import cache
 
 from kio.serial._introspect import (
     EntityField,
@@ -122,7 +122,7 @@ def _field_skipper(field, flexible: bool):
     return inner
 
 
-@lru_cache(maxsize=None)
+@cache
 def entity_skipper(cls):
     flexible = bool(cls.__flexible__)
     plain = []

@@ -83,7 +83,8 @@ class LogConfig:
             flush = replace(flush, mode="always")
         elif "flush.ms" in overrides:
             interval = _long("flush.ms", overrides["flush.ms"])
-            flush = replace(flush, mode="never") if interval >= LONG_MAX else replace(flush, mode="interval", interval_ms=interval)
+            flush = (replace(flush, mode="never") if interval >= LONG_MAX
+                     else replace(flush, mode="interval", interval_ms=interval))
         return replace(self, flush=flush, **changes)
 
     def to_kafka(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from .index_format import OFFSET_ENTRY as _OFFSET_ENTRY
 from .index_format import TIME_ENTRY as _TIME_ENTRY
 from .index_format import IndexContents, parse_offset_index, parse_time_index
 from .sync_job import SyncJob
+
 # Write entries out in chunks: each append is a syscall, and a crash loses
 # nothing that recovery cannot rebuild.
 _PENDING_LIMIT = 64 * 1024

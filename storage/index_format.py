@@ -116,6 +116,7 @@ def parse_time_index(data: bytes, base_offset: int, next_offset: int | None = No
         elif prev_offset is not None and offset < prev_offset:
             problems.append((n, f"Indexed offset {offset} is smaller than the previous, {prev_offset}"))
         elif next_offset is not None and offset >= next_offset:
-            problems.append((n, f"Indexed offset {offset} is past the segment's last offset {next_offset - 1}"))
+            problems.append(
+                (n, f"Indexed offset {offset} is past the segment's last offset {next_offset - 1}"))
         prev_ts, prev_offset = ts, offset
     return IndexContents("time", base_offset, timestamps, rels, zeros, len(data) - whole, problems)

@@ -316,7 +316,8 @@ class PartitionLog:
 
     def bad_batches(self) -> list[tuple[int, BadBatch]]:
         """``(segment base offset, bad region)`` of every batch known to be bad."""
-        return [(s.base_offset, b) for s in self._segments for b in sorted(s.bad.values(), key=lambda b: b.position)]
+        return [(s.base_offset, b) for s in self._segments
+                for b in sorted(s.bad.values(), key=lambda b: b.position)]
 
     def mark_bad(self, base_offset: int, found: list[BadBatch]) -> list[BadBatch]:
         """Record what a scrub found in the sealed segment ``base_offset``: reads

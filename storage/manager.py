@@ -106,7 +106,8 @@ class LogManager:
     ) -> TopicInfo:
         validate_topic_name(name)
         self.default_config.with_overrides(configs)  # InvalidConfig before anything is written
-        collisions = [t.name for t in self.catalog.list() if t.name != name and _metric_name(t.name) == _metric_name(name)]
+        collisions = [t.name for t in self.catalog.list()
+                      if t.name != name and _metric_name(t.name) == _metric_name(name)]
         if collisions:
             # Kafka refuses these: '.' and '_' map to the same metric names.
             raise InvalidTopic(f"topic {name!r} collides with existing topic {collisions[0]!r}")

@@ -17,12 +17,12 @@ import struct
 from collections.abc import Iterator
 
 import structlog
+
 from minibroker_protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_headers
 
 from .config import LogConfig
 from .errors import StorageError
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
-from .sync_job import SyncJob
 from .segment_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -33,6 +33,7 @@ from .segment_files import (
     topic_partition,
     walk_segment,
 )
+from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from .verify import BadBatch, CorruptBatch, GoodBatch, verify_batches
 
@@ -40,9 +41,10 @@ log = structlog.get_logger(__name__)
 
 # Blocks are reserved ahead of the write position with fallocate: fewer, larger
 # allocations made appends of 16 KiB batches 5-15% faster here (ext4, 2 shared
-# cores, noisy) than writing into the sparse file; 1 KiB batches saw no difference. The reservation grows with the segment (as much again as is
-# written, from 64 KiB up to 4 MiB), so an idle partition holds 64 KiB of disk,
-# not 4 MiB; when even that does not fit, only the batch's own bytes are asked for.
+# cores, noisy) than writing into the sparse file; 1 KiB batches saw no difference.
+# The reservation grows with the segment (as much again as is written, from 64 KiB up
+# to 4 MiB), so an idle partition holds 64 KiB of disk, not 4 MiB; when even that does
+# not fit, only the batch's own bytes are asked for.
 _RESERVE_MIN = 64 << 10
 _RESERVE_AHEAD = 4 << 20
 _I64 = struct.Struct(">q")
@@ -180,7 +182,8 @@ class Segment:
         seg = cls(directory, base_offset, config.index_interval_bytes, now_ms)
         seg.size = os.path.getsize(seg.path)
         if recover:
-            seg._verify(cut_tail=True, end_offset=-1, reason="unclean shutdown" if not verify else "not verified")
+            seg._verify(cut_tail=True, end_offset=-1,
+                        reason="unclean shutdown" if not verify else "not verified")
         elif verify:
             seg._verify(cut_tail=False, end_offset=end_offset, reason="not verified")
         else:
@@ -266,7 +269,8 @@ class Segment:
         if file_size:
             view = self._buffer()
             for item in verify_batches(
-                lambda p, n: view[p : p + n], file_size, self.base_offset, resync=resync, end_offset=end_offset
+                lambda p, n: view[p : p + n], file_size, self.base_offset, resync=resync,
+                end_offset=end_offset,
             ):
                 if isinstance(item, GoodBatch):
                     self._note(item.position, item.last_offset, item.max_timestamp, item.end - item.position)

@@ -114,14 +114,16 @@ class OngoingTxns:
             return high_watermark
         return first if first > log_start else log_start
 
-    def aborted(self, producer_id: int, first_offset: int, marker_offset: int, log_start: int = 0) -> AbortedTxn:
+    def aborted(self, producer_id: int, first_offset: int, marker_offset: int,
+                log_start: int = 0) -> AbortedTxn:
         """The index entry of the transaction aborted at ``marker_offset``, once ``end``
         has closed it: its LSO is the one right after the marker."""
         return AbortedTxn(producer_id, first_offset, marker_offset,
                           self.last_stable(marker_offset + 1, log_start))
 
 
-def aborted_in_range(entries: list[AbortedTxn], fetch_offset: int, upper_offset: int) -> tuple[list[AbortedTxn], bool]:
+def aborted_in_range(entries: list[AbortedTxn], fetch_offset: int,
+                     upper_offset: int) -> tuple[list[AbortedTxn], bool]:
     """The entries (ordered by marker) whose transaction overlaps
     ``[fetch_offset, upper_offset)``, and True when no later entry can (one's LSO reached
     ``upper_offset``: no transaction ending later can start below it; Kafka's

@@ -102,12 +102,14 @@ def main(argv: list[str]) -> int:
         description="Check a data directory's logs for exactly-once defects: duplicated "
                     "(producer id, epoch, sequence), transactions without markers, aborted records "
                     "visible to read_committed, offset gaps and disorder. Exits 1 when any invariant fails.")
-    p.add_argument("data_dir", help="a minibroker (or Kafka) data directory; read only, a broker may be running")
+    p.add_argument("data_dir",
+                   help="a minibroker (or Kafka) data directory; read only, a broker may be running")
     p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC",
                    help="audit only this topic (repeatable); default: every topic, internal ones included")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.add_argument("--local", action="store_true", help="run the checks in this process, without Spark")
-    p.add_argument("--master", default="local[*]", help="Spark master when not under spark-submit (default local[*])")
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master when not under spark-submit (default local[*])")
     args = p.parse_args(argv)
     if not os.path.isdir(args.data_dir):
         print(f"minibroker audit: {args.data_dir} is not a directory", file=sys.stderr)

@@ -237,7 +237,8 @@ class _Auditor:
             self.r.aborted_txns += 1
             first = txn.first_offset if txn is not None else h.base_offset
             prev = txn.prev_data if txn is not None else self.last_data.get(pid, -1)
-            self.aborted.append((pid, h.producer_epoch, first, h.base_offset, txn.records if txn else 0, prev))
+            self.aborted.append((pid, h.producer_epoch, first, h.base_offset,
+                                 txn.records if txn else 0, prev))
 
     # -- per segment ------------------------------------------------------------------------
     def segment_tail(self, path: str, stop: int, last_segment: bool) -> None:

@@ -13,7 +13,8 @@ The reader therefore stops on whichever comes first: a message at or past the en
 consumer's position (which librdkafka moves past control records as well) reaching the
 end, or a partition-EOF event whose offset (librdkafka's fetch position, past aborted
 batches too) reaches it. Only offsets below ``r.end`` are ever returned, so the records
-of a range do not depend on which of these ends it. Every wait is bounded by ``kafkaConsumer.pollTimeoutMs`` without progress.
+of a range do not depend on which of these ends it. Every wait is bounded by
+``kafkaConsumer.pollTimeoutMs`` without progress.
 """
 
 from __future__ import annotations

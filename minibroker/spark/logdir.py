@@ -22,8 +22,13 @@ import structlog
 
 from minibroker_protocol.records import decode_batch
 from minibroker_protocol.topics import INTERNAL_TOPICS
-from minibroker_storage.offline import (AbortedIndex, PartitionScan, iter_batches, partition_dirs,
-                             txn_index_entries)
+from minibroker_storage.offline import (
+    AbortedIndex,
+    PartitionScan,
+    iter_batches,
+    partition_dirs,
+    txn_index_entries,
+)
 from minibroker_storage.txn_index import AbortedTxn
 
 from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks

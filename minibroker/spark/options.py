@@ -158,7 +158,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     else:
         assign = _assignment(options["assign"])
 
-    given = {k: options[k].strip().lower() for k in ("isolation.level", "kafka.isolation.level") if k in options}
+    given = {k: options[k].strip().lower()
+             for k in ("isolation.level", "kafka.isolation.level") if k in options}
     if len(set(given.values())) > 1:
         raise OptionError(f"isolation.level and kafka.isolation.level disagree: {given}; give one")
     iso = next(iter(given.values()), READ_COMMITTED)

@@ -25,8 +25,16 @@ def ddl(include_headers: bool) -> str:
 
 
 def spark_schema(include_headers: bool):
-    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
-                                   StructField, StructType, TimestampType)
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
     fields = [
         StructField("key", BinaryType()),

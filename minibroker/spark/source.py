@@ -27,11 +27,27 @@ from dataclasses import dataclass
 
 import structlog
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
-                                              SupportsTriggerAvailableNow)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
-from .offsets import (EARLIEST, START_KEY, DataLoss, OffsetRange, TopicPartition, from_json_dict, plan_ranges,
-                      rate_limit, resolve, split_ranges, symbolic, to_json_dict)
+from .offsets import (
+    EARLIEST,
+    START_KEY,
+    DataLoss,
+    OffsetRange,
+    TopicPartition,
+    from_json_dict,
+    plan_ranges,
+    rate_limit,
+    resolve,
+    split_ranges,
+    symbolic,
+    to_json_dict,
+)
 from .options import SOURCE_NAME, SourceOptions, parse_options
 from .schema import spark_schema
 

@@ -41,7 +41,7 @@ _TOPIC_MAX = 249  # Kafka's Topic.MAX_NAME_LENGTH
 # Brokers started and not yet closed, so a script that forgets close() (or drops its last
 # reference to the handle) does not leave a process or a temp dir behind: a strong set, since a
 # weak one would forget exactly the handles nobody holds any more.
-_LIVE: "set[MiniBroker]" = set()
+_LIVE: set[MiniBroker] = set()
 
 
 class MiniBrokerError(RuntimeError):
@@ -203,7 +203,7 @@ class MiniBroker:
 
     # ------------------------------------------------------------- lifecycle
 
-    def start(self) -> "MiniBroker":
+    def start(self) -> MiniBroker:
         """Start the broker (again) and wait until it accepts connections."""
         if self.closed:
             raise MiniBrokerError(f"{self!r} was closed")
@@ -324,7 +324,7 @@ class MiniBroker:
         self.returncodes.append(rc)
         return rc
 
-    def restart(self, graceful: bool = True) -> "MiniBroker":
+    def restart(self, graceful: bool = True) -> MiniBroker:
         """Stop (SIGTERM; SIGKILL when ``graceful=False``) and start again: same port, same data."""
         if graceful:
             rc = self.stop()
@@ -362,7 +362,7 @@ class MiniBroker:
     def _tail_section(self) -> str:
         return f"--- {self.log_path} (last lines) ---\n{self.log_tail()}"
 
-    def __enter__(self) -> "MiniBroker":
+    def __enter__(self) -> MiniBroker:
         try:
             return self.start()
         except BaseException:

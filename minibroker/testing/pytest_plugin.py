@@ -54,7 +54,7 @@ def _keep(config: pytest.Config) -> bool | None:
 
 
 @pytest.fixture(scope="session")
-def minibroker(request: pytest.FixtureRequest) -> "Iterator[MiniBroker]":
+def minibroker(request: pytest.FixtureRequest) -> Iterator[MiniBroker]:
     """A broker process shared by the whole session (its ``MiniBroker`` handle).
 
     Tests that restart or kill a broker should take their own from ``minibroker_factory``.
@@ -93,7 +93,7 @@ class MiniBrokerFactory:
         self.keep = keep
         self.brokers: list[MiniBroker] = []
 
-    def __call__(self, *, start: bool = True, **options: Any) -> "MiniBroker":
+    def __call__(self, *, start: bool = True, **options: Any) -> MiniBroker:
         from .broker import MiniBroker
 
         options.setdefault("name", f"{self.name}-{len(self.brokers)}")
@@ -108,7 +108,7 @@ class MiniBrokerFactory:
 
 
 @pytest.fixture
-def minibroker_factory(request: pytest.FixtureRequest) -> "Iterator[MiniBrokerFactory]":
+def minibroker_factory(request: pytest.FixtureRequest) -> Iterator[MiniBrokerFactory]:
     """``minibroker_factory(**options)`` → a started ``MiniBroker`` that lives until the test ends."""
     from .broker import _TOPIC_ILLEGAL
 
@@ -139,7 +139,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
                                 broker.log_tail(_LOG_LINES)))
 
 
-def _brokers_of(item: pytest.Item) -> list["MiniBroker"]:
+def _brokers_of(item: pytest.Item) -> list[MiniBroker]:
     funcargs = getattr(item, "funcargs", None) or {}
     if not funcargs and _SESSION_BROKER not in item.config.stash:
         return []
