@@ -46,15 +46,16 @@ class Response:
 NO_RESPONSE = Response((), -1)
 
 Answer = Response | Awaitable[Response]
-Handler = Callable[[RequestContext, Any], Any]
+# ``req`` is the decoded kio request entity (its type differs per version) or what the
+# Api's own decoder returns.
+Handler = Callable[[RequestContext, Any], Answer]
 
 
 @dataclass(frozen=True)
 class Api:
-    key: ApiKey | int
+    key: ApiKey
     min_version: int
     max_version: int
-    # Answers a Response, or an awaitable of one. Handlers not yet converted still answer a kio
-    # entity, an encoded (chunks, size) tuple or None; dispatch.Dispatcher wraps those.
+    # Answers a Response, or an awaitable of one (a request that waits: a long poll, a join).
     handler: Handler
     decoder: Callable[[Any, int], Any] | None = None  # custom body decoder (body, version) -> request

@@ -35,10 +35,32 @@ log = structlog.get_logger("minibroker")
 
 
 def build_dispatcher(broker: Broker) -> Dispatcher:
+    """Every handler family, each handed the broker's parts it uses (the broker owns them)."""
+    logs = broker.logs
+    txn = broker.txn_coordinator
+
+    def endpoint() -> tuple[str, int]:
+        # read per request: the port is known once the first listener is bound
+        return broker.host, broker.port
+
+    families = (
+        ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
+                        notify_append=broker.notify_append,
+                        max_message_bytes=broker.max_message_bytes),
+        FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append),
+        MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
+                         create_topic=broker.create_topic, endpoint=endpoint),
+        AdminHandlers(logs=logs, config=broker.config, create_topic=broker.create_topic,
+                      delete_topic=broker.delete_topic),
+        CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint),
+        TxnHandlers(coordinator=txn, logs=logs, producer_ids=broker.producer_ids,
+                    offsets_partition_for=broker.offsets_partition_for),
+        TxnAdminHandlers(coordinator=txn, logs=logs),
+        GroupHandlers(groups=broker.group_coordinator, logs=logs),
+    )
     d = Dispatcher()
-    for family in (ProduceHandlers, FetchHandlers, MetadataHandlers, AdminHandlers,
-                   CoordinatorHandlers, TxnHandlers, TxnAdminHandlers, GroupHandlers):
-        for api in family(broker).apis():
+    for family in families:
+        for api in family.apis():
             d.register(api)
     return d
 

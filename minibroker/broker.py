@@ -1,6 +1,7 @@
 """The broker's wiring: it builds the stores, coordinators and background work, and
-hands each its collaborators explicitly. Handlers call the few lookups below (topics,
-logs, the internal topics) and the coordinators it holds.
+hands each its collaborators explicitly. The handler families are handed the parts they
+use (the log manager, a coordinator, a bound method below) by ``app.build_dispatcher``;
+none receives the broker itself.
 
 Who needs what:
 

@@ -9,9 +9,7 @@ unsupported version or unparsable body closes the connection.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-from collections.abc import Awaitable
 from typing import Any
 
 import structlog
@@ -22,7 +20,7 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.header import HeaderError, peek_header, read_request_header
 
-from .api import NO_RESPONSE, Api, RequestContext, Response
+from .api import Answer, Api, RequestContext, Response
 
 __all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
@@ -50,7 +48,7 @@ class Dispatcher:
         # checks that every advertised version has its schemas).
         self.apis[api.key] = api
 
-    def handle(self, frame: Any, connection: Any) -> Response | Awaitable[Response]:
+    def handle(self, frame: Any, connection: Any) -> Answer:
         try:
             api_key, version, corr = peek_header(frame)
         except HeaderError as e:
@@ -80,19 +78,7 @@ class Dispatcher:
             raise Disconnect("malformed_request", str(e), api_key=api_key,
                              api_version=version) from None
         ctx = RequestContext(api_key, version, corr, header.client_id, connection)
-        result = api.handler(ctx, request)
-        if isinstance(result, Response):
-            return result
-        if asyncio.iscoroutine(result):
-            return self._answer_later(corr, result)
-        return _legacy(corr, result)
-
-    @staticmethod
-    async def _answer_later(corr: int, coro: Awaitable[Any]) -> Response:
-        result = await coro
-        if isinstance(result, Response):
-            return result
-        return _legacy(corr, result)
+        return api.handler(ctx, request)
 
     # -- ApiVersions -----------------------------------------------------------
     def _api_keys(self, cls: Any) -> tuple[Any, ...]:
@@ -126,18 +112,6 @@ class Dispatcher:
                                  max_version=api.max_version),),
         )
         return Response.of(corr, entity)
-
-
-def _legacy(corr: int, result: Any) -> Response:
-    """The answers of handlers not yet converted to Response (issue 15: txn, txn_admin,
-    coordinator, produce, group): None for no answer, a (chunks, size) tuple already encoded,
-    or a kio entity. Remove once every handler answers a Response."""
-    if result is None:
-        return NO_RESPONSE
-    if isinstance(result, tuple):
-        chunks, size = result
-        return Response.encoded(chunks, size)
-    return Response.of(corr, result)
 
 
 def _valid_software(s: str) -> bool:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
+from minibroker_storage.manager import LogManager
 
 from .. import topic_configs as tc
 from ..api import Api, RequestContext
-from .common import ZERO, answers, response_cls
+from ..config import Config
+from .common import ZERO, CreateTopic, answers, response_cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -19,8 +22,13 @@ RESOURCE_BROKER_LOGGER = 8
 
 
 class AdminHandlers:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, *, logs: LogManager, config: Config, create_topic: CreateTopic,
+                 delete_topic: Callable[[str], None]) -> None:
+        self.logs = logs
+        self.config = config
+        self.create_topic = create_topic
+        # deletes the topic's logs and wakes the fetches waiting on it
+        self.delete_topic = delete_topic
 
     def apis(self) -> list[Api]:
         return [
@@ -35,7 +43,6 @@ class AdminHandlers:
         R = response_cls(ctx)
         Result = nested(R, "CreatableTopicResult")
         Cfg = nested(R, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
-        b = self.broker
         names = [t.name for t in req.topics]
         results = []
         for t in req.topics:
@@ -43,7 +50,7 @@ class AdminHandlers:
             configs = {c.name: c.value for c in t.configs}
             topic_id = None
             if error == ErrorCode.none and not req.validate_only:
-                info = b.create_topic(t.name, partitions, configs, reason="create_topics")
+                info = self.create_topic(t.name, partitions, configs, reason="create_topics")
                 topic_id = info.topic_id
             ok = error == ErrorCode.none
             results.append(build(
@@ -56,14 +63,13 @@ class AdminHandlers:
         return build(R, throttle_time=ZERO, topics=tuple(results))
 
     def _check_create(self, t, names) -> tuple[ErrorCode, str | None, int]:
-        b = self.broker
         if names.count(t.name) > 1:
             return (ErrorCode.invalid_request,
                     f"Create topics request from client contains a duplicate topic {t.name}", -1)
         why = topic_name_error(t.name)
         if why is not None:
             return ErrorCode.invalid_topic_exception, why, -1
-        if b.topic(t.name) is not None:
+        if self.logs.topic(t.name) is not None:
             return ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.", -1
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
@@ -74,13 +80,13 @@ class AdminHandlers:
             if indexes != list(range(len(indexes))):
                 return ErrorCode.invalid_replica_assignment, "Partitions should be numbered 0 to N-1", -1
             for a in t.assignments:
-                if list(a.broker_ids) != [b.node_id]:
+                if list(a.broker_ids) != [self.config.node_id]:
                     return (ErrorCode.invalid_replica_assignment,
                             f"Replica assignment {list(a.broker_ids)} names brokers other than "
-                            f"the single broker {b.node_id}", -1)
+                            f"the single broker {self.config.node_id}", -1)
             partitions = len(indexes)
         else:
-            partitions = b.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+            partitions = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
             if partitions <= 0:
                 return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
             if t.replication_factor == 0 or t.replication_factor < -1:
@@ -103,7 +109,7 @@ class AdminHandlers:
             if name in overrides:
                 value, source = overrides[name], tc.DYNAMIC_TOPIC_CONFIG
             else:
-                value, source = tc.default_for(name, self.broker.config)
+                value, source = tc.default_for(name, self.config)
             out.append(build(Cfg, name=name, value=value, read_only=False, config_source=source,
                              is_sensitive=False))
         return tuple(out)
@@ -113,14 +119,13 @@ class AdminHandlers:
     def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         Result = nested(R, "DeletableTopicResult")
-        b = self.broker
         if ctx.api_version >= 6:
             wanted = [(t.name, t.topic_id) for t in req.topics]
         else:
             wanted = [(name, None) for name in req.topic_names]
         results = []
         for name, tid in wanted:
-            info = b.topic(name) if name else (b.topic_by_id(tid) if tid else None)
+            info = self.logs.topic(name) if name else (self.logs.topic_by_id(tid) if tid else None)
             if name and tid and info is not None and info.topic_id != tid:
                 info = None
             if info is None:
@@ -136,7 +141,7 @@ class AdminHandlers:
                                      error_code=ErrorCode.invalid_topic_exception,
                                      error_message="Internal topics cannot be deleted"))
                 continue
-            b.delete_topic(info.name)
+            self.delete_topic(info.name)
             results.append(build(Result, name=info.name, topic_id=info.topic_id,
                                  error_code=ErrorCode.none, error_message=None))
         return build(R, throttle_time=ZERO, responses=tuple(results))
@@ -177,7 +182,7 @@ class AdminHandlers:
         return build(R, throttle_time=ZERO, results=tuple(results))
 
     def _topic_configs(self, name: str):
-        info = self.broker.topic(name)
+        info = self.logs.topic(name)
         if info is None:
             why = topic_name_error(name)
             if why is not None:
@@ -189,20 +194,19 @@ class AdminHandlers:
             if key in info.configs:
                 value, source = info.configs[key], tc.DYNAMIC_TOPIC_CONFIG
             else:
-                value, source = tc.default_for(key, self.broker.config)
+                value, source = tc.default_for(key, self.config)
             entries.append((key, value, source, False, d.type, d.doc or None))
         return ErrorCode.none, None, entries
 
     def _broker_configs(self, name: str, listeners: tuple):
-        b = self.broker
-        if name not in ("", str(b.node_id)):
+        if name not in ("", str(self.config.node_id)):
             return (ErrorCode.invalid_request,
-                    f"Unexpected broker id, expected {b.node_id} but received {name}", [])
-        c = b.config
+                    f"Unexpected broker id, expected {self.config.node_id} but received {name}", [])
+        c = self.config
         S = tc.STATIC_BROKER_CONFIG
         rows = [
-            ("node.id", str(b.node_id), tc.INT),
-            ("broker.id", str(b.node_id), tc.INT),
+            ("node.id", str(self.config.node_id), tc.INT),
+            ("broker.id", str(self.config.node_id), tc.INT),
             ("listeners", ",".join(x.config_value() for x in listeners), tc.LIST),
             ("advertised.listeners", ",".join(x.advertised_value() for x in listeners), tc.LIST),
             ("log.dirs", str(c.data_dir), tc.STRING),

@@ -7,25 +7,27 @@ producing too.
 
 from __future__ import annotations
 
+from typing import Any
+
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..dispatch import Api
-from .common import ZERO, advertised_endpoint, response_cls
-
-FIND_COORDINATOR = 10
+from ..api import Api, RequestContext
+from .common import ZERO, Endpoint, advertised_endpoint, answers, response_cls
 
 KEY_GROUP = 0
 KEY_TRANSACTION = 1
 
 
 class CoordinatorHandlers:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, *, node_id: int, endpoint: Endpoint) -> None:
+        self.node_id = node_id
+        self.endpoint = endpoint
 
     def apis(self) -> list[Api]:
         # v6 adds share-group keys (KIP-932), which this broker does not serve.
-        return [Api(FIND_COORDINATOR, 0, 5, self.find_coordinator)]
+        return [Api(ApiKey.FindCoordinator, 0, 5, self.find_coordinator)]
 
     def _answer(self, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
         if key_type not in (KEY_GROUP, KEY_TRANSACTION):
@@ -34,23 +36,24 @@ class CoordinatorHandlers:
             return ErrorCode.invalid_request, "Transactional id must not be empty"
         return ErrorCode.none, None
 
-    def find_coordinator(self, ctx, req):
+    @answers
+    def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
-        b = self.broker
+        node_id = self.node_id
         key_type = getattr(req, "key_type", KEY_GROUP)
-        host, port = advertised_endpoint(ctx, b)
+        host, port = advertised_endpoint(ctx, self.endpoint)
         if ctx.api_version >= 4:
             C = nested(R, "Coordinator")
             out = []
             for key in req.coordinator_keys:
                 error, message = self._answer(key_type, key)
                 ok = error == ErrorCode.none
-                out.append(build(C, key=key, node_id=b.node_id if ok else -1,
+                out.append(build(C, key=key, node_id=node_id if ok else -1,
                                  host=host if ok else "", port=port if ok else -1,
                                  error_code=error, error_message=message))
             return build(R, throttle_time=ZERO, coordinators=tuple(out))
         error, message = self._answer(key_type, req.key)
         ok = error == ErrorCode.none
         return build(R, throttle_time=ZERO, error_code=error, error_message=message,
-                     node_id=b.node_id if ok else -1, host=host if ok else "",
+                     node_id=node_id if ok else -1, host=host if ok else "",
                      port=port if ok else -1)

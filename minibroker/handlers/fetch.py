@@ -9,7 +9,7 @@ client handles by sending full fetches.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -19,10 +19,11 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.errors import OffsetOutOfRange
+from minibroker_storage.manager import LogManager
 from minibroker_storage.verify import CorruptBatch
 
 from ..api import Api, RequestContext, Response
-from .common import ZERO, answers, response_cls
+from .common import ZERO, answers, partition_log, response_cls
 
 log = structlog.get_logger("minibroker.fetch")
 
@@ -36,8 +37,11 @@ LATEST_TIERED = -5
 
 
 class FetchHandlers:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, *, logs: LogManager,
+                 wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]]) -> None:
+        self.logs = logs
+        # the fetch waiters: returns when one of the partitions is appended to, or at the timeout
+        self.wait_for_append = wait_for_append
 
     def apis(self) -> list[Api]:
         return [
@@ -63,7 +67,7 @@ class FetchHandlers:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            await self.broker.wait_for_append(watched, remaining)
+            await self.wait_for_append(watched, remaining)
             topics, total, any_error = self._read(req, version)
             if total >= req.min_bytes or any_error:
                 return self._encode(ctx, topics)
@@ -76,7 +80,7 @@ class FetchHandlers:
 
     def _resolved(self, req, version):
         """(topic info or a stand-in with the requested name/id, partitions) pairs."""
-        b = self.broker
+        b = self.logs
         out = []
         for t in req.topics:
             if version >= 13:
@@ -89,7 +93,7 @@ class FetchHandlers:
         return out
 
     def _read(self, req, version):
-        b = self.broker
+        b = self.logs
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         remaining = req.max_bytes if version >= 3 else 2**31 - 1
         min_one = True
@@ -107,9 +111,9 @@ class FetchHandlers:
                         else ErrorCode.unknown_topic_or_partition)
                     any_error = True
                     continue
-                plog = b.get_log(info.name, p.partition)
+                plog = partition_log(b, info.name, p.partition)
                 hw = plog.high_watermark
-                lso = b.last_stable_offset(info.name, p.partition)
+                lso = plog.last_stable_offset
                 fp.high_watermark = hw
                 fp.last_stable_offset = lso
                 fp.log_start_offset = plog.log_start_offset
@@ -164,7 +168,7 @@ class FetchHandlers:
         R = response_cls(ctx)
         T = nested(R, "ListOffsetsTopicResponse")
         P = nested(R, "ListOffsetsPartitionResponse")
-        b = self.broker
+        b = self.logs
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         seen: set[tuple[str, int]] = set()
         topics = []
@@ -192,12 +196,12 @@ class FetchHandlers:
         return build(R, throttle_time=ZERO, topics=tuple(topics))
 
     def _lookup(self, topic: str, partition: int, target: int, committed: bool, version: int):
-        b = self.broker
-        plog = b.get_log(topic, partition)
+        b = self.logs
+        plog = partition_log(b, topic, partition)
         if target in (EARLIEST, EARLIEST_LOCAL):
             return -1, plog.log_start_offset
         if target == LATEST:
-            return -1, (b.last_stable_offset(topic, partition) if committed else plog.high_watermark)
+            return -1, (plog.last_stable_offset if committed else plog.high_watermark)
         if target == LATEST_TIERED:
             return -1, -1  # no tiered storage: Kafka answers "no offset"
         if target == MAX_TIMESTAMP:

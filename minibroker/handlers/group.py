@@ -2,62 +2,53 @@
 
 from __future__ import annotations
 
+import datetime
+from typing import Any
+
 import structlog
 
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
+from minibroker_storage.manager import LogManager
 
-from ..coordinator.group import GroupError, Offset
-from ..dispatch import Api
-from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, response_cls
+from ..api import Api, RequestContext
+from ..coordinator.group import GroupCoordinator, GroupError, Offset
+from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, answers_later, response_cls
 
 log = structlog.get_logger("minibroker.group")
-
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-DELETE_GROUPS = 42
-TXN_OFFSET_COMMIT = 28
-OFFSET_DELETE = 47
 
 # Kafka's offset.metadata.max.bytes
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
-def _ms(td) -> int:
+def _ms(td: datetime.timedelta) -> int:
     return int(td.total_seconds() * 1000)
 
 
 class GroupHandlers:
-    def __init__(self, broker) -> None:
-        self.broker = broker
-
-    @property
-    def groups(self):
-        return self.broker.group_coordinator
+    def __init__(self, *, groups: GroupCoordinator, logs: LogManager) -> None:
+        self.groups = groups
+        self.logs = logs
 
     def apis(self) -> list[Api]:
         return [
-            Api(JOIN_GROUP, 0, 9, self.join_group),
-            Api(SYNC_GROUP, 0, 5, self.sync_group),
-            Api(HEARTBEAT, 0, 4, self.heartbeat),
-            Api(LEAVE_GROUP, 0, 5, self.leave_group),
-            Api(OFFSET_COMMIT, 2, 9, self.offset_commit),
-            Api(OFFSET_FETCH, 1, 9, self.offset_fetch),
-            Api(TXN_OFFSET_COMMIT, 0, 3, self.txn_offset_commit),
-            Api(LIST_GROUPS, 0, 5, self.list_groups),
-            Api(DESCRIBE_GROUPS, 0, 5, self.describe_groups),
-            Api(DELETE_GROUPS, 0, 2, self.delete_groups),
-            Api(OFFSET_DELETE, 0, 0, self.offset_delete),
+            Api(ApiKey.JoinGroup, 0, 9, self.join_group),
+            Api(ApiKey.SyncGroup, 0, 5, self.sync_group),
+            Api(ApiKey.Heartbeat, 0, 4, self.heartbeat),
+            Api(ApiKey.LeaveGroup, 0, 5, self.leave_group),
+            Api(ApiKey.OffsetCommit, 2, 9, self.offset_commit),
+            Api(ApiKey.OffsetFetch, 1, 9, self.offset_fetch),
+            Api(ApiKey.TxnOffsetCommit, 0, 3, self.txn_offset_commit),
+            Api(ApiKey.ListGroups, 0, 5, self.list_groups),
+            Api(ApiKey.DescribeGroups, 0, 5, self.describe_groups),
+            Api(ApiKey.DeleteGroups, 0, 2, self.delete_groups),
+            Api(ApiKey.OffsetDelete, 0, 0, self.offset_delete),
         ]
 
     # -- membership -------------------------------------------------------------------
-    async def join_group(self, ctx, req):
+    @answers_later
+    async def join_group(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         M = nested(R, "JoinGroupResponseMember")
         peer = ctx.connection.peer
@@ -84,7 +75,8 @@ class GroupHandlers:
             members=tuple(build(M, member_id=mid, group_instance_id=iid, metadata=meta)
                           for mid, iid, meta in ans["members"]))
 
-    async def sync_group(self, ctx, req):
+    @answers_later
+    async def sync_group(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         try:
             assignment, ptype, pname = await self.groups.sync(
@@ -99,7 +91,8 @@ class GroupHandlers:
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, protocol_type=ptype,
                      protocol_name=pname, assignment=assignment)
 
-    def heartbeat(self, ctx, req):
+    @answers
+    def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         try:
             self.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
@@ -109,7 +102,8 @@ class GroupHandlers:
             code = e.code
         return build(R, throttle_time=ZERO, error_code=code)
 
-    def leave_group(self, ctx, req):
+    @answers
+    def leave_group(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         if ctx.api_version >= 3:
             members = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -124,13 +118,14 @@ class GroupHandlers:
         return build(R, throttle_time=ZERO, error_code=codes[0])
 
     # -- offsets ----------------------------------------------------------------------
-    def _offsets_from(self, topics):
-        b = self.broker
+    def _offsets_from(
+        self, topics: Any,
+    ) -> tuple[dict[tuple[str, int], Offset], dict[tuple[str, int], ErrorCode]]:
         ok: dict[tuple[str, int], Offset] = {}
         errors: dict[tuple[str, int], ErrorCode] = {}
         ts = self.groups.now_ms()
         for t in topics:
-            info = b.topic(t.name)
+            info = self.logs.topic(t.name)
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 if info is None or not 0 <= p.partition_index < info.partitions:
@@ -142,7 +137,8 @@ class GroupHandlers:
                                     p.committed_metadata or "", ts)
         return ok, errors
 
-    def offset_commit(self, ctx, req):
+    @answers
+    def offset_commit(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         T = nested(R, "OffsetCommitResponseTopic")
         P = nested(R, "OffsetCommitResponsePartition")
@@ -158,7 +154,8 @@ class GroupHandlers:
                 errors.update({tp: e.code for tp in ok})
         return self._per_partition(R, T, P, req.topics, errors)
 
-    def txn_offset_commit(self, ctx, req):
+    @answers
+    def txn_offset_commit(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         T = nested(R, "TxnOffsetCommitResponseTopic")
         P = nested(R, "TxnOffsetCommitResponsePartition")
@@ -193,7 +190,8 @@ class GroupHandlers:
                 for p in t.partitions))
             for t in topics))
 
-    def offset_fetch(self, ctx, req):
+    @answers
+    def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         stable = getattr(req, "require_stable", False)
         if ctx.api_version >= 8:
@@ -225,7 +223,8 @@ class GroupHandlers:
                 error_code=code))
         return tuple(build(T, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
 
-    def offset_delete(self, ctx, req):
+    @answers
+    def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         T = nested(R, "OffsetDeleteResponseTopic")
         P = nested(R, "OffsetDeleteResponsePartition")
@@ -241,7 +240,8 @@ class GroupHandlers:
             build(T, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
 
     # -- admin ---------------------------------------------------------------------------
-    def list_groups(self, ctx, req):
+    @answers
+    def list_groups(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         L = nested(R, "ListedGroup")
         states = {s.lower() for s in getattr(req, "states_filter", ())}
@@ -256,7 +256,8 @@ class GroupHandlers:
                              group_state=g.state, group_type="classic"))
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, groups=tuple(out))
 
-    def describe_groups(self, ctx, req):
+    @answers
+    def describe_groups(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         D = nested(R, "DescribedGroup")
         DM = nested(R, "DescribedGroupMember")
@@ -282,7 +283,8 @@ class GroupHandlers:
                              authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         return build(R, throttle_time=ZERO, groups=tuple(out))
 
-    def delete_groups(self, ctx, req):
+    @answers
+    def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         D = nested(R, "DeletableGroupResult")
         return build(R, throttle_time=ZERO, results=tuple(

@@ -10,9 +10,20 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
+from minibroker_storage.catalog import TopicInfo
+from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
-from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, advertised_endpoint, answers, response_cls
+from ..config import Config
+from .common import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ZERO,
+    CreateTopic,
+    Endpoint,
+    advertised_endpoint,
+    answers,
+    response_cls,
+)
 
 log = structlog.get_logger("minibroker.metadata")
 
@@ -23,8 +34,14 @@ _CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 class MetadataHandlers:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, *, logs: LogManager, config: Config, cluster_id: str,
+                 create_topic: CreateTopic, endpoint: Endpoint) -> None:
+        self.logs = logs
+        self.config = config
+        self.cluster_id = cluster_id
+        # topics created on demand (auto.create.topics.enable)
+        self.create_topic = create_topic
+        self.endpoint = endpoint
 
     def apis(self) -> list[Api]:
         return [
@@ -38,9 +55,8 @@ class MetadataHandlers:
         Broker = nested(R, "MetadataResponseBroker")
         Topic = nested(R, "MetadataResponseTopic")
         Partition = nested(R, "MetadataResponsePartition")
-        b = self.broker
-        host, port = advertised_endpoint(ctx, b)
-        node = b.node_id
+        host, port = advertised_endpoint(ctx, self.endpoint)
+        node = self.config.node_id
         include_ops = getattr(req, "include_topic_authorized_operations", False)
 
         def topic_entry(name, info=None, error=ErrorCode.none, topic_id=None):
@@ -59,9 +75,10 @@ class MetadataHandlers:
                          else AUTHORIZED_OPERATIONS_OMITTED)
 
         topics = []
+        info: TopicInfo | None
         requested = req.topics
         if requested is None or (ctx.api_version == 0 and not requested):
-            for info in sorted(b.topics(), key=lambda t: t.name):
+            for info in sorted(self.logs.topics(), key=lambda t: t.name):
                 topics.append(topic_entry(info.name, info))
         else:
             allow_auto = getattr(req, "allow_auto_topic_creation", True)
@@ -69,20 +86,20 @@ class MetadataHandlers:
                 name = t.name
                 tid = getattr(t, "topic_id", None)
                 if name is None:
-                    info = b.topic_by_id(tid) if tid is not None else None
+                    info = self.logs.topic_by_id(tid) if tid is not None else None
                     if info is None:
                         topics.append(topic_entry(None, error=ErrorCode.unknown_topic_id, topic_id=tid))
                     else:
                         topics.append(topic_entry(info.name, info))
                     continue
-                info = b.topic(name)
+                info = self.logs.topic(name)
                 if info is None:
                     why = topic_name_error(name)
                     if why is not None:
                         topics.append(topic_entry(name, error=ErrorCode.invalid_topic_exception))
                         continue
-                    if allow_auto and b.config.auto_create_topics and not is_internal(name):
-                        info = b.create_topic(name, b.config.num_partitions, {}, reason="auto_create")
+                    if allow_auto and self.config.auto_create_topics and not is_internal(name):
+                        info = self.create_topic(name, self.config.num_partitions, {}, reason="auto_create")
                     else:
                         # librdkafka turns this answer into "Subscribed topic not available"
                         # (rdkafka_cgrp.c, rd_kafka_cgrp_metadata_update_check): say which
@@ -93,7 +110,7 @@ class MetadataHandlers:
                                   correlation_id=ctx.correlation_id, api_version=ctx.api_version,
                                   reason="not in the catalog; auto-create "
                                   + ("refused by the request" if not allow_auto
-                                     else "off" if not b.config.auto_create_topics
+                                     else "off" if not self.config.auto_create_topics
                                      else "never for internal topics"))
                         topics.append(topic_entry(name, error=ErrorCode.unknown_topic_or_partition))
                         continue
@@ -102,7 +119,7 @@ class MetadataHandlers:
             R,
             throttle_time=ZERO,
             brokers=(build(Broker, node_id=node, host=host, port=port, rack=None),),
-            cluster_id=b.cluster_id,
+            cluster_id=self.cluster_id,
             controller_id=node,
             topics=tuple(topics),
             cluster_authorized_operations=_CLUSTER_OPS if getattr(
@@ -113,19 +130,18 @@ class MetadataHandlers:
     def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         B = nested(R, "DescribeClusterBroker")
-        b = self.broker
-        host, port = advertised_endpoint(ctx, b)
+        host, port = advertised_endpoint(ctx, self.endpoint)
         endpoint_type = getattr(req, "endpoint_type", 1)
         if endpoint_type != 1:
             # KIP-919: a broker answers for brokers only; controllers are asked directly.
             return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_endpoint_type,
                          error_message="The broker only handles endpoint type BROKERS",
-                         endpoint_type=endpoint_type, cluster_id=b.cluster_id, controller_id=-1,
+                         endpoint_type=endpoint_type, cluster_id=self.cluster_id, controller_id=-1,
                          brokers=(), cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         return build(
             R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
-            endpoint_type=1, cluster_id=b.cluster_id, controller_id=b.node_id,
-            brokers=(build(B, broker_id=b.node_id, host=host, port=port, rack=None),),
+            endpoint_type=1, cluster_id=self.cluster_id, controller_id=self.config.node_id,
+            brokers=(build(B, broker_id=self.config.node_id, host=host, port=port, rack=None),),
             cluster_authorized_operations=_CLUSTER_OPS if req.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )

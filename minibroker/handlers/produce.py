@@ -7,35 +7,50 @@ once from the request frame into the mmap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from minibroker_protocol import produce as wire
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.batch import InvalidBatch, validate_produce_records
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal
+from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.errors import ProducerStateError, StorageError
+from minibroker_storage.manager import LogManager
 
-from ..dispatch import Api, Disconnect
-from .common import ZERO, response_cls
+from ..api import NO_RESPONSE, Api, RequestContext, Response
+from ..dispatch import Disconnect
+from .common import ZERO, partition_log, response_cls
 
 log = structlog.get_logger("minibroker.produce")
 
-PRODUCE = 0
+# What a partition's append answers: (index, error, base offset, log start offset, message).
+PartitionResult = tuple[int, ErrorCode, int, int, str | None]
 
 
 class ProduceHandlers:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, *, logs: LogManager,
+                 verify_produce: Callable[[int, int, str, int], ErrorCode | None],
+                 notify_append: Callable[[str, int], None],
+                 max_message_bytes: Callable[[TopicInfo], int]) -> None:
+        self.logs = logs
+        # the transaction coordinator's check that a transactional batch is in its transaction
+        self.verify_produce = verify_produce
+        # wakes the fetch waiters of the partition
+        self.notify_append = notify_append
+        self.max_message_bytes = max_message_bytes
 
     def apis(self) -> list[Api]:
         # v12 differs from v11 only under transaction.version 2 (KIP-890), which
         # this broker does not advertise; v13 names topics by id.
-        return [Api(PRODUCE, wire.MIN_VERSION, 11, self.produce, decoder=wire.decode_produce)]
+        return [Api(ApiKey.Produce, wire.MIN_VERSION, 11, self.produce, decoder=wire.decode_produce)]
 
-    def produce(self, ctx, req: wire.ProduceRequest):
+    def produce(self, ctx: RequestContext, req: wire.ProduceRequest) -> Response:
         acks = req.acks
-        results: list[tuple[str, list]] = []
+        results: list[tuple[str, list[PartitionResult]]] = []
         any_error = False
         if acks not in (0, 1, -1):
             for t in req.topics:
@@ -55,7 +70,7 @@ class ProduceHandlers:
             if any_error:
                 # Kafka closes the connection so an acks=0 producer notices (KafkaApis.handleProduceRequest).
                 raise Disconnect("produce_error_acks0", "a partition failed in an acks=0 produce")
-            return None
+            return NO_RESPONSE
         R = response_cls(ctx)
         T = nested(R, "TopicProduceResponse")
         P = nested(R, "PartitionProduceResponse")
@@ -64,7 +79,7 @@ class ProduceHandlers:
         for name, parts in results:
             entries = []
             for index, error, base_offset, log_start, message in parts:
-                record_errors = ()
+                record_errors: tuple[object, ...] = ()
                 if E is not None and error == ErrorCode.invalid_record:
                     record_errors = (build(E, batch_index=0, batch_index_error_message=message),)
                 entries.append(build(
@@ -74,23 +89,23 @@ class ProduceHandlers:
                     error_message=message if error != ErrorCode.none else None,
                 ))
             topics.append(build(T, name=name, partition_responses=tuple(entries)))
-        return build(R, responses=tuple(topics), throttle_time=ZERO)
+        return Response.of(ctx.correlation_id,
+                           build(R, responses=tuple(topics), throttle_time=ZERO))
 
-    def _append(self, topic: str, p: wire.ProducePartition):
-        b = self.broker
-        info = b.topic(topic)
+    def _append(self, topic: str, p: wire.ProducePartition) -> PartitionResult:
+        info = self.logs.topic(topic)
         if info is None or not 0 <= p.index < info.partitions:
             return (p.index, ErrorCode.unknown_topic_or_partition, -1, -1,
                     "This server does not host this topic-partition.")
         if is_internal(topic):
             return (p.index, ErrorCode.invalid_topic_exception, -1, -1,
                     f"Cannot append to internal topic {topic}")
-        plog = b.get_log(topic, p.index)
+        plog = partition_log(self.logs, topic, p.index)
         records = p.records
         if records is None:
             return (p.index, ErrorCode.corrupt_message, -1, plog.log_start_offset,
                     "Produce request carries null records")
-        max_bytes = b.max_message_bytes(info)
+        max_bytes = self.max_message_bytes(info)
         if len(records) > max_bytes:
             log.info("produce.rejected", topic=topic, partition=p.index, reason="message_too_large",
                      size=len(records), max_message_bytes=max_bytes)
@@ -113,8 +128,7 @@ class ProduceHandlers:
             # KIP-890 part 1 is exact: the partition must be in the producer's
             # open transaction. Kafka verifies only batches that carry a producer id
             # (ReplicaManager.appendRecords' verification guard); one without is stored.
-            error = b.txn_coordinator.verify_produce(header.producer_id, header.producer_epoch,
-                                                     topic, p.index)
+            error = self.verify_produce(header.producer_id, header.producer_epoch, topic, p.index)
             if error is not None:
                 log.warning("produce.rejected", topic=topic, partition=p.index,
                             reason="transactional batch outside its transaction", error=error.name,
@@ -133,5 +147,5 @@ class ProduceHandlers:
                       error=e.error_code.name, detail=str(e))
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         if not appended.duplicate:
-            b.notify_append(topic, p.index)
+            self.notify_append(topic, p.index)
         return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)

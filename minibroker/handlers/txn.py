@@ -6,48 +6,52 @@ minibroker_protocol.errors.for_version gives older ones INVALID_PRODUCER_EPOCH (
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import structlog
 
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
+from minibroker_storage.manager import LogManager
+from minibroker_storage.producer_ids import ProducerIdAllocator
 
-from ..coordinator.transaction import TxnError
-from ..dispatch import Api
-from .common import ZERO, response_cls
+from ..api import Api, RequestContext
+from ..coordinator.transaction import TransactionCoordinator, TxnError
+from .common import ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.txn")
 
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-WRITE_TXN_MARKERS = 27
 
-
-def _code(ctx, code: ErrorCode) -> ErrorCode:
+def _code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
     return for_version(code, ctx.api_key, ctx.api_version)
 
 
 class TxnHandlers:
-    def __init__(self, broker) -> None:
-        self.broker = broker
-
-    @property
-    def coordinator(self):
-        return self.broker.txn_coordinator
+    def __init__(self, *, coordinator: TransactionCoordinator, logs: LogManager,
+                 producer_ids: ProducerIdAllocator,
+                 offsets_partition_for: Callable[[str], int]) -> None:
+        self.coordinator = coordinator
+        self.logs = logs
+        # idempotent (non-transactional) producers get their ids straight from the allocator
+        self.producer_ids = producer_ids
+        # the __consumer_offsets partition of a group, which AddOffsetsToTxn adds
+        self.offsets_partition_for = offsets_partition_for
 
     def apis(self) -> list[Api]:
         return [
-            Api(INIT_PRODUCER_ID, 0, 5, self.init_producer_id),
-            Api(ADD_PARTITIONS_TO_TXN, 0, 3, self.add_partitions),
-            Api(ADD_OFFSETS_TO_TXN, 0, 3, self.add_offsets),
-            Api(END_TXN, 0, 3, self.end_txn),
-            Api(WRITE_TXN_MARKERS, 1, 1, self.write_txn_markers),
+            Api(ApiKey.InitProducerId, 0, 5, self.init_producer_id),
+            Api(ApiKey.AddPartitionsToTxn, 0, 3, self.add_partitions),
+            Api(ApiKey.AddOffsetsToTxn, 0, 3, self.add_offsets),
+            Api(ApiKey.EndTxn, 0, 3, self.end_txn),
+            Api(ApiKey.WriteTxnMarkers, 1, 1, self.write_txn_markers),
         ]
 
     # -- InitProducerId --------------------------------------------------------------
-    def init_producer_id(self, ctx, req):
+    @answers
+    def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         pid_given, epoch_given = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if (pid_given == -1) != (epoch_given == -1):
@@ -62,7 +66,7 @@ class TxnHandlers:
         if req.transactional_id is None:
             # Kafka hands an idempotent producer a fresh id with epoch 0 whatever
             # the request carries (KafkaApis: "always blindly accept the request").
-            pid = self.broker.producer_ids.next_id()
+            pid = self.producer_ids.next_id()
             log.info("init_producer_id.assigned", producer_id=pid, producer_epoch=0,
                      previous_producer_id=getattr(req, "producer_id", -1),
                      previous_epoch=getattr(req, "producer_epoch", -1), client_id=ctx.client_id)
@@ -82,22 +86,22 @@ class TxnHandlers:
                      producer_epoch=epoch)
 
     # -- AddPartitionsToTxn ----------------------------------------------------------------
-    def add_partitions(self, ctx, req):
+    @answers
+    def add_partitions(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         T = nested(R, "AddPartitionsToTxnTopicResult")
         P = nested(R, "AddPartitionsToTxnPartitionResult")
-        b = self.broker
         wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
         # KafkaApis.handleAddPartitionsToTxnRequest (v0-v3, from clients): internal
         # topics are never authorized for a client's transaction (TOPIC_AUTHORIZATION_FAILED,
         # whether they exist or not), then unknown partitions; either refuses the whole
         # request, the rest answering OPERATION_NOT_ATTEMPTED. A marker of a client's
         # transaction must never reach __transaction_state or __consumer_offsets this way.
-        refused = {}
+        refused: dict[tuple[str, int], ErrorCode] = {}
         for t, p in wanted:
             if is_internal(t):
                 refused[(t, p)] = ErrorCode.topic_authorization_failed
-            elif (info := b.topic(t)) is None or not 0 <= p < info.partitions:
+            elif (info := self.logs.topic(t)) is None or not 0 <= p < info.partitions:
                 refused[(t, p)] = ErrorCode.unknown_topic_or_partition
         if refused:
             log.info("add_partitions.refused", transactional_id=req.v3_and_below_transactional_id,
@@ -121,9 +125,10 @@ class TxnHandlers:
             build(T, name=t, results_by_partition=tuple(parts)) for t, parts in by_topic.items()))
 
     # -- AddOffsetsToTxn -----------------------------------------------------------------
-    def add_offsets(self, ctx, req):
+    @answers
+    def add_offsets(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
-        partition = self.broker.offsets_partition_for(req.group_id)
+        partition = self.offsets_partition_for(req.group_id)
         try:
             self.coordinator.add_partitions(req.transactional_id, req.producer_id,
                                             req.producer_epoch, [(GROUP_METADATA_TOPIC, partition)])
@@ -133,7 +138,8 @@ class TxnHandlers:
         return build(R, throttle_time=ZERO, error_code=code)
 
     # -- EndTxn -----------------------------------------------------------------------------
-    def end_txn(self, ctx, req):
+    @answers
+    def end_txn(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         try:
             self.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -147,7 +153,8 @@ class TxnHandlers:
         return build(R, throttle_time=ZERO, error_code=code)
 
     # -- WriteTxnMarkers ---------------------------------------------------------------------
-    def write_txn_markers(self, ctx, req):
+    @answers
+    def write_txn_markers(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         M = nested(R, "WritableTxnMarkerResult")
         T = nested(R, "WritableTxnMarkerTopicResult")

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import datetime
 import re
+from typing import Any
 
+from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.manager import LogManager
 
+from ..api import Api, RequestContext
+from ..coordinator.transaction import TransactionCoordinator
 from ..coordinator.txn_state import TxnState
-from ..dispatch import Api
-from .common import ZERO, response_cls
-
-DESCRIBE_PRODUCERS = 61
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
+from .common import ZERO, answers, partition_log, response_cls
 
 
 def _ms_to_datetime(ms: int) -> datetime.datetime:
@@ -23,21 +23,23 @@ def _ms_to_datetime(ms: int) -> datetime.datetime:
 
 
 class TxnAdminHandlers:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, *, coordinator: TransactionCoordinator, logs: LogManager) -> None:
+        self.coordinator = coordinator
+        self.logs = logs
 
     def apis(self) -> list[Api]:
         return [
-            Api(DESCRIBE_PRODUCERS, 0, 0, self.describe_producers),
-            Api(DESCRIBE_TRANSACTIONS, 0, 0, self.describe_transactions),
-            Api(LIST_TRANSACTIONS, 0, 2, self.list_transactions),
+            Api(ApiKey.DescribeProducers, 0, 0, self.describe_producers),
+            Api(ApiKey.DescribeTransactions, 0, 0, self.describe_transactions),
+            Api(ApiKey.ListTransactions, 0, 2, self.list_transactions),
         ]
 
-    def describe_transactions(self, ctx, req):
+    @answers
+    def describe_transactions(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         S = nested(R, "TransactionState")
         T = nested(R, "TopicData")
-        coord = self.broker.txn_coordinator
+        coord = self.coordinator
         out = []
         for tid in req.transactional_ids:
             meta = coord.describe(tid)
@@ -62,10 +64,11 @@ class TxnAdminHandlers:
             ))
         return build(R, throttle_time=ZERO, transaction_states=tuple(out))
 
-    def list_transactions(self, ctx, req):
+    @answers
+    def list_transactions(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         S = nested(R, "TransactionState")
-        coord = self.broker.txn_coordinator
+        coord = self.coordinator
         wanted_states = set(req.state_filters)
         unknown = tuple(s for s in req.state_filters if TxnState.by_name(s) is None)
         pids = set(req.producer_id_filters)
@@ -92,15 +95,15 @@ class TxnAdminHandlers:
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none,
                      unknown_state_filters=unknown, transaction_states=tuple(out))
 
-    def describe_producers(self, ctx, req):
+    @answers
+    def describe_producers(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         T = nested(R, "TopicResponse")
         P = nested(R, "PartitionResponse")
         S = nested(R, "ProducerState")
-        b = self.broker
         topics = []
         for t in req.topics:
-            info = b.topic(t.name)
+            info = self.logs.topic(t.name)
             parts = []
             for index in t.partition_indexes:
                 if info is None or not 0 <= index < info.partitions:
@@ -108,7 +111,7 @@ class TxnAdminHandlers:
                                        error_code=ErrorCode.unknown_topic_or_partition,
                                        error_message=None, active_producers=()))
                     continue
-                plog = b.get_log(t.name, index)
+                plog = partition_log(self.logs, t.name, index)
                 producers = tuple(
                     build(S, producer_id=e.producer_id, producer_epoch=e.epoch,
                           last_sequence=e.last_seq, last_timestamp=e.last_timestamp,

@@ -1,5 +1,5 @@
-"""Dispatcher: one Response type out, whatever shape a handler answers (the compatibility path
-for handlers not yet converted, issue 15), and Kafka's refusals of unservable requests."""
+"""Dispatcher: a handler's Response (or awaitable of one) passed through, and Kafka's
+refusals of unservable requests."""
 
 from __future__ import annotations
 
@@ -64,42 +64,25 @@ def test_response_passes_through():
     assert _decoded(resp).error_code == ErrorCode.coordinator_not_available
 
 
-def test_legacy_entity_is_encoded():
-    resp = _dispatcher(lambda ctx, req: _find_coordinator_entity(ctx)).handle(_request(), None)
-    assert isinstance(resp, Response)
-    assert _decoded(resp).error_code == ErrorCode.coordinator_not_available
-
-
-def test_legacy_tuple_is_taken_as_encoded():
-    resp = _dispatcher(lambda ctx, req: ([b"ab", b"cd"], 4)).handle(_request(), None)
-    assert resp == Response.encoded([b"ab", b"cd"], 4)
-
-
-def test_legacy_none_is_no_response():
-    resp = _dispatcher(lambda ctx, req: None).handle(_request(), None)
+def test_no_response_passes_through():
+    resp = _dispatcher(lambda ctx, req: NO_RESPONSE).handle(_request(), None)
     assert resp is NO_RESPONSE and resp.silent
 
 
-@pytest.mark.parametrize("shape", ["response", "entity", "tuple", "none"])
-def test_coroutine_answers_become_responses(shape):
+@pytest.mark.parametrize("shape", ["response", "none"])
+def test_coroutine_answers_are_awaited_to_their_response(shape):
     async def handler(ctx, req):
         await asyncio.sleep(0)
         if shape == "response":
             return Response.of(ctx.correlation_id, _find_coordinator_entity(ctx))
-        if shape == "entity":
-            return _find_coordinator_entity(ctx)
-        if shape == "tuple":
-            return [b"xy"], 2
-        return None
+        return NO_RESPONSE
 
     pending = _dispatcher(handler).handle(_request(), None)
     assert not isinstance(pending, Response)
     resp = asyncio.run(_await(pending))
     assert isinstance(resp, Response)
-    if shape in ("response", "entity"):
+    if shape == "response":
         assert _decoded(resp).error_code == ErrorCode.coordinator_not_available
-    elif shape == "tuple":
-        assert resp == Response.encoded([b"xy"], 2)
     else:
         assert resp.silent
 
@@ -113,14 +96,14 @@ def test_unknown_api_key_and_version_disconnect():
     with pytest.raises(Disconnect) as e:
         d.handle(memoryview(struct.pack(">hhih", ApiKey.Metadata, 1, CORR, -1)), None)
     assert e.value.reason == "unknown_api_key"
-    d.register(Api(ApiKey.Metadata, 4, 12, lambda ctx, req: None))
+    d.register(Api(ApiKey.Metadata, 4, 12, lambda ctx, req: NO_RESPONSE))
     with pytest.raises(Disconnect) as e:
         d.handle(memoryview(struct.pack(">hhih", ApiKey.Metadata, 1, CORR, -1)), None)
     assert e.value.reason == "unsupported_version"
 
 
 def test_api_versions_lists_registered_keys():
-    d = _dispatcher(lambda ctx, req: None)
+    d = _dispatcher(lambda ctx, req: NO_RESPONSE)
     resp = d.handle(_frame(ApiKey.ApiVersions, 0), None)
     data = b"".join(bytes(c) for c in resp.chunks)
     entity, _ = entity_reader(load_response_schema(ApiKey.ApiVersions, 0))(data[4:], 0)
