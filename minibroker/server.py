@@ -91,10 +91,10 @@ class RequestMemory:
         for decoder in list(self.holders):
             decoder.release_idle(0)
 
-    def wait(self, conn: "KafkaConnection") -> None:
+    def wait(self, conn: KafkaConnection) -> None:
         self.waiting.setdefault(conn, time.monotonic())
 
-    def forget(self, conn: "KafkaConnection") -> None:
+    def forget(self, conn: KafkaConnection) -> None:
         self.waiting.pop(conn, None)
 
     def wake_soon(self) -> None:

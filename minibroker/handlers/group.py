@@ -130,7 +130,8 @@ class GroupHandlers:
                 tp = (t.name, p.partition_index)
                 if info is None or not 0 <= p.partition_index < info.partitions:
                     errors[tp] = ErrorCode.unknown_topic_or_partition
-                elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                elif (p.committed_metadata is not None
+                      and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES):
                     errors[tp] = ErrorCode.offset_metadata_too_large
                 else:
                     ok[tp] = Offset(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
