@@ -75,7 +75,8 @@ def decode_request(api_key: int, version: int, body):
 
 def encode_body(entity) -> bytes:
     buf = io.BytesIO()
-    _writer(type(entity))(buf, entity)
+    cls: type = type(entity)
+    _writer(cls)(buf, entity)
     return buf.getvalue()
 
 

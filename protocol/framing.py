@@ -125,13 +125,16 @@ class FrameDecoder:
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the transport should read next (never past the end of a large frame)."""
         if self._bsize and not self.blocked:
+            # A large frame not blocked has been granted its buffer (_move_spilled).
+            assert self._bview is not None
             return self._bview[self._bfill : self._bsize]
-        if self._scratch is None:
+        sview = self._sview
+        if sview is None:
             self._scratch = bytearray(SCRATCH_SIZE)
-            self._sview = memoryview(self._scratch)
+            self._sview = sview = memoryview(self._scratch)
         # Blocked: the owner has paused reading, but a read already under way may
         # still land here; it waits in scratch for the frame's buffer to grow.
-        return self._sview[self._slen :]
+        return sview[self._slen :]
 
     def buffer_updated(self, nbytes: int) -> list[memoryview]:
         """``nbytes`` were read into the last ``get_buffer``; the frames now complete.
@@ -149,8 +152,10 @@ class FrameDecoder:
             self._bfill += nbytes
             if self._bfill == self._bsize:
                 frames.append(self._finish_big())
-            elif self._bfill == len(self._big):
-                self._move_spilled(frames)  # full: grow now, or block before the next read
+            else:
+                assert self._big is not None  # not blocked: _move_spilled granted it
+                if self._bfill == len(self._big):
+                    self._move_spilled(frames)  # full: grow now, or block before the next read
             return frames
         self._slen += nbytes
         return self._parse_scratch(frames)
@@ -166,6 +171,8 @@ class FrameDecoder:
 
     def _parse_scratch(self, frames: list[memoryview]) -> list[memoryview]:
         view = self._sview
+        # Only called once bytes were read into scratch, so get_buffer made it.
+        assert view is not None
         end = self._slen
         pos = 0
         while end - pos >= 4:
@@ -191,7 +198,9 @@ class FrameDecoder:
     def _compact(self, pos: int, end: int) -> None:
         rest = end - pos
         if rest and pos:
-            self._sview[:rest] = self._sview[pos:end]
+            sview = self._sview
+            assert sview is not None  # rest > 0: bytes are waiting in scratch
+            sview[:rest] = sview[pos:end]
         self._slen = rest
 
     def _move_spilled(self, frames: list[memoryview]) -> None:
@@ -204,6 +213,8 @@ class FrameDecoder:
         self.blocked = False
         k = min(self._slen, self._bsize - self._bfill)
         if k:
+            # _reserve granted the buffer; k > 0 means bytes wait in scratch.
+            assert self._bview is not None and self._sview is not None
             self._bview[self._bfill : self._bfill + k] = self._sview[:k]
             self._bfill += k
             self._compact(k, self._slen)
@@ -212,6 +223,7 @@ class FrameDecoder:
             self._parse_scratch(frames)
 
     def _finish_big(self) -> memoryview:
+        assert self._bview is not None  # the frame is complete, so its buffer exists
         frame_ = self._bview[: self._bsize].toreadonly()
         self._big = self._bview = None
         self._bsize = self._bfill = 0
@@ -237,6 +249,7 @@ class FrameDecoder:
         old = self._big
         if old is not None:
             if self._bfill:
+                assert self._bview is not None  # always set together with _big
                 new[: self._bfill] = self._bview[: self._bfill]
             self._bview = None
             self._spares.remove(old)
@@ -348,6 +361,7 @@ class FrameDecoder:
         # Delivered bytes are already in memory: the buffer grows whatever the budget
         # says (it is still told, so what it counts stays true).
         self._reserve(self._bfill + take, force=True)
+        assert self._bview is not None  # a forced _reserve is always granted
         self._bview[self._bfill : self._bfill + take] = memoryview(data)[:take]
         self._bfill += take
         if take < need:

@@ -341,7 +341,7 @@ def decode_batch(view, position: int = 0) -> list[Record]:
         raise _corrupt(f"malformed records: {exc}") from exc
 
 
-def parse_control_record(key: bytes) -> tuple[int, int]:
+def parse_control_record(key: bytes | None) -> tuple[int, int]:
     """(version, type) of a control record's key; type 0 ABORT, 1 COMMIT."""
     if key is None or len(key) < _CONTROL_KEY.size:
         raise ValueError(f"control record key must have at least 4 bytes: {key!r}")
@@ -351,7 +351,7 @@ def parse_control_record(key: bytes) -> tuple[int, int]:
     return version, type_
 
 
-def parse_end_txn_marker(value: bytes) -> tuple[int, int]:
+def parse_end_txn_marker(value: bytes | None) -> tuple[int, int]:
     """(version, coordinatorEpoch) of an end-transaction marker's value."""
     if value is None or len(value) < _END_TXN_VALUE.size:
         raise ValueError(f"end transaction marker value too short: {value!r}")

@@ -74,7 +74,7 @@ class LogConfig:
         """
         if not overrides:
             return self
-        changes: dict[str, object] = {}
+        changes: dict[str, int] = {}
         for name, attr in _KAFKA_NAMES.items():
             if name in overrides:
                 changes[attr] = _long(name, overrides[name])

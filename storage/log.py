@@ -183,7 +183,7 @@ class PartitionLog:
         the snapshot was written, the ones after it are restored here.
         """
         stale = [s for s in self._segments if s.txn_index.stale]
-        reasons = sorted({s.txn_index.stale for s in stale})
+        reasons = sorted({s.txn_index.stale for s in stale if s.txn_index.stale is not None})
         for seg in stale:
             seg.txn_index.reset()
         restored = [0]
@@ -426,7 +426,10 @@ class PartitionLog:
         elif self._flush_interval >= 0 and self._flush_inline:
             if now_ms is None:
                 now_ms = self._clock()
-            if self.flush_due_ms(now_ms) <= now_ms:
+            due = self.flush_due_ms(now_ms)
+            # Interval mode (checked above) on an open log (append refuses a closed one).
+            assert due is not None
+            if due <= now_ms:
                 self.flush(now_ms)
         if completed is not None:
             return AppendInfo(base, last, -1, position, False, completed)

@@ -189,6 +189,7 @@ class LogManager:
             if due <= now:
                 plog.add_flush(job, now)
                 due = plog.flush_due_ms(now)
+                assert due is not None  # add_flush neither closes the log nor leaves interval mode
             next_due = due if next_due is None else min(next_due, due)
         return None if next_due is None else next_due - now
 
@@ -243,7 +244,7 @@ class LogManager:
             info = self.catalog.get(topic)
             owned = info is not None and partition < info.partitions
             stored_id = _read_partition_metadata(path)
-            if owned and stored_id not in (None, kafka_uuid(info.topic_id)):
+            if owned and info is not None and stored_id not in (None, kafka_uuid(info.topic_id)):
                 owned = False
             if not owned:
                 # Kafka's stray-log handling: keep the data, out of the way of

@@ -477,6 +477,7 @@ class ProducerStateManager:
             # Kafka ProducerAppendInfo.appendEndTxnMarker: only a marker that
             # ends an open transaction is a CompletedTxn (the .txnindex and the
             # LSO care about no other).
+            assert marker is not None  # an empty control batch returned above
             completed = None
             if entry.current_txn_first_offset >= 0:
                 completed = CompletedTxn(

@@ -577,9 +577,9 @@ class Segment:
         pos = self.index.lookup(offset)
         size = self.size
         while pos < size:
-            b = self._bad_region(pos)
-            if b is not None:
-                pos = b.end
+            region = self._bad_region(pos)
+            if region is not None:
+                pos = region.end
                 continue
             base, length, delta = _WALK.unpack_from(view, pos)
             if base + delta >= offset:

@@ -160,5 +160,6 @@ def _describe(reader: SegmentReader, header: BatchHeader | None, offset: int) ->
         kind = control_type(reader.batch_bytes(header))
     except InvalidRecord as exc:
         return f"an unreadable control batch of producer {header.producer_id} ({exc})"
-    name = {CONTROL_ABORT: "ABORT", CONTROL_COMMIT: "COMMIT"}.get(kind, "empty control batch")
+    names: dict[int | None, str] = {CONTROL_ABORT: "ABORT", CONTROL_COMMIT: "COMMIT"}
+    name = names.get(kind, "empty control batch")
     return f"{name} marker of producer {header.producer_id}"
