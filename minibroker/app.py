@@ -140,6 +140,7 @@ def _bound_sockets(host: str, port: int) -> list[socket.socket]:
             try:
                 s.bind(addr)
             except OSError as e:
+                assert e.strerror is not None  # bind's errors come from the OS, with their text
                 raise OSError(e.errno, f"error while attempting to bind on address {addr!r}: "
                                        f"{e.strerror.lower()}") from None
     except OSError:

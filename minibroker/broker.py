@@ -19,12 +19,13 @@ Who needs what:
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import structlog
 
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 from minibroker_storage import meta
-from minibroker_storage.config import FlushPolicy, LogConfig
+from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 
@@ -60,7 +61,9 @@ class Broker:
             retention_ms=config.retention_ms,
             retention_bytes=config.retention_bytes,
             producer_id_expiration_ms=config.producer_id_expiration_ms,
-            flush=FlushPolicy(config.fsync.mode, config.fsync.interval_ms, background=True),
+            # FsyncPolicy.parse only makes the three modes FlushMode names.
+            flush=FlushPolicy(cast(FlushMode, config.fsync.mode), config.fsync.interval_ms,
+                              background=True),
         )
         self.logs = LogManager(config.data_dir, self.default_log_config)
         self.producer_ids = ProducerIdAllocator(config.data_dir)

@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     # kio registers a hypothesis strategy for each of its types whenever hypothesis is
     # importable (kio/static/_phantom.py), which costs ~120 ms of start-up in a test venv;
     # a serving broker never uses them.
-    sys.modules.setdefault("hypothesis", None)
+    # None in sys.modules makes an import fail, a documented use typeshed does not allow for.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     try:
         loaded = load(ns)
     except ConfigError as e:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from .listeners import Listener, ListenerError, resolve
 from .properties import (
@@ -320,7 +321,7 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
     """The broker's options. Values stay text here: they are checked by ``load`` whatever
     their source, so a bad environment variable cannot break ``--help``."""
     for o in OPTIONS:
-        kwargs = dict(default=None, metavar=o.metavar, dest=o.dest,
+        kwargs: dict[str, Any] = dict(default=None, metavar=o.metavar, dest=o.dest,
                       help=f"{o.help} (env {o.env}{_default_text(o)})".replace("%", "%%"))
         if o.optional_value:
             kwargs.update(nargs="?", const="true")
@@ -487,7 +488,8 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
             value = parse(source.text)
             if source.scale != 1:
                 # Kafka: a negative hours/minutes retention means forever, as -1 ms does.
-                value = -1 if value < 0 else value * source.scale
+                # Only the *.hours/*.minutes/*.ms properties scale, and they parse as ints.
+                value = -1 if cast(int, value) < 0 else cast(int, value) * source.scale
                 o.parse(str(value))       # the scaled value within the option's bounds
             values[o.dest] = value
         except ValueError as e:
@@ -504,7 +506,7 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
             if values.get(dest):
                 try:
                     kept, dropped = filter_listeners(
-                        values[dest], listener_props.get("listener.security.protocol.map"),
+                        cast(str, values[dest]), listener_props.get("listener.security.protocol.map"),
                         listener_props.get("controller.listener.names"), flag)
                 except PropertiesError as e:
                     problems.append(str(e))

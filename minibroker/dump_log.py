@@ -20,7 +20,9 @@ import argparse
 import os
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from crc32c import crc32c
 
@@ -284,8 +286,11 @@ def dump_file(path: Path, print_data: bool, out=None, err=None) -> int:
     kind = segment_file_kind(str(path))
     if kind == LOG_SUFFIX:
         return dump(path, print_data, out, err)
-    dumper = {".index": dump_index, ".timeindex": dump_time_index,
-              ".txnindex": dump_txn_index, ".snapshot": dump_snapshot}[kind]
+    # A kind that is None (not a segment file) is a KeyError, as for any unknown kind.
+    dumpers: dict[str | None, Callable[[Path, Any, Any], int]] = {
+        ".index": dump_index, ".timeindex": dump_time_index,
+        ".txnindex": dump_txn_index, ".snapshot": dump_snapshot}
+    dumper = dumpers[kind]
     return dumper(path, out, err)
 
 

@@ -51,7 +51,7 @@ class RequestMemory:
     def __init__(self, limit: int) -> None:
         self.limit = limit  # <= 0: no limit, as Kafka's queued.max.request.bytes=-1
         self.used = 0
-        self.overdraft = None  # (decoder, frame_seq) allowed past the limit
+        self.overdraft: tuple[FrameDecoder, int] | None = None  # (decoder, frame_seq) allowed past the limit
         self.holders: set[FrameDecoder] = set()
         self.waiting: dict[KafkaConnection, float] = {}  # insertion order: first paused, first resumed
         self._wake_scheduled = False
@@ -174,12 +174,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _pause(self, why: str) -> None:
         if not self.paused and not self.closed:
+            assert self.transport is not None  # reads and writes begin after connection_made
             self.transport.pause_reading()
         self.paused.add(why)
 
     def _resume(self, why: str) -> None:
         self.paused.discard(why)
         if not self.paused and not self.closed:
+            assert self.transport is not None  # reads and writes begin after connection_made
             self.transport.resume_reading()
 
     # BufferedProtocol: the transport reads straight into the decoder's buffers, so a 1 MiB
@@ -295,6 +297,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         chunks, size = response.chunks, response.size
         if self.closed:
             return
+        assert self.transport is not None  # answers only follow requests, read after connection_made
         if len(chunks) == 1:
             self.transport.write(size_prefix(size) + chunks[0])
         else:
@@ -311,6 +314,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 # accept() errors that mean "no file descriptor or buffer for one more connection now":
 # asyncio's own accept loop pauses on these too (selector_events._accept_connection).
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# OSError.errno may be None; looking None up is fine, it just has no name.
+_ERRNO_NAMES: dict[int | None, str] = {code: name for code, name in errno.errorcode.items()}
 
 
 class Acceptor:
@@ -349,6 +354,7 @@ class Acceptor:
 
     def _accept(self, sock: socket.socket) -> None:
         loop = self._loop
+        assert loop is not None  # a reader start_serving registered
         for _ in range(self.backlog):
             try:
                 conn, _addr = sock.accept()
@@ -369,6 +375,7 @@ class Acceptor:
             task.add_done_callback(self._tasks.discard)
 
     async def _connect(self, conn: socket.socket) -> None:
+        assert self._loop is not None  # started by _accept
         try:
             await self._loop.connect_accepted_socket(self.factory, conn)
         except OSError as e:
@@ -381,7 +388,7 @@ class Acceptor:
         if now - self._logged_at >= self.LOG_EVERY_S:
             soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             log.warning("listener.accept_failed", listener=self.name,
-                        errno=errno.errorcode.get(e.errno, e.errno), error=e.strerror,
+                        errno=_ERRNO_NAMES.get(e.errno, e.errno), error=e.strerror,
                         rlimit_nofile=soft, rlimit_nofile_hard=hard,
                         refusals=self._refusals, retry_ms=int(self.RETRY_S * 1000),
                         reason="out of file descriptors: connections wait in the backlog"
@@ -390,12 +397,14 @@ class Acceptor:
             self._refusals = 0
         # Stop accepting for a moment: the socket stays readable while the backlog holds
         # connections, and retrying at once would spin.
+        assert self._loop is not None  # called from _accept
         self._loop.remove_reader(sock.fileno())
         self._retry[sock] = self._loop.call_later(self.RETRY_S, self._resume, sock)
 
     def _resume(self, sock: socket.socket) -> None:
         self._retry.pop(sock, None)
         if not self.closed:
+            assert self._loop is not None  # a timer _refused set
             self._loop.add_reader(sock.fileno(), self._accept, sock)
             self._accept(sock)
 

@@ -33,7 +33,7 @@ class Member:
     expiry: Deadline | None = None
     is_new: bool = True
 
-    def metadata_for(self, protocol: str) -> bytes:
+    def metadata_for(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:
             if name == protocol:
                 return meta

@@ -102,7 +102,7 @@ class Offsets:
         g = self.groups.get(group_id)
         if partitions is None:
             partitions = sorted(g.offsets) if g is not None else []
-        out = []
+        out: list[tuple[str, int, Offset | None, ErrorCode]] = []
         for tp in partitions:
             if g is not None and require_stable and g.has_pending_txn_offset(tp):
                 out.append((tp[0], tp[1], None, ErrorCode.unstable_offset_commit))
