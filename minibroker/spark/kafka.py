@@ -58,7 +58,7 @@ class KafkaPlanner:
             return sorted(o.assign)
         # All topics, not list_topics(topic=...): naming a topic may auto-create it.
         md = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
-        out = []
+        out: list[TopicPartition] = []
         for name, t in md.topics.items():
             if t.error is not None:
                 continue
@@ -110,6 +110,8 @@ def read_range(options: SourceOptions, r: OffsetRange):
                         break
                     continue
                 offset = m.offset()
+                # confluent-kafka types it Optional, but only error events lack an offset.
+                assert offset is not None
                 if offset >= r.end:
                     position = r.end
                     break

@@ -23,7 +23,9 @@ takes the start from there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -98,14 +100,15 @@ def _read(options: SourceOptions, partition: InputPartition):
     if not isinstance(partition, RangePartition):
         return iter(())  # Spark's stand-in when there is nothing to read
     if options.offline:
-        from .logdir import read_range
+        from .logdir import read_range as read_files
 
-        return read_range(options.path, partition.range, read_committed=options.read_committed,
+        assert options.path is not None  # offline means path is set
+        return read_files(options.path, partition.range, read_committed=options.read_committed,
                           include_headers=options.include_headers,
                           fail_on_data_loss=options.fail_on_data_loss, aborted_seen=partition.aborted)
-    from .kafka import read_range
+    from .kafka import read_range as read_broker
 
-    return read_range(options, partition.range)
+    return read_broker(options, partition.range)
 
 
 def _input_partitions(planner, options: SourceOptions, start, end) -> list[RangePartition]:
@@ -118,7 +121,7 @@ class BatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
 
-    def partitions(self) -> list[InputPartition]:
+    def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         planner = _planner(o)
         try:
@@ -214,7 +217,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # reports it as data loss (Spark: "... are gone").
         if not unresolved and latest == from_json_dict(start):
             return start  # nothing new: the very same offset tells Spark so
-        doc = to_json_dict(latest)
+        doc: dict[str, Any] = to_json_dict(latest)
         if unresolved:
             doc[START_KEY] = to_json_dict(begin)
         return doc
@@ -222,7 +225,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self):
         return to_json_dict({tp: w.latest for tp, w in self._watermarks().items()})
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = from_json_dict(start)
         until = from_json_dict(end)
         if any(o < 0 for o in begin.values()):
