@@ -16,7 +16,8 @@
 #   - installs podman, runc, netavark, aardvark-dns, iptables, debootstrap and docker-compose if
 #     missing, for the container tests (tests/docker; their Debian base image is made with
 #     debootstrap and cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/);
-#   - runs `python -m pytest -p no:cacheprovider tests "$@"`; the exit code is pytest's.
+#   - runs `ruff check` and `mypy` on the product packages (exit 1 on any finding), then
+#     `python -m pytest -p no:cacheprovider tests "$@"`; the exit code is pytest's.
 # Integration tests then fail (instead of skipping) when kcat, node, kafkajs, javac or the jars are missing.
 set -euo pipefail
 
@@ -125,6 +126,11 @@ done
 if [ "${#CONTAINER_PKGS[@]}" -gt 0 ]; then
     apt_install "${CONTAINER_PKGS[@]}"
 fi
+
+# --- lint and type checks ([tool.ruff] and [tool.mypy] in pyproject.toml) ------------------
+# Before the suite: a type error or lint finding fails the run in seconds, not after it.
+log "ruff check minibroker protocol storage"; "$VENV_PY" -m ruff check minibroker protocol storage || { log "ruff found problems"; exit 1; }
+log "mypy"; "$VENV_PY" -m mypy || { log "mypy found problems"; exit 1; }
 
 # --- the suite ---------------------------------------------------------------------------
 export MINIBROKER_TEST_REQUIRE_TOOLS=1
