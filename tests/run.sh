@@ -9,7 +9,7 @@
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
 #   - installs a JDK (default-jdk-headless) if javac is missing and Maven if mvn is missing, and
 #     caches the kafka-clients 4.4.0 jars from Maven Central outside the repo
-#     (tests/integration/java_client.py fetch);
+#     (python -m tests.integration.java_client fetch);
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
@@ -99,8 +99,8 @@ if ! command -v mvn >/dev/null 2>&1; then
     apt_install maven
 fi
 if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
-    log "kafka-clients jars (tests/integration/java_client.py fetch)"
-    "$VENV_PY" tests/integration/java_client.py fetch
+    log "kafka-clients jars (python -m tests.integration.java_client fetch)"
+    "$VENV_PY" -m tests.integration.java_client fetch
 fi
 
 # --- Apache Kafka, the reference of the differential tests (tests/differential) ------------------

@@ -1,7 +1,7 @@
 """The stock Java Kafka client (kafka-clients 4.4.0) for integration tests.
 
-The jars come from Maven Central: ``fetch_jars()`` (run by tests/run.sh as ``python
-tests/integration/java_client.py fetch``) runs ``mvn dependency:copy-dependencies`` on
+The jars come from Maven Central: ``fetch_jars()`` (run by tests/run.sh as ``python -m
+tests.integration.java_client fetch``) runs ``mvn dependency:copy-dependencies`` on
 tests/integration/java/pom.xml into a cache directory outside the repository
 (``~/.cache/minibroker-tests/kafka-clients-<version>/libs``; Maven's own repository stays
 ``~/.m2``); it does nothing when they are already cached. Jars are never committed.
@@ -28,13 +28,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.reference import maven
+
 KAFKA_CLIENTS_VERSION = "4.4.0"
 # Jar name prefixes (then a version and ".jar") that kafka-clients needs at run time.
 JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
 JAVA_SRC_DIR = Path(__file__).resolve().parent / "java"
 POM = JAVA_SRC_DIR / "pom.xml"
 ENV_LIBS = "MINIBROKER_TEST_JAVA_LIBS"
-COMPLETE_MARKER = ".complete"
 
 
 def cache_root() -> Path:
@@ -67,32 +68,8 @@ def libs_dir() -> Path:
 
 def fetch_jars(quiet: bool = False) -> list[Path]:
     """``mvn dependency:copy-dependencies`` into the cache, unless the jars are already there."""
-    target = default_libs_dir()
-    jars = jars_in(target)
-    if jars is not None and (target / COMPLETE_MARKER).exists():
-        if not quiet:
-            print(f"java_client: jars already cached in {target}", file=sys.stderr)
-        return jars
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise RuntimeError("mvn not found (tests/run.sh installs Debian's maven)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=target.parent))
-    try:
-        cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-               f"-DoutputDirectory={staging}"]
-        if not quiet:
-            print(f"java_client: {' '.join(cmd)}", file=sys.stderr)
-        subprocess.run(cmd, check=True, timeout=1800, stdin=subprocess.DEVNULL)
-        if jars_in(staging) is None:
-            raise RuntimeError(f"mvn left some of {JAR_PREFIXES} out of {staging}: "
-                               f"found {sorted(p.name for p in staging.iterdir())}")
-        (staging / COMPLETE_MARKER).write_text(KAFKA_CLIENTS_VERSION + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)  # same file system: atomic, so a half-copied cache never counts
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    target = maven.copy_dependencies(POM, default_libs_dir(), KAFKA_CLIENTS_VERSION,
+                                     lambda d: jars_in(d) is not None, "java_client", quiet)
     jars = jars_in(target)
     assert jars is not None
     if not quiet:
@@ -127,7 +104,7 @@ def java_toolchain() -> JavaToolchain:
     jars = jars_in(d)
     if jars is None:
         _unavailable(f"kafka-clients jars not found in {d} (need {', '.join(JAR_PREFIXES)}; "
-                     f"tests/run.sh fetches them: python tests/integration/java_client.py fetch; "
+                     f"tests/run.sh fetches them: python -m tests.integration.java_client fetch; "
                      f"or set {ENV_LIBS})")
     return JavaToolchain(java, javac, jars)
 

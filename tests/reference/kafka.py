@@ -27,12 +27,13 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.reference import maven
+
 KAFKA_VERSION = "4.4.0"
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 LOG4J_CONFIG = HERE / "log4j2.properties"
 ENV_LIBS = "MINIBROKER_TEST_KAFKA_LIBS"
-COMPLETE_MARKER = ".complete"
 # Enough for a few topics and transactional ids on a 2-core machine; the client compiler alone
 # starts the broker about twice as fast as tiered compilation here.
 JVM_FLAGS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -67,31 +68,11 @@ def jars_present(d: Path) -> bool:
 
 def fetch_jars(quiet: bool = False) -> Path:
     """``mvn dependency:copy-dependencies`` into the cache, unless it is already complete there."""
-    target = default_libs_dir()
-    if (target / COMPLETE_MARKER).exists() and jars_present(target):
-        if not quiet:
-            print(f"reference kafka: jars already cached in {target}", file=sys.stderr)
-        return target
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise KafkaUnavailable("mvn not found (tests/run.sh installs Debian's maven)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=target.parent))
     try:
-        cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-               "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
-        if not quiet:
-            print(f"reference kafka: {' '.join(cmd)}", file=sys.stderr)
-        subprocess.run(cmd, check=True, timeout=1800, stdin=subprocess.DEVNULL)
-        if not jars_present(staging):
-            raise KafkaError(f"mvn left no kafka_2.13-{KAFKA_VERSION}.jar in {staging}")
-        (staging / COMPLETE_MARKER).write_text(KAFKA_VERSION + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)  # a half-copied cache never counts
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return maven.copy_dependencies(POM, default_libs_dir(), KAFKA_VERSION, jars_present,
+                                       "reference kafka", quiet)
+    except RuntimeError as e:
+        raise KafkaUnavailable(str(e)) from None
 
 
 def free_port() -> int:
