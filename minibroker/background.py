@@ -19,7 +19,6 @@ from minibroker_storage.sync_job import SyncJob
 from .clock import SYSTEM_CLOCK, Clock
 from .config import Config
 from .coordinator import snapshot
-from .scrubber import Scrubber
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -59,6 +58,8 @@ class Background:
         self.tasks.append(loop.create_task(self._flush_loop()))
         self.tasks.append(loop.create_task(self._snapshot_loop()))
         if cfg.scrub_bytes_per_sec > 0:
+            # Off by default: the scrub and the offline reader it walks with stay out of start-up.
+            from .scrubber import Scrubber
             self.tasks.append(loop.create_task(
                 Scrubber(self.logs, cfg.scrub_bytes_per_sec).run()))
 
