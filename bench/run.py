@@ -292,7 +292,7 @@ class Kafka(Broker):
         from tests.reference.kafka import KAFKA_VERSION, KafkaReference
         self.label = f"Apache Kafka {KAFKA_VERSION}"
         # transaction_version=None: formatted at the release's default feature levels.
-        self.ref = KafkaReference(dict(self.DEFAULTS), transaction_version=None, jvm_flags=self.JVM)
+        self.ref = KafkaReference(dict(self.DEFAULTS), transaction_version=None, group_version=None, jvm_flags=self.JVM)
         self.format_seconds = float("nan")
 
     def start(self, keep_data: bool = False) -> None:

@@ -58,7 +58,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
         TxnAdminHandlers(coordinator=txn, logs=logs),
         GroupHandlers(groups=broker.group_coordinator, logs=logs),
     )
-    d = Dispatcher()
+    d = Dispatcher(broker.features)
     for family in families:
         for api in family.apis():
             d.register(api)

@@ -37,6 +37,7 @@ from .coordinator.group import GroupCoordinator
 from .coordinator.group_store import BrokerOffsetsTopic
 from .coordinator.transaction import TransactionCoordinator
 from .crash_points import NO_CRASH_POINTS, CrashPoints
+from .features import Features
 from .fetch_waiters import FetchWaiters
 
 log = structlog.get_logger("minibroker.broker")
@@ -55,6 +56,7 @@ class Broker:
         t0 = time.perf_counter()
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
         self.cluster_id = self.meta["cluster.id"]
+        self.features = Features()
         self.default_log_config = LogConfig(
             segment_bytes=config.segment_bytes,
             segment_ms=config.segment_ms,

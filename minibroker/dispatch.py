@@ -21,6 +21,7 @@ from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.header import HeaderError, peek_header, read_request_header
 
 from .api import Answer, Api, RequestContext, Response
+from .features import Features
 
 __all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
@@ -38,8 +39,9 @@ class Disconnect(Exception):
 
 
 class Dispatcher:
-    def __init__(self) -> None:
+    def __init__(self, features: Features | None = None) -> None:
         self.apis: dict[int, Api] = {}
+        self.features = features if features is not None else Features()
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:
@@ -99,8 +101,24 @@ class Dispatcher:
             error = ErrorCode.invalid_request
             log.info("api_versions.invalid_client_software", name=request.client_software_name,
                      version=request.client_software_version)
+        fields: dict[str, Any] = {}
+        if ctx.api_version >= 3:
+            fields = self._features(cls, ctx.api_version)
         return Response.of(ctx.correlation_id,
-                           build(cls, error_code=error, api_keys=self._api_keys(cls), throttle_time=ZERO))
+                           build(cls, error_code=error, api_keys=self._api_keys(cls), throttle_time=ZERO,
+                                 **fields))
+
+    def _features(self, cls: Any, api_version: int) -> dict[str, Any]:
+        Supported = nested(cls, "SupportedFeatureKey")
+        Finalized = nested(cls, "FinalizedFeatureKey")
+        f = self.features
+        return {
+            "supported_features": tuple(Supported(name=n, min_version=lo, max_version=hi)
+                                        for n, lo, hi in f.supported(api_version)),
+            "finalized_features_epoch": f.epoch,
+            "finalized_features": tuple(Finalized(name=n, max_version_level=lv, min_version_level=lv)
+                                        for n, lv in f.finalized()),
+        }
 
     def _unsupported_api_versions(self, corr: int) -> Response:
         cls = codec.response_type(ApiKey.ApiVersions, 0)

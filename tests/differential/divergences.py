@@ -58,3 +58,12 @@ def looked_past(name: str) -> bool:
 
 def applicable(api_key: int) -> list[Divergence]:
     return [d for d in (*DIVERGENCES, *_looked_past()) if d.api_key == api_key]
+
+
+# ApiVersions' features (KIP-584): minibroker lists only the features it implements —
+# metadata.version, kraft.version, share.version, streams.version and
+# eligible.leader.replicas.version describe KRaft, share groups, Streams groups and ELR,
+# which a single-process broker without those APIs does not have, and a client that saw them
+# finalized would assume APIs that are not there. tests/differential/test_features.py compares
+# the finalized levels of these features and checks the others are absent.
+FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version")

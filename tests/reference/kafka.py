@@ -114,15 +114,18 @@ class KafkaReference:
 
     def __init__(self, properties: dict[str, str] | None = None, *, libs: Path | None = None,
                  startup_timeout: float = 120.0, stop_timeout: float = 30.0,
-                 transaction_version: int | None = 1, jvm_flags: list[str] | None = None):
+                 transaction_version: int | None = 1, group_version: int | None = 0,
+                 jvm_flags: list[str] | None = None):
         self.libs = libs or libs_dir()
         self.jvm_flags = list(JVM_FLAGS if jvm_flags is None else jvm_flags)
         self.extra = dict(properties or {})
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
-        # minibroker does not implement transactions v2 (KIP-890 part 2): format Kafka at
-        # transaction.version=1 so both advertise and run the same protocol.
+        # Format Kafka at the feature levels minibroker serves by default (minibroker/features.py),
+        # so both advertise and run the same protocol: transactions v1 (not KIP-890 part 2) and
+        # group.version 0 (classic groups only, no KIP-848). None: the release's default level.
         self.transaction_version = transaction_version
+        self.group_version = group_version
         self.work_dir: Path | None = None
         self.port: int | None = None
         self.controller_port: int | None = None
@@ -207,6 +210,8 @@ class KafkaReference:
                              "-c", str(config), "--ignore-formatted")
         if self.transaction_version is not None:
             fmt += ["--feature", f"transaction.version={self.transaction_version}"]
+        if self.group_version is not None:
+            fmt += ["--feature", f"group.version={self.group_version}"]
         r = subprocess.run(fmt, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         if r.returncode != 0:
             raise KafkaError(f"kafka-storage format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
