@@ -159,7 +159,7 @@ class PartitionLog:
         self._marks = marks
         self._load_producers_and_txn_indexes(now)
         self._logger.info(
-            "log opened",
+            "log.opened",
             clean_shutdown=clean or not bases,
             segments=len(segments),
             verified_bytes=verified_bytes,
@@ -209,7 +209,7 @@ class PartitionLog:
         )
         if stale or restored[0]:
             self._logger.info(
-                "transaction index rebuilt",
+                "txn_index.rebuilt",
                 segments=[s.base_offset for s in stale][:20],
                 reasons=reasons,
                 entries_restored=restored[0],
@@ -382,7 +382,7 @@ class PartitionLog:
                 raise
             if dup is not None:
                 self._logger.info(
-                    "duplicate batch dropped",
+                    "produce.duplicate_dropped",
                     producer_id=header.producer_id,
                     epoch=header.producer_epoch,
                     first_sequence=dup.first_seq,
@@ -472,7 +472,7 @@ class PartitionLog:
         else:
             self._dir_dirty = True
         self._logger.info(
-            "segment rolled",
+            "segment.rolled",
             reason=reason,
             old_base_offset=old.base_offset,
             old_size=old.size,
@@ -603,7 +603,7 @@ class PartitionLog:
         self._start_offset = self._segments[0].base_offset
         seg.delete()
         self._logger.info(
-            "segment deleted",
+            "segment.deleted",
             reason=reason,
             base_offset=seg.base_offset,
             next_offset=seg.next_offset,
@@ -675,7 +675,7 @@ class PartitionLog:
         os.fsync(fd)
         os.close(fd)
         _fsync_dir(self.path)
-        self._logger.info("log closed", log_end_offset=self._next_offset)
+        self._logger.info("log.closed", log_end_offset=self._next_offset)
 
     def release(self) -> None:
         """Drop every file handle and map without writing anything (the log
@@ -688,7 +688,7 @@ class PartitionLog:
         """Close and remove the whole partition directory."""
         self.release()
         shutil.rmtree(self.path, ignore_errors=True)
-        self._logger.info("log deleted")
+        self._logger.info("log.deleted")
 
     @property
     def closed(self) -> bool:
@@ -733,7 +733,7 @@ def _segment_bases(path: str) -> list[int]:
         )
         if leftover:
             os.unlink(os.path.join(path, name))
-            _log.info("leftover file removed", path=os.path.join(path, name))
+            _log.info("log.leftover_removed", path=os.path.join(path, name))
     return sorted(bases)
 
 

@@ -75,7 +75,7 @@ class LogManager:
             _unlock(self._lock_fd)
             raise
         log.info(
-            "logs loaded",
+            "logs.loaded",
             data_dir=self.data_dir,
             topics=len(self.catalog),
             partitions=len(self._logs),
@@ -113,7 +113,7 @@ class LogManager:
             raise InvalidTopic(f"topic {name!r} collides with existing topic {collisions[0]!r}")
         info = self.catalog.create(name, partitions, configs, topic_id)
         self._open_partitions(info, range(partitions))
-        log.info("topic created", topic=name, topic_id=str(info.topic_id), partitions=partitions)
+        log.info("topic.created", topic=name, topic_id=str(info.topic_id), partitions=partitions)
         return info
 
     def delete_topic(self, name: str) -> TopicInfo:
@@ -133,7 +133,7 @@ class LogManager:
         self.catalog.delete(name)
         for path in doomed:
             shutil.rmtree(path, ignore_errors=True)
-        log.info("topic deleted", topic=name, topic_id=str(info.topic_id))
+        log.info("topic.deleted", topic=name, topic_id=str(info.topic_id))
         return info
 
     def add_partitions(self, name: str, partitions: int) -> TopicInfo:
@@ -200,7 +200,7 @@ class LogManager:
         self._close_logs(clean=True)
         _unlock(self._lock_fd)
         self._lock_fd = -1
-        log.info("logs closed", data_dir=self.data_dir)
+        log.info("logs.closed", data_dir=self.data_dir)
 
     def __enter__(self) -> LogManager:
         return self
@@ -235,7 +235,7 @@ class LogManager:
                 continue
             if name.endswith(_DELETE_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
-                log.info("deleted topic's directory removed", path=path)
+                log.info("topic.directory_removed", path=path)
                 continue
             parsed = parse_partition_dir(name)
             if parsed is None or name.endswith(_STRAY_SUFFIX):
@@ -251,7 +251,7 @@ class LogManager:
                 # a topic created later under the same name.
                 target = f"{path}.{uuid.uuid4().hex}{_STRAY_SUFFIX}"
                 os.rename(path, target)
-                log.warning("stray partition directory set aside", path=path, moved_to=target)
+                log.warning("partition.stray_directory_set_aside", path=path, moved_to=target)
 
 
 def _metric_name(topic: str) -> str:

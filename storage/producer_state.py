@@ -522,7 +522,7 @@ class ProducerStateManager:
             e = self._producers.pop(pid)
             self._ongoing.end(pid)  # never there: open transactions do not expire
             self._logger.info(
-                "producer expired",
+                "producer.expired",
                 producer_id=pid,
                 epoch=e.epoch,
                 last_sequence=e.last_seq,
@@ -549,7 +549,7 @@ class ProducerStateManager:
             self._ongoing.end(pid)
         if gone:
             self._logger.info(
-                "producers removed by retention",
+                "producer.removed_by_retention",
                 producer_ids=gone[:20],
                 count=len(gone),
                 log_start_offset=log_start_offset,
@@ -571,7 +571,7 @@ class ProducerStateManager:
         while len(self._snapshots) > SNAPSHOTS_TO_KEEP:
             self._delete_snapshot(self._snapshots[0])
         self._logger.info(
-            "producer snapshot written",
+            "producer_snapshot.written",
             offset=offset,
             producers=len(self._producers),
             ms=round((time.perf_counter() - started) * 1000, 2),
@@ -625,7 +625,7 @@ class ProducerStateManager:
                 # Above the end: written before the log lost its tail; using it
                 # would resurrect batches that are gone. Below the start: stale.
                 self._logger.info(
-                    "producer snapshot out of the log's range deleted",
+                    "producer_snapshot.out_of_range_deleted",
                     offset=offset,
                     log_start_offset=log_start_offset,
                     log_end_offset=log_end_offset,
@@ -637,7 +637,7 @@ class ProducerStateManager:
                     entries = decode_snapshot(f.read(), offset)
             except (CorruptSnapshot, OSError) as exc:
                 self._logger.warning(
-                    "corrupt producer snapshot deleted", offset=offset, reason=str(exc)
+                    "producer_snapshot.corrupt_deleted", offset=offset, reason=str(exc)
                 )
                 self._delete_snapshot(offset)
                 continue
@@ -666,7 +666,7 @@ class ProducerStateManager:
             del self._producers[pid]
         self._sync_ongoing()
         self._logger.info(
-            "producer state loaded",
+            "producer_state.loaded",
             snapshot_offset=loaded_from,
             replayed_from=start,
             batches_replayed=replayed,
@@ -704,7 +704,7 @@ class ProducerStateManager:
                             marker = read_control_marker(view, header)
                         except InvalidRecord as exc:
                             self._logger.warning(
-                                "unreadable marker skipped in replay",
+                                "producer_state.marker_unreadable",
                                 offset=header.base_offset,
                                 producer_id=header.producer_id,
                                 reason=str(exc),

@@ -321,7 +321,7 @@ def test_java_idempotent_through_faults(proxied, topic):
 
 def duplicates_logged_since_last_start(b) -> int:
     """How many batches the broker reported as duplicates since its last (re)start
-    (its info line "duplicate batch dropped ..."; any log line that says "duplicate" counts)."""
+    (its info line "produce.duplicate_dropped ..."; any log line that says "duplicate" counts)."""
     text = b.log_text()
     last = text.rfind("===== start #")
     return sum(1 for line in text[last:].splitlines() if "duplicate" in line.lower())

@@ -118,7 +118,7 @@ def test_duplicate_returns_original_offsets_and_is_not_appended(open_log, events
     assert (again.base_offset, again.last_offset) == (2, 4)
     assert log.log_end_offset == end and log.size_bytes == size
     assert len(stored_headers(log)) == 3
-    [event] = named(events, "duplicate batch dropped")
+    [event] = named(events, "produce.duplicate_dropped")
     assert event["producer_id"] == 7 and event["original_base_offset"] == 2
     assert event["first_sequence"] == 0 and event["last_sequence"] == 2
 
@@ -322,7 +322,7 @@ def test_expiry(open_log, clock, events):
     assert log.expire_producers(TS0 + DAY - 1) == []
     events.clear()
     assert log.expire_producers(TS0 + DAY) == [7]
-    assert [e["producer_id"] for e in named(events, "producer expired")] == [7]
+    assert [e["producer_id"] for e in named(events, "producer.expired")] == [7]
     # An open transaction keeps a producer however idle.
     assert log.expire_producers(TS0 + 100 * DAY) == [8]
     assert sorted(log.producer_state) == [9]
@@ -373,7 +373,7 @@ def test_retention_removes_producers_whose_batches_are_gone(open_log, events):
     assert log.log_start_offset == 4
     # 7 and 8 wrote nothing at or after offset 4; 9's last batch is at 4.
     assert sorted(log.producer_state) == [9]
-    [event] = named(events, "producers removed by retention")
+    [event] = named(events, "producer.removed_by_retention")
     assert event["count"] == 2 and event["log_start_offset"] == 4
     assert sorted(event["producer_ids"]) == [7, 8]
     assert snapshots(log) == [4]
@@ -424,7 +424,7 @@ def test_snapshot_and_replay_after_clean_close(tmp_path, open_log, events):
     assert len(snapshots(log)) == 2  # the newest two
     events.clear()
     log = open_log(CONFIG)
-    [event] = named(events, "producer state loaded")
+    [event] = named(events, "producer_state.loaded")
     assert event["snapshot_offset"] == end and event["batches_replayed"] == 0
     assert event["producers"] == 3 and "ms" in event
     assert state(log) == before
@@ -443,7 +443,7 @@ def test_snapshot_and_replay_after_a_crash(open_log, events):
     crash(log)
     events.clear()
     log = open_log(CONFIG)
-    [event] = named(events, "producer state loaded")
+    [event] = named(events, "producer_state.loaded")
     assert event["snapshot_offset"] == roll_snapshot
     assert event["batches_replayed"] > 0
     assert state(log) == before
@@ -475,7 +475,7 @@ def test_lost_or_corrupt_snapshot_means_full_replay(tmp_path, open_log, damage, 
         open(path, "wb").write(raw)
     events.clear()
     log = open_log(CONFIG)
-    [event] = named(events, "producer state loaded")
+    [event] = named(events, "producer_state.loaded")
     assert event["snapshot_offset"] is None and event["replayed_from"] == 0
     assert state(log) == before
     assert snapshots(log) == []  # the corrupt ones are gone

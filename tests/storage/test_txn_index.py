@@ -286,7 +286,7 @@ def test_round_trip_across_clean_close(open_log, events):
     log.close()
     events.clear()
     log = open_log(CONFIG)
-    assert not [e for e in events if e["event"] == "transaction index rebuilt"]
+    assert not [e for e in events if e["event"] == "txn_index.rebuilt"]
     assert log.aborted_txns() == before
     assert all_files(log) == files
     assert log.last_stable_offset == 18
@@ -316,7 +316,7 @@ def test_rebuilt_from_the_log_when_lost_or_corrupt(open_log, events, damage, vic
                 f.write(os.urandom(34 * 2))
     events.clear()
     log = open_log(CONFIG)
-    [event] = [e for e in events if e["event"] == "transaction index rebuilt"]
+    [event] = [e for e in events if e["event"] == "txn_index.rebuilt"]
     assert event["segments"] == [s.base_offset for s in segments]
     assert log.aborted_txns() == before  # LSOs included
     assert all_files(log) == files
@@ -324,7 +324,7 @@ def test_rebuilt_from_the_log_when_lost_or_corrupt(open_log, events, damage, vic
     log.close()
     events.clear()
     log = open_log(CONFIG)
-    assert not [e for e in events if e["event"] == "transaction index rebuilt"]
+    assert not [e for e in events if e["event"] == "txn_index.rebuilt"]
     assert log.aborted_txns() == before
 
 
@@ -336,7 +336,7 @@ def test_rebuild_uses_a_snapshot_at_or_below_the_damaged_segment(open_log, event
     os.unlink(log.segments[2].txn_index.path)
     events.clear()
     log = open_log(CONFIG)
-    [event] = [e for e in events if e["event"] == "transaction index rebuilt"]
+    [event] = [e for e in events if e["event"] == "txn_index.rebuilt"]
     # The roll snapshot at 12 is used, not the newer one written at close.
     assert event["replayed_from"] == 12 and event["entries_restored"] == 3
     assert 21 in list_snapshots(log.path)
@@ -365,7 +365,7 @@ def test_entries_lost_in_a_crash_are_restored_by_the_replay(open_log, events):
         pass
     events.clear()
     log = open_log(CONFIG)
-    [event] = [e for e in events if e["event"] == "transaction index rebuilt"]
+    [event] = [e for e in events if e["event"] == "txn_index.rebuilt"]
     assert event["entries_restored"] == 3 and event["segments"] == []
     assert log.aborted_txns() == before
 
