@@ -58,7 +58,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
         TxnAdminHandlers(coordinator=txn, logs=logs),
         GroupHandlers(groups=broker.group_coordinator, logs=logs),
     )
-    d = Dispatcher(broker.features)
+    d = Dispatcher(broker.features, broker.request_counts)
     for family in families:
         for api in family.apis():
             d.register(api)
@@ -79,6 +79,7 @@ class RunningBroker:
 
     async def close(self) -> None:
         log.info("broker.stopping", connections=len(self.connections))
+        self.broker.request_counts.log_table()
         for server in self.servers:
             server.close()
         for conn in list(self.connections):

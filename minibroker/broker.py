@@ -39,6 +39,7 @@ from .coordinator.transaction import TransactionCoordinator
 from .crash_points import NO_CRASH_POINTS, CrashPoints
 from .features import Features
 from .fetch_waiters import FetchWaiters
+from .request_counts import RequestCounts
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -57,6 +58,7 @@ class Broker:
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
         self.cluster_id = self.meta["cluster.id"]
         self.features = Features()
+        self.request_counts = RequestCounts()
         self.default_log_config = LogConfig(
             segment_bytes=config.segment_bytes,
             segment_ms=config.segment_ms,

@@ -22,12 +22,16 @@ from minibroker_protocol.header import HeaderError, peek_header, read_request_he
 
 from .api import Answer, Api, RequestContext, Response
 from .features import Features
+from .request_counts import UNKNOWN, RequestCounts
 
 __all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
 log = structlog.get_logger("minibroker.dispatch")
 
 ZERO = datetime.timedelta(0)
+
+
+_UNKNOWN_SOFTWARE = (UNKNOWN, UNKNOWN)
 
 
 class Disconnect(Exception):
@@ -39,9 +43,10 @@ class Disconnect(Exception):
 
 
 class Dispatcher:
-    def __init__(self, features: Features | None = None) -> None:
+    def __init__(self, features: Features | None = None, counts: RequestCounts | None = None) -> None:
         self.apis: dict[int, Api] = {}
         self.features = features if features is not None else Features()
+        self.counts = counts if counts is not None else RequestCounts()
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:
@@ -80,6 +85,13 @@ class Dispatcher:
             raise Disconnect("malformed_request", str(e), api_key=api_key,
                              api_version=version) from None
         ctx = RequestContext(api_key, version, corr, header.client_id, connection)
+        if api_key == ApiKey.ApiVersions and version >= 3 and connection is not None:
+            # KIP-511: the connection's client software, for the request counts (Kafka keeps it
+            # per connection too). Malformed names are refused by the handler, and counted as sent.
+            connection.client_software = (request.client_software_name or UNKNOWN,
+                                          request.client_software_version or UNKNOWN)
+        self.counts.count(api_key, version, getattr(connection, "client_software", _UNKNOWN_SOFTWARE),
+                          header.client_id)
         return api.handler(ctx, request)
 
     # -- ApiVersions -----------------------------------------------------------

@@ -135,6 +135,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener
         self.listeners = listeners
         self.conn_id = next(_conn_ids)
+        self.client_software = ("unknown", "unknown")  # ApiVersions v3+ names it (KIP-511)
         self.memory = memory if memory is not None else NO_LIMIT
         self.decoder = FrameDecoder(max_request_bytes, self.memory if memory is not None else UNBOUNDED,
                                     tag=self.conn_id)

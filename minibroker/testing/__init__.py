@@ -11,5 +11,6 @@ this directory.
 from __future__ import annotations
 
 from .broker import TEST_DEFAULTS, MiniBroker, MiniBrokerError, topic_name
+from .requests import requests_seen
 
-__all__ = ["MiniBroker", "MiniBrokerError", "topic_name", "TEST_DEFAULTS"]
+__all__ = ["MiniBroker", "MiniBrokerError", "topic_name", "TEST_DEFAULTS", "requests_seen"]
