@@ -28,6 +28,8 @@ import uuid
 import warnings
 from pathlib import Path
 
+from .ports import listening_ports
+
 __all__ = ["MiniBroker", "MiniBrokerError", "topic_name", "TEST_DEFAULTS"]
 
 # What Kafka's own test harnesses (and Testcontainers' KafkaContainer) set: a
@@ -95,6 +97,12 @@ class _PortTaken(Exception):
     pass
 
 
+# minibroker/crash_points.py reads these in the broker process (not imported here: this module
+# stays standard-library only).
+_CRASH_AT_VARIABLE = "MINIBROKER_CRASH_AT"
+_SNAPSHOT_RECORDS_VARIABLE = "MINIBROKER_TEST_SNAPSHOT_RECORDS"
+
+
 class MiniBroker:
     """A minibroker process on loopback: start, stop, ``kill -9``, restart, same data dir and port.
 
@@ -115,7 +123,19 @@ class MiniBroker:
     Should the port be taken by another process when the broker restarts, start()
     retries for ``port_wait`` seconds, then starts on a new port with a
     ``RuntimeWarning`` (``bootstrap_servers`` changes); with an explicit ``port``
-    it raises ``MiniBrokerError`` instead.
+    it raises ``MiniBrokerError`` instead. Once the broker reports itself ready,
+    start() also checks (on Linux, from /proc) that the listening socket on that
+    port belongs to the process it started, so a test never talks to a stranger.
+
+    Test-only hooks (for crash tests; the fault-injection API will replace them):
+    ``crash_at="txn.after_prepare"`` makes the broker SIGKILL itself at that step
+    (minibroker/crash_points.py names the points), ``snapshot_records=6`` writes a
+    coordinator snapshot every 6 records. ``restart(args=[...])`` restarts with
+    other raw arguments, ``restart(crash_at=None)`` without the crash point.
+
+    :meth:`from_command_line` starts ``python -m minibroker ARGS`` exactly as a CI
+    script would (no host, port or data dir added), for tests of the command line
+    itself; :attr:`addresses` lists every listener's address from the ready file.
     """
 
     port_wait = 5.0
@@ -132,6 +152,8 @@ class MiniBroker:
         stop_timeout: float = 20.0,
         name: str = "minibroker",
         keep: bool | None = None,
+        crash_at: str | None = None,
+        snapshot_records: int | None = None,
         **options: object,
     ) -> None:
         if "advertised_port" in options and not port:
@@ -141,9 +163,18 @@ class MiniBroker:
                 raise ValueError(f"{reserved} is managed by MiniBroker")
         self.name = name
         self.host = host
-        self.options = {**TEST_DEFAULTS, **options}
+        level = os.environ.get("MINIBROKER_TEST_LOG_LEVEL")
+        defaults = {**TEST_DEFAULTS, **({"log_level": level} if level else {})}
+        self.options = {**defaults, **options}
         self.args = list(args)
         self.env = dict(env or {})
+        self.crash_at = crash_at
+        self.snapshot_records = snapshot_records
+        self._command_line_only = False
+        self.ready_seconds: float | None = None
+        self._log_start = 0
+        self._started_at = 0.0
+        self.addresses: list[str] = []
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.keep = bool(os.environ.get("MINIBROKER_TEST_KEEP")) if keep is None else keep
@@ -179,7 +210,34 @@ class MiniBroker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def ready_file(self) -> Path:
+        """The ``--ready-file`` this handle passes: one advertised address per listener, once ready."""
+        return self._ready_path
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The broker's process of the last start (``poll()``, ``wait()``), or None before any."""
+        return self._proc
+
+    @classmethod
+    def from_command_line(cls, args: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None,
+                          startup_timeout: float = 30.0, name: str = "launched",
+                          keep: bool | None = None) -> MiniBroker:
+        """A broker started as ``python -m minibroker ARGS --ready-file F``, nothing else added.
+
+        Its ``TMPDIR`` is the handle's own directory, so ``--ephemeral`` data is removed by
+        ``close()`` even after a kill. Not started yet: use ``start()`` or ``with``.
+        """
+        b = cls(env=env, startup_timeout=startup_timeout, name=name, keep=keep)
+        b._command_line_only = True
+        b.args = list(args)
+        b.env.setdefault("TMPDIR", str(b.work_dir))
+        return b
+
     def command(self, port: int | None = None) -> list[str]:
+        if self._command_line_only:
+            return [sys.executable, "-m", "minibroker", *self.args, "--ready-file", str(self._ready_path)]
         cmd = [sys.executable, "-m", "minibroker", "--host", self.host,
                "--port", str(self.port if port is None else port), "--data-dir", str(self.data_dir),
                "--ready-file", str(self._ready_path)]
@@ -203,13 +261,22 @@ class MiniBroker:
 
     # ------------------------------------------------------------- lifecycle
 
-    def start(self) -> MiniBroker:
-        """Start the broker (again) and wait until it accepts connections."""
+    def start(self, wait: bool = True) -> MiniBroker:
+        """Start the broker (again) and wait until it accepts connections.
+
+        ``wait=False`` returns as soon as the process is spawned (for a broker that waits for
+        something first, e.g. ``--wait-for-config``); :meth:`wait_ready` finishes the start.
+        """
         if self.closed:
             raise MiniBrokerError(f"{self!r} was closed")
         if self.running:
             raise MiniBrokerError(f"{self!r} is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not wait:
+            self._started_at = time.perf_counter()
+            self._log_start = self._spawn(self.port or 0)
+            self.starts += 1
+            return self
         port = self.port or 0
         # The port is normally free again at once (the broker sets SO_REUSEADDR);
         # another process may hold it for a moment, rarely for good.
@@ -235,11 +302,47 @@ class MiniBroker:
         self.starts += 1
         return self
 
+    def wait_ready(self, timeout: float | None = None) -> MiniBroker:
+        """Finish a ``start(wait=False)``: wait until the broker accepts connections."""
+        if self._proc is None:
+            raise MiniBrokerError(f"{self!r} has not been started")
+        self._wait_ready(self.port or 0, self._log_start, self._started_at,
+                         self.startup_timeout if timeout is None else timeout)
+        return self
+
+    def wait_for_log(self, text: str, timeout: float = 15.0) -> str:
+        """Wait until ``text`` appears in the broker's output of this start; returns the output.
+
+        Fails when the broker exits first or after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self._log_since(self._log_start)
+            if text in out:
+                return out
+            if self._proc is None or self._proc.poll() is not None:
+                rc = self._proc.returncode if self._proc is not None else None
+                raise MiniBrokerError(f"minibroker {self.name} exited ({rc}) before logging {text!r}\n"
+                                      + self._tail_section())
+            if time.monotonic() > deadline:
+                raise MiniBrokerError(f"minibroker {self.name} did not log {text!r} within {timeout} s\n"
+                                      + self._tail_section())
+            time.sleep(0.05)
+
     def _spawn_and_wait(self, port: int) -> None:
+        started = time.perf_counter()
+        log_start = self._spawn(port)
+        self._wait_ready(port, log_start, started, self.startup_timeout)
+
+    def _spawn(self, port: int) -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MINIBROKER_", "KAFKA_"))}
         env["PYTHONUNBUFFERED"] = "1"
         _child_pythonpath(env)
         env.update(self.env)
+        if self.crash_at:
+            env[_CRASH_AT_VARIABLE] = self.crash_at
+        if self.snapshot_records is not None:
+            env[_SNAPSHOT_RECORDS_VARIABLE] = str(self.snapshot_records)
         try:
             self._ready_path.unlink()
         except FileNotFoundError:
@@ -257,7 +360,12 @@ class MiniBroker:
                 # broker would die when that thread ends.
                 preexec_fn=_die_with_parent if on_main and sys.platform.startswith("linux") else None,
             )
-        deadline = time.monotonic() + self.startup_timeout
+        self._log_start = log_start
+        return log_start
+
+    def _wait_ready(self, port: int, log_start: int, started: float, timeout: float) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
         delay = 0.01
         while True:
             rc = self._proc.poll()
@@ -267,28 +375,51 @@ class MiniBroker:
                     raise _PortTaken()
                 raise MiniBrokerError(
                     f"minibroker {self.name} exited with code {rc} during start-up\n" + self._tail_section())
-            address = self._read_ready()
-            if address is not None:
-                self._bootstrap = address
-                if not self._requested_port:
-                    self.port = int(address.rsplit(":", 1)[1])
+            addresses = self._read_ready()
+            if addresses:
+                self.ready_seconds = time.perf_counter() - started
+                self.addresses = addresses
+                self._bootstrap = addresses[0]
+                if self._command_line_only:
+                    self.port = int(addresses[0].rsplit(":", 1)[1])
+                else:
+                    self.port = self._bound_port(port, int(addresses[0].rsplit(":", 1)[1]))
                 return
             if time.monotonic() > deadline:
                 pid = self._proc.pid
                 self._kill_hard()
                 raise MiniBrokerError(
                     f"minibroker {self.name} (pid {pid}) did not accept connections within "
-                    f"{self.startup_timeout} s\n" + self._tail_section())
+                    f"{timeout} s\n" + self._tail_section())
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
 
-    def _read_ready(self) -> str | None:
-        # Written atomically by the broker once it accepts connections: first line = bootstrap address.
+    def _bound_port(self, asked: int, advertised: int) -> int:
+        """The port the broker bound, which later starts reuse (the ready file holds advertised
+        addresses, and ``--advertised-port`` may differ). Checks the socket is the process's own:
+        a test must never talk to another process that holds the port."""
+        assert self._proc is not None
+        ports = listening_ports(self._proc.pid)
+        if ports is None:  # not Linux: trust the broker's own report
+            return asked or advertised
+        if asked and asked not in ports or not ports:
+            pid = self._proc.pid
+            self._kill_hard()
+            raise MiniBrokerError(
+                f"minibroker {self.name} (pid {pid}) reported ready, but the socket listening on port "
+                f"{asked or advertised} is not that process's (it listens on {sorted(ports)})\n"
+                + self._tail_section())
+        if asked:
+            return asked
+        return advertised if advertised in ports else min(ports)
+
+    def _read_ready(self) -> list[str]:
+        # Written atomically by the broker once it accepts connections: one address per listener,
+        # the first is the bootstrap address.
         try:
-            first = self._ready_path.read_text().splitlines()[0].strip()
-        except (OSError, IndexError):
-            return None
-        return first or None
+            return self._ready_path.read_text().split()
+        except OSError:
+            return []
 
     def _log_since(self, position: int) -> str:
         try:
@@ -324,8 +455,14 @@ class MiniBroker:
         self.returncodes.append(rc)
         return rc
 
-    def restart(self, graceful: bool = True) -> MiniBroker:
-        """Stop (SIGTERM; SIGKILL when ``graceful=False``) and start again: same port, same data."""
+    def restart(self, graceful: bool = True, *, args: list[str] | tuple[str, ...] | None = None,
+                crash_at: str | None | object = ..., snapshot_records: int | None | object = ...,
+                ) -> MiniBroker:
+        """Stop (SIGTERM; SIGKILL when ``graceful=False``) and start again: same port, same data.
+
+        ``args`` replaces the raw arguments, ``crash_at``/``snapshot_records`` the test hooks
+        (``None`` turns one off) for this and later starts.
+        """
         if graceful:
             rc = self.stop()
             if rc != 0:
@@ -333,6 +470,12 @@ class MiniBroker:
                                       + self._tail_section())
         else:
             self.kill9()
+        if args is not None:
+            self.args = list(args)
+        if crash_at is not ...:
+            self.crash_at = crash_at  # type: ignore[assignment]
+        if snapshot_records is not ...:
+            self.snapshot_records = snapshot_records  # type: ignore[assignment]
         return self.start()
 
     def close(self) -> None:

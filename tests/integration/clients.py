@@ -83,7 +83,7 @@ def consume_assigned(broker, topic: str, partitions, *, timeout: float = 180.0,
     if ends is None:
         ends = wire.high_watermarks(broker.port, topic, partitions)
     conf = {
-        "bootstrap.servers": broker.bootstrap,
+        "bootstrap.servers": broker.bootstrap_servers,
         "group.id": f"it-readback-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from .broker import BrokerProcess
+from minibroker.testing import MiniBroker
+
 from .clients import unique_topic
+from .support import project_broker
 
 MODULE_BROKER_ARGS = ["--num-partitions", "4", "--segment-bytes", str(8 * 1024 * 1024)]
 
@@ -32,10 +34,10 @@ def pytest_collection_modifyitems(config, items):
 class BrokerFactory:
     def __init__(self, name: str) -> None:
         self.name = name
-        self.brokers: list[BrokerProcess] = []
+        self.brokers: list[MiniBroker] = []
 
-    def __call__(self, extra_args=(), *, start: bool = True, **kwargs) -> BrokerProcess:
-        b = BrokerProcess(extra_args, name=kwargs.pop("name", f"{self.name}{len(self.brokers)}"), **kwargs)
+    def __call__(self, extra_args=(), *, start: bool = True, **kwargs) -> MiniBroker:
+        b = project_broker(extra_args, name=kwargs.pop("name", f"{self.name}{len(self.brokers)}"), **kwargs)
         self.brokers.append(b)
         return b.start() if start else b
 
@@ -46,7 +48,7 @@ class BrokerFactory:
 
 @pytest.fixture(scope="module")
 def broker(request):
-    b = BrokerProcess(MODULE_BROKER_ARGS, name=request.module.__name__.rsplit(".", 1)[-1])
+    b = project_broker(MODULE_BROKER_ARGS, name=request.module.__name__.rsplit(".", 1)[-1])
     try:
         b.start()
         yield b
@@ -69,10 +71,10 @@ def topic(request) -> str:
     return unique_topic(request.node.name)
 
 
-def _brokers_of(item) -> list[BrokerProcess]:
+def _brokers_of(item) -> list[MiniBroker]:
     found = []
     for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, BrokerProcess):
+        if isinstance(value, MiniBroker):
             found.append(value)
         elif isinstance(value, BrokerFactory):
             found.extend(value.brokers)

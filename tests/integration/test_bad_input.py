@@ -26,7 +26,7 @@ def _batch(n: int = 3, tag: str = "ok", size: int = 20) -> bytes:
 def _seeded_topic(b) -> str:
     """A topic with a few records in each partition, written with raw Produce v8."""
     topic = unique_topic("bad-input")
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
     with wire.connect(b.port) as s:
         answer = wire.produce_v8(s, topic, {p: _batch(3 + p) for p in range(PARTITIONS)})
     assert answer == {0: (0, 0), 1: (0, 0)}, answer
@@ -50,7 +50,7 @@ class Guard:
     def __exit__(self, exc_type, *exc):
         try:
             if exc_type is None:
-                assert self.b.running(), f"the broker died (exit code {self.b.proc.poll()})"
+                assert self.b.running, f"the broker died (exit code {self.b.proc.poll()})"
                 wire.api_versions(self.b.port, sock=self.other, correlation_id=2)
                 wire.api_versions(self.b.port, correlation_id=3)
                 after = wire.high_watermarks(self.b.port, self.topic, range(PARTITIONS))
@@ -194,4 +194,4 @@ def test_huge_array_length_in_small_request(broker_factory, api_key, version, bo
                 wire.wait_closed(s, timeout=5)
             except AssertionError:
                 pass  # an answer that keeps the connection open is fine too
-        assert b.running(), f"broker died (exit {b.proc.poll()}):\n{b.log_tail(20)}"
+        assert b.running, f"broker died (exit {b.proc.poll()}):\n{b.log_tail(20)}"

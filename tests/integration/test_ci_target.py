@@ -14,8 +14,9 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
-from .broker import REPO_ROOT  # noqa: E402
-from .launch import Launched  # noqa: E402
+from minibroker.testing import MiniBroker  # noqa: E402
+
+from .support import REPO_ROOT  # noqa: E402
 
 
 def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -24,7 +25,7 @@ def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
 
 
 def test_ephemeral_broker_serves_then_leaves_nothing_behind():
-    with Launched(["--port", "0", "--ephemeral"]) as b:
+    with MiniBroker.from_command_line(["--port", "0", "--ephemeral"]) as b:
         (addr,) = b.addresses
         assert re.fullmatch(r"127\.0\.0\.1:\d+", addr)
         print(f"process start -> ready file: {b.ready_seconds * 1000:.0f} ms")
@@ -45,12 +46,12 @@ def test_ephemeral_broker_serves_then_leaves_nothing_behind():
                 got.append(int(m.value()))
         c.close()
         assert got == list(range(100))
-        data_dir = Path(re.search(r"data_dir=(\S+)", b.log().split("broker.started")[1]).group(1))
+        data_dir = Path(re.search(r"data_dir=(\S+)", b.log_text().split("broker.started")[1]).group(1))
         assert data_dir.is_dir() and "minibroker-ephemeral-" in data_dir.name
-        assert b.terminate(timeout=10) == 0  # SIGTERM: clean stop, exit 0
+        assert b.stop(timeout=10) == 0  # SIGTERM: clean stop, exit 0
         assert not data_dir.exists()
         assert not b.ready_file.exists()
-        assert "broker.stopped" in b.log()
+        assert "broker.stopped" in b.log_text()
 
 
 def test_health_fails_when_nothing_answers():
@@ -92,12 +93,12 @@ def test_bad_listener_list_is_a_usage_error():
 
 def test_a_data_dir_outlives_its_broker(tmp_path):
     data = tmp_path / "data"
-    with Launched(["--port", "0", "--data-dir", str(data)]) as b:
+    with MiniBroker.from_command_line(["--port", "0", "--data-dir", str(data)]) as b:
         addr = b.addresses[0]
         p = Producer({"bootstrap.servers": addr, "acks": "all"})
         p.produce("kept", value=b"x")
         assert p.flush(15) == 0
-        assert b.terminate() == 0
+        assert b.stop() == 0
     assert (data / "kept-0").is_dir()  # not ephemeral: the data stays
 
 
@@ -137,7 +138,7 @@ def test_sigterm_during_startup_stops_cleanly(tmp_path):
 def test_every_interface_is_one_dual_stack_port():
     # An empty host, like Kafka's PLAINTEXT://:9092, binds one socket for IPv4 and IPv6, so
     # port 0 gives one port and the advertised localhost works whatever it resolves to.
-    with Launched(["--listeners", "PLAINTEXT://:0", "--ephemeral"]) as b:
+    with MiniBroker.from_command_line(["--listeners", "PLAINTEXT://:0", "--ephemeral"]) as b:
         (addr,) = b.addresses
         port = int(addr.rsplit(":", 1)[1])
         assert addr == f"localhost:{port}"
@@ -147,7 +148,7 @@ def test_every_interface_is_one_dual_stack_port():
 
 
 def test_ipv6_addresses_are_bracketed():
-    with Launched(["--host", "::1", "--port", "0", "--ephemeral"]) as b:
+    with MiniBroker.from_command_line(["--host", "::1", "--port", "0", "--ephemeral"]) as b:
         (addr,) = b.addresses
         assert re.fullmatch(r"\[::1\]:\d+", addr), addr
         r = _cli("health", "--bootstrap", addr)

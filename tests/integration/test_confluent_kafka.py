@@ -9,8 +9,14 @@ from collections import Counter
 import pytest
 
 from . import wire
-from .clients import (check_contiguous, check_readback, consume_assigned, create_topic, index_of,
-                      produce_confluent)
+from .clients import (
+    check_contiguous,
+    check_readback,
+    consume_assigned,
+    create_topic,
+    index_of,
+    produce_confluent,
+)
 
 PARTITIONS = 4
 # 100,000 messages per codec (about 80 MB before compression): a few seconds each on two
@@ -21,10 +27,10 @@ COUNTS = {codec: 100_000 for codec in ("none", "gzip", "snappy", "lz4", "zstd")}
 @pytest.mark.parametrize("codec", list(COUNTS))
 def test_produce_acks_all_then_read_back(broker, topic, codec):
     n = int(os.environ.get("MINIBROKER_TEST_MESSAGES", COUNTS[codec]))
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
 
     t0 = time.monotonic()
-    acked, errors = produce_confluent(broker.bootstrap, topic, range(n), codec=codec, tag=codec)
+    acked, errors = produce_confluent(broker.bootstrap_servers, topic, range(n), codec=codec, tag=codec)
     t_produce = time.monotonic() - t0
     assert not errors, f"{len(errors)} delivery errors, first: {errors[:5]}"
     assert len(acked) == n, f"{len(acked)} distinct (partition, offset) pairs for {n} messages"
@@ -50,8 +56,8 @@ def test_produce_acks_all_then_read_back(broker, topic, codec):
 @pytest.mark.parametrize("acks", ["0", "1"])
 def test_acks_0_and_1(broker, topic, acks):
     n = 5000
-    create_topic(broker.bootstrap, topic, 2)
-    acked, errors = produce_confluent(broker.bootstrap, topic, range(n), extra={"acks": acks}, timeout=60)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    acked, errors = produce_confluent(broker.bootstrap_servers, topic, range(n), extra={"acks": acks}, timeout=60)
     assert not errors, errors[:5]
     assert len(acked) == n if acks == "1" else len(acked) >= 1  # acks=0 reports offset -1
     ends = wire.high_watermarks(broker.port, topic, range(2))
@@ -69,9 +75,9 @@ def test_auto_create_on_produce(broker, topic):
     from confluent_kafka.admin import AdminClient
 
     # Producing to an unknown topic auto-creates it with --num-partitions (4 here).
-    acked, errors = produce_confluent(broker.bootstrap, topic, range(100), timeout=60)
+    acked, errors = produce_confluent(broker.bootstrap_servers, topic, range(100), timeout=60)
     assert not errors and len(acked) == 100
-    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic=topic, timeout=10)
+    md = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(topic=topic, timeout=10)
     assert len(md.topics[topic].partitions) == 4
     assert {p.leader for p in md.topics[topic].partitions.values()} == {1}
 
@@ -79,8 +85,8 @@ def test_auto_create_on_produce(broker, topic):
 def test_list_all_topics(broker, topic):
     from confluent_kafka.admin import AdminClient
 
-    create_topic(broker.bootstrap, topic, 2)
-    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    md = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10)
     assert len(md.brokers) == 1
     (b,) = md.brokers.values()
     assert (b.id, b.host, b.port) == (1, "127.0.0.1", broker.port)

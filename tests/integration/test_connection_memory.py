@@ -15,8 +15,10 @@ import time
 
 import pytest
 
+from minibroker.testing import MiniBroker
+
 from . import wire
-from .broker import BrokerProcess
+from .support import project_broker
 
 METADATA = 3
 
@@ -35,7 +37,7 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def wait_for_log(b: BrokerProcess, needle: str, timeout: float = 10.0) -> str:
+def wait_for_log(b: MiniBroker, needle: str, timeout: float = 10.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = b.log_text()
@@ -62,7 +64,7 @@ def metadata_v4(topics: list[str], correlation_id: int) -> bytes:
 
 
 def test_announced_sizes_cost_nothing_until_the_bytes_arrive():
-    with BrokerProcess(name="conn-mem-announce") as b:
+    with project_broker(name="conn-mem-announce") as b:
         base = rss_mib(b.pid)
         socks = []
         try:
@@ -83,7 +85,7 @@ def test_announced_sizes_cost_nothing_until_the_bytes_arrive():
 
 def test_past_the_budget_connections_wait_and_the_broker_keeps_serving():
     budget = 2_000_000
-    with BrokerProcess(["--queued-max-request-bytes", str(budget)], name="conn-mem-budget") as b:
+    with project_broker(["--queued-max-request-bytes", str(budget)], name="conn-mem-budget") as b:
         base = rss_mib(b.pid)
         socks = []
         try:
@@ -126,7 +128,7 @@ def test_past_the_budget_connections_wait_and_the_broker_keeps_serving():
 
 @pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="needs prlimit (Linux)")
 def test_refused_accepts_at_the_fd_limit_are_logged_and_the_broker_serves_on():
-    with BrokerProcess(name="conn-mem-fdlimit") as b:
+    with project_broker(name="conn-mem-fdlimit") as b:
         limit = open_fds(b.pid) + 8
         resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (limit, limit))
         socks = []
@@ -155,5 +157,5 @@ def test_refused_accepts_at_the_fd_limit_are_logged_and_the_broker_serves_on():
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        assert b.running()
+        assert b.running
         assert "Traceback" not in b.log_text()

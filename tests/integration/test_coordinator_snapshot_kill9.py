@@ -8,8 +8,16 @@ from __future__ import annotations
 from confluent_kafka import Consumer, TopicPartition
 
 from .clients import create_topic
-from .test_txn_support import (READ_COMMITTED, TXN_BROKER_ARGS, log_events, produce_sync, read_all,
-                               txn_id, txn_producer, wait_for_event)
+from .test_txn_support import (
+    READ_COMMITTED,
+    TXN_BROKER_ARGS,
+    log_events,
+    produce_sync,
+    read_all,
+    txn_id,
+    txn_producer,
+    wait_for_event,
+)
 
 
 def committed(bootstrap: str, group: str, topic: str) -> int:
@@ -42,20 +50,20 @@ def transactions(p, bootstrap, topic, group, tag, count, commit=True, first_offs
 
 
 def test_kill9_after_a_periodic_snapshot(broker_factory, topic):
-    b = broker_factory(TXN_BROKER_ARGS, env={"MINIBROKER_TEST_SNAPSHOT_RECORDS": "6"})
-    create_topic(b.bootstrap, topic, 1)
+    b = broker_factory(TXN_BROKER_ARGS, snapshot_records=6)
+    create_topic(b.bootstrap_servers, topic, 1)
     group = f"g-{topic}"
     tid = txn_id("snapkill")
-    p = txn_producer(b.bootstrap, tid)
+    p = txn_producer(b.bootstrap_servers, tid)
     p.init_transactions(30)
-    committed_values = transactions(p, b.bootstrap, topic, group, "a", 4)
+    committed_values = transactions(p, b.bootstrap_servers, topic, group, "a", 4)
     wait_for_event(b, "txn.snapshot_written", timeout=15, reason="periodic")
     wait_for_event(b, "group.snapshot_written", timeout=15, reason="periodic")
     # history after the snapshot: more commits (the offsets move on) and an abort
-    committed_values += transactions(p, b.bootstrap, topic, group, "b", 3, first_offset=2000)
-    transactions(p, b.bootstrap, topic, group, "x", 1, commit=False, first_offset=3000)
+    committed_values += transactions(p, b.bootstrap_servers, topic, group, "b", 3, first_offset=2000)
+    transactions(p, b.bootstrap_servers, topic, group, "x", 1, commit=False, first_offset=3000)
     last_offset = 2004  # the last committed transaction's
-    assert committed(b.bootstrap, group, topic) == last_offset
+    assert committed(b.bootstrap_servers, group, topic) == last_offset
     b.kill9()
     del p
 
@@ -63,13 +71,13 @@ def test_kill9_after_a_periodic_snapshot(broker_factory, topic):
     [loaded] = log_events(b, "txn.coordinator_loaded")[-1:]
     assert log_events(b, "txn.snapshot_loaded"), b.log_tail(40)
     assert int(loaded["replayed_from"]) > 0 and int(loaded["records"]) > 0, loaded
-    assert committed(b.bootstrap, group, topic) == last_offset
+    assert committed(b.bootstrap_servers, group, topic) == last_offset
     got = read_all(b, topic, [0], READ_COMMITTED)
     assert sorted(v for _, _, v in got[0]) == sorted(committed_values)
 
-    p = txn_producer(b.bootstrap, tid)
+    p = txn_producer(b.bootstrap_servers, tid)
     p.init_transactions(30)
-    more = transactions(p, b.bootstrap, topic, group, "c", 1, first_offset=4000)
+    more = transactions(p, b.bootstrap_servers, topic, group, "c", 1, first_offset=4000)
     got = read_all(b, topic, [0], READ_COMMITTED)
     assert sorted(v for _, _, v in got[0]) == sorted(committed_values + more)
-    assert committed(b.bootstrap, group, topic) == 4000
+    assert committed(b.bootstrap_servers, group, topic) == 4000

@@ -86,8 +86,8 @@ def test_flipped_byte_in_closed_segment_is_reported_and_never_served(broker_fact
 
     b = broker_factory(["--segment-bytes", str(64 * 1024)])
     topic = f"corrupt-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic, 1)
-    acked = produce(b.bootstrap, topic, 600)
+    create_topic(b.bootstrap_servers, topic, 1)
+    acked = produce(b.bootstrap_servers, topic, 600)
     assert b.stop() == 0
 
     part = b.data_dir / f"{topic}-0"
@@ -113,12 +113,12 @@ def test_flipped_byte_in_closed_segment_is_reported_and_never_served(broker_fact
     b.start()
     end = wire.high_watermarks(b.port, topic, [0])[0]
     assert end == 600
-    got, errors = consume_from(b.bootstrap, topic, 0, end)
+    got, errors = consume_from(b.bootstrap_servers, topic, 0, end)
     assert errors and set(errors) == {KafkaError.INVALID_MSG}, errors  # CORRUPT_MESSAGE (2)
     assert max(got) == header.base_offset - 1  # everything before the bad batch, nothing of it
     assert all(got[o] == acked[o] for o in got)
     # A consumer that skips the batch reads on.
-    after, errors = consume_from(b.bootstrap, topic, header.last_offset + 1, end)
+    after, errors = consume_from(b.bootstrap_servers, topic, header.last_offset + 1, end)
     assert not errors and sorted(after) == list(range(header.last_offset + 1, end))
     assert all(after[o] == acked[o] for o in after)
     assert "fetch.corrupt_batch" in b.log_text() and "segment.corrupt_batch" in b.log_text()
@@ -129,8 +129,8 @@ def test_garbage_over_transaction_state_tail_after_clean_stop(broker_factory):
 
     b = broker_factory([])
     topic = f"txn-tail-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic, 1)
-    conf = {"bootstrap.servers": b.bootstrap, "transactional.id": f"tid-{topic}",
+    create_topic(b.bootstrap_servers, topic, 1)
+    conf = {"bootstrap.servers": b.bootstrap_servers, "transactional.id": f"tid-{topic}",
             "transaction.timeout.ms": 60000, "socket.timeout.ms": 10000}
     p = Producer(conf)
     p.init_transactions(30)
@@ -166,8 +166,8 @@ def test_background_scrub_finds_rot_the_open_trusted(broker_factory):
 
     b = broker_factory(["--segment-bytes", str(64 * 1024), "--scrub-bytes-per-sec", str(32 << 20)])
     topic = f"rot-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic, 1)
-    acked = produce(b.bootstrap, topic, 600)
+    create_topic(b.bootstrap_servers, topic, 1)
+    acked = produce(b.bootstrap_servers, topic, 600)
     assert b.stop() == 0
     segs = segments(str(b.data_dir / f"{topic}-0"))
     header, _ = list(walk_segment(segs[0], check_crc=True, position=0))[3]
@@ -184,7 +184,7 @@ def test_background_scrub_finds_rot_the_open_trusted(broker_factory):
     while "scrub.corrupt_batch" not in b.log_text() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert "scrub.corrupt_batch" in b.log_text(), b.log_tail()
-    got, errors = consume_from(b.bootstrap, topic, 0, 600)
+    got, errors = consume_from(b.bootstrap_servers, topic, 0, 600)
     assert errors and set(errors) == {KafkaError.INVALID_MSG}, errors
     assert max(got) == header.base_offset - 1
     assert all(got[o] == acked[o] for o in got)

@@ -43,7 +43,6 @@ import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
-
 from . import wire
 from .clients import JS_DIR, create_topic, require_kafkajs, unique_topic
 from .test_eos_pipeline import Instance
@@ -239,13 +238,13 @@ def run_with_kills(broker, cmd, tmp_path: Path, input_topic: str, output_topic: 
             run.note(f"kill -9 instance {len(run.instances) - 1} at output {run.output_progress()} "
                      f"(target {target}, {mode}: {how})")
             inst = run.start()
-            run.note(f"  committed offsets then: {committed_offsets(broker.bootstrap, group, input_topic)}")
+            run.note(f"  committed offsets then: {committed_offsets(broker.bootstrap_servers, group, input_topic)}")
 
         deadline = time.monotonic() + 40
         committed: dict[int, int] = {}
         for _ in range(400):
             run.check_alive(inst)
-            committed = committed_offsets(broker.bootstrap, group, input_topic)
+            committed = committed_offsets(broker.bootstrap_servers, group, input_topic)
             if committed == ends or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -311,14 +310,14 @@ def test_eos_pipeline_kafkajs(broker_factory, tmp_path):
     b = broker_factory(EOS_BROKER_ARGS)
     rng = random.Random(SEED)
     input_topic, output_topic = unique_topic("eos-kafkajs-in"), unique_topic("eos-kafkajs-out")
-    create_topic(b.bootstrap, input_topic, PARTS)
-    create_topic(b.bootstrap, output_topic, PARTS)
+    create_topic(b.bootstrap_servers, input_topic, PARTS)
+    create_topic(b.bootstrap_servers, output_topic, PARTS)
     records = make_input(rng)
     t_input = time.monotonic()
-    produce_input(b.bootstrap, input_topic, records)
+    produce_input(b.bootstrap_servers, input_topic, records)
     t_input = time.monotonic() - t_input
     group, tid = f"eos-kafkajs-group-{uuid.uuid4().hex[:6]}", f"eos-kafkajs-txn-{uuid.uuid4().hex[:6]}"
-    cmd = [node, str(SCRIPT), "--broker", b.bootstrap, "--input", input_topic, "--output", output_topic,
+    cmd = [node, str(SCRIPT), "--broker", b.bootstrap_servers, "--input", input_topic, "--output", output_topic,
            "--group", group, "--transactional-id", tid,
            "--max-bytes-per-partition", str(MAX_BYTES_PER_PARTITION),
            "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--transaction-timeout-ms", "10000",

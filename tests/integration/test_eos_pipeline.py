@@ -38,8 +38,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import java_client, wire
-from .broker import REPO_ROOT
 from .clients import create_topic, unique_topic
+from .support import REPO_ROOT
 from .test_txn_support import READ_COMMITTED, READ_UNCOMMITTED, TXN_BROKER_ARGS, read_all
 
 N_RECORDS = 20_000
@@ -280,14 +280,14 @@ def run_with_kills(broker, start_cmd, tmp_path: Path, input_topic: str, output_t
             run.note(f"kill -9 instance {len(run.instances) - 1} at output {run.output_progress()} "
                      f"(target {target}, {mode}: {how})")
             inst = run.start()
-            run.note(f"  committed offsets then: {committed_offsets(broker.bootstrap, group, input_topic)}")
+            run.note(f"  committed offsets then: {committed_offsets(broker.bootstrap_servers, group, input_topic)}")
 
         # Wait for the input to be fully committed, then for the output to stop growing.
         deadline = time.monotonic() + 60
         committed: dict[int, int] = {}
         for _ in range(600):
             run.check_alive(inst)
-            committed = committed_offsets(broker.bootstrap, group, input_topic)
+            committed = committed_offsets(broker.bootstrap_servers, group, input_topic)
             if committed == ends or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -355,12 +355,12 @@ def _pipeline_test(broker_factory, tmp_path, name: str, command) -> Run:
     b = broker_factory(EOS_BROKER_ARGS)
     rng = random.Random(SEED)
     input_topic, output_topic = unique_topic(f"{name}-in"), unique_topic(f"{name}-out")
-    create_topic(b.bootstrap, input_topic, PARTS)
-    create_topic(b.bootstrap, output_topic, PARTS)
+    create_topic(b.bootstrap_servers, input_topic, PARTS)
+    create_topic(b.bootstrap_servers, output_topic, PARTS)
     records = make_input(rng)
-    produce_input(b.bootstrap, input_topic, records)
+    produce_input(b.bootstrap_servers, input_topic, records)
     group, tid = f"{name}-group-{uuid.uuid4().hex[:6]}", f"{name}-txn-{uuid.uuid4().hex[:6]}"
-    run = run_with_kills(b, lambda: command(b.bootstrap, input_topic, output_topic, group, tid), tmp_path,
+    run = run_with_kills(b, lambda: command(b.bootstrap_servers, input_topic, output_topic, group, tid), tmp_path,
                          input_topic, output_topic, group, rng)
     check_output(b, run, records)
     print("\n".join(run.events))

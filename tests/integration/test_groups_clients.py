@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from . import wire
-from .broker import REPO_ROOT, BrokerProcess
 from .clients import create_topic, run_node
 from .conftest import MODULE_BROKER_ARGS
+from .support import REPO_ROOT, project_broker
 from .test_txn_support import log_events
 
 GROUP_BROKER_ARGS = MODULE_BROKER_ARGS + ["--group-initial-rebalance-delay-ms", "0"]
@@ -41,7 +41,7 @@ SESSION_MS = 6000  # the broker's minimum (Kafka's group.min.session.timeout.ms)
 
 @pytest.fixture(scope="module")
 def gbroker():
-    b = BrokerProcess(GROUP_BROKER_ARGS, name="test_groups_clients")
+    b = project_broker(GROUP_BROKER_ARGS, name="test_groups_clients")
     try:
         b.start()
         yield b
@@ -398,12 +398,12 @@ def drain(members: list[Member], acked: set[tuple[int, int]], timeout: float = 3
 
 def test_three_consumers_join_leave_crash(gbroker, topic, tmp_path):
     b = gbroker
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
     group = group_id("three")
-    prod = ContinuousProducer(b.bootstrap, topic)
-    c1 = ThreadMember("c1", member_conf(b.bootstrap, group), topic)
-    c2 = ThreadMember("c2", member_conf(b.bootstrap, group), topic)
-    c3 = ProcessMember("c3", member_conf(b.bootstrap, group), topic, tmp_path)
+    prod = ContinuousProducer(b.bootstrap_servers, topic)
+    c1 = ThreadMember("c1", member_conf(b.bootstrap_servers, group), topic)
+    c2 = ThreadMember("c2", member_conf(b.bootstrap_servers, group), topic)
+    c3 = ProcessMember("c3", member_conf(b.bootstrap_servers, group), topic, tmp_path)
     members = [c1, c2, c3]
     try:
         wait_until(lambda: balanced(members, 2), 30, "2 partitions for each of 3 members")
@@ -459,17 +459,17 @@ def test_static_member_restarts_without_rebalance(gbroker, topic):
     from confluent_kafka import ConsumerGroupState
 
     b = gbroker
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
     group = group_id("static")
-    prod = ContinuousProducer(b.bootstrap, topic)
-    conf = {n: member_conf(b.bootstrap, group, instance=f"inst-{n}", **{"session.timeout.ms": 10000})
+    prod = ContinuousProducer(b.bootstrap_servers, topic)
+    conf = {n: member_conf(b.bootstrap_servers, group, instance=f"inst-{n}", **{"session.timeout.ms": 10000})
             for n in ("s1", "s2", "s3")}
     s1, s2, s3 = (ThreadMember(n, conf[n], topic) for n in ("s1", "s2", "s3"))
     s3b = None
     try:
         wait_until(lambda: balanced([s1, s2, s3], 2), 30, "2 partitions for each of 3 static members")
         wait_until(lambda: all(m.records() for m in (s1, s2, s3)), 15, "every member to consume")
-        before = describe_group(b.bootstrap, group)
+        before = describe_group(b.bootstrap_servers, group)
         assert before.state == ConsumerGroupState.STABLE
         old_ids = {m.group_instance_id: m.member_id for m in before.members}
         joins = len([e for e in log_events(b, "group.join_completed") if e.get("group_id") == group])
@@ -490,7 +490,7 @@ def test_static_member_restarts_without_rebalance(gbroker, topic):
         assert [(e["instance_id"], e["state"]) for e in rejoined] == [("inst-s3", "Stable")]
         gens = {ev["gen"] for ev in s3b.records()}
         assert gens == {max(ev["gen"] for ev in s1.records())}, gens
-        after = describe_group(b.bootstrap, group)
+        after = describe_group(b.bootstrap_servers, group)
         assert after.state == ConsumerGroupState.STABLE
         new_ids = {m.group_instance_id: m.member_id for m in after.members}
         assert set(new_ids) == {"inst-s1", "inst-s2", "inst-s3"}
@@ -544,15 +544,15 @@ def test_kafkajs_group_consumer_consumes_and_resumes(gbroker, topic):
     records later, and the group resumes exactly at its committed offsets."""
     b = gbroker
     parts, n1 = 3, 300
-    create_topic(b.bootstrap, topic, parts)
+    create_topic(b.bootstrap_servers, topic, parts)
     group = group_id("kafkajs")
-    r = _run_node("produce.js", "--broker", b.bootstrap, "--topic", topic, "--count", str(n1),
+    r = _run_node("produce.js", "--broker", b.bootstrap_servers, "--topic", topic, "--count", str(n1),
                   "--partitions", str(parts))
     assert r.returncode == 0, f"produce.js exit {r.returncode}\nstderr:\n{r.stderr[-4000:]}"
     acked = {(p, o): i for i, p, o in json.loads(r.stdout)["acked"]}
     assert len(acked) == n1
 
-    r = _run_node("group_consume.js", "--broker", b.bootstrap, "--topic", topic, "--group", group,
+    r = _run_node("group_consume.js", "--broker", b.bootstrap_servers, "--topic", topic, "--group", group,
                   "--count", str(n1))
     assert r.returncode == 0, f"group_consume.js exit {r.returncode}\nstderr:\n{r.stderr[-4000:]}"
     out = json.loads(r.stdout)
@@ -564,12 +564,12 @@ def test_kafkajs_group_consumer_consumes_and_resumes(gbroker, topic):
         assert got[p] == expected, f"partition {p}: {len(got[p])} records, first {got[p][:1]}"
     assert sorted(out["assigned"]) == list(range(parts))
     ends = wire.high_watermarks(b.port, topic, range(parts))
-    assert committed_offsets(b.bootstrap, group, topic, range(parts)) == ends
+    assert committed_offsets(b.bootstrap_servers, group, topic, range(parts)) == ends
 
     # more records; the same group resumes from its committed offsets
     second = {p: [f"b-{p}-{i}".encode() for i in range(10)] for p in range(parts)}
-    produce_values(b.bootstrap, topic, second)
-    r = _run_node("group_consume.js", "--broker", b.bootstrap, "--topic", topic, "--group", group,
+    produce_values(b.bootstrap_servers, topic, second)
+    r = _run_node("group_consume.js", "--broker", b.bootstrap_servers, "--topic", topic, "--group", group,
                   "--count", str(10 * parts))
     assert r.returncode == 0, f"group_consume.js exit {r.returncode}\nstderr:\n{r.stderr[-4000:]}"
     got = defaultdict(list)
@@ -577,7 +577,7 @@ def test_kafkajs_group_consumer_consumes_and_resumes(gbroker, topic):
         got[p].append((off, value.encode()))
     for p in range(parts):
         assert got[p] == [(ends[p] + i, v) for i, v in enumerate(second[p])], f"partition {p}"
-    assert committed_offsets(b.bootstrap, group, topic, range(parts)) == \
+    assert committed_offsets(b.bootstrap_servers, group, topic, range(parts)) == \
         wire.high_watermarks(b.port, topic, range(parts))
 
 
@@ -588,13 +588,13 @@ def test_kafka_python_group_subscribe_commit_resume(gbroker, topic):
 
     b = gbroker
     parts = 2
-    create_topic(b.bootstrap, topic, parts)
+    create_topic(b.bootstrap_servers, topic, parts)
     group = group_id("kafka-python")
     values = {p: [f"kp-{p}-{i}".encode() for i in range(60)] for p in range(parts)}
-    produce_values(b.bootstrap, topic, values)
+    produce_values(b.bootstrap_servers, topic, values)
 
     def consume(limit: int | None) -> dict[int, list[tuple[int, bytes]]]:
-        consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group,
+        consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id=group,
                                  enable_auto_commit=False, auto_offset_reset="earliest",
                                  session_timeout_ms=10000, heartbeat_interval_ms=1000,
                                  request_timeout_ms=30000, max_poll_records=25)

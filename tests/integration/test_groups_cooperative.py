@@ -42,11 +42,11 @@ def owned(member: ThreadMember) -> set[int]:
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_assignors_share_and_hand_over(gbroker, topic, strategy):
     b = gbroker
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
     group = group_id(strategy)
     conf = {"partition.assignment.strategy": strategy}
-    prod = ContinuousProducer(b.bootstrap, topic)
-    members = [ThreadMember(f"k{i}", member_conf(b.bootstrap, group, **conf), topic) for i in range(3)]
+    prod = ContinuousProducer(b.bootstrap_servers, topic)
+    members = [ThreadMember(f"k{i}", member_conf(b.bootstrap_servers, group, **conf), topic) for i in range(3)]
     try:
         wait_until(lambda: [len(owned(m)) for m in members] == [2, 2, 2], 30,
                    "2 partitions for each of 3 cooperative members")

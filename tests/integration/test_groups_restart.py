@@ -13,9 +13,20 @@ import time
 from collections import defaultdict
 
 from .clients import create_topic
-from .test_groups_clients import (GROUP_BROKER_ARGS, PARTITIONS, ContinuousProducer, ThreadMember,
-                                  cgmd_generation, check_group_consumption, committed_offsets,
-                                  drain, group_id, member_conf, produce_values, wait_until)
+from .test_groups_clients import (
+    GROUP_BROKER_ARGS,
+    PARTITIONS,
+    ContinuousProducer,
+    ThreadMember,
+    cgmd_generation,
+    check_group_consumption,
+    committed_offsets,
+    drain,
+    group_id,
+    member_conf,
+    produce_values,
+    wait_until,
+)
 from .test_txn_support import log_events
 
 
@@ -70,16 +81,16 @@ def test_committed_offsets_and_generation_survive_sigterm_and_kill9(broker_facto
 
     b = broker_factory(GROUP_BROKER_ARGS)
     parts = 4
-    create_topic(b.bootstrap, topic, parts)
+    create_topic(b.bootstrap_servers, topic, parts)
     values = {p: [f"r-{p}-{i}".encode() for i in range(60)] for p in range(parts)}
-    produce_values(b.bootstrap, topic, values)
+    produce_values(b.bootstrap_servers, topic, values)
     ends = {p: 60 for p in range(parts)}
     group = group_id("restart")
     phases = []
 
-    first, gens1 = consume_some(b.bootstrap, group, topic, 70, ends)
+    first, gens1 = consume_some(b.bootstrap_servers, group, topic, 70, ends)
     phases.append(first)
-    c1 = committed_offsets(b.bootstrap, group, topic, range(parts))
+    c1 = committed_offsets(b.bootstrap_servers, group, topic, range(parts))
     assert c1 == {p: (first[p][-1][0] + 1 if first[p] else c1[p]) for p in range(parts)}
     assert sum(v for v in c1.values() if v > 0) >= 70
 
@@ -88,19 +99,19 @@ def test_committed_offsets_and_generation_survive_sigterm_and_kill9(broker_facto
         b.restart(graceful=graceful)
         loaded = log_events(b, "group.coordinator_loaded")[-1]
         assert int(loaded["groups"]) >= 1
-        assert committed_offsets(b.bootstrap, group, topic, range(parts)) == c1, \
+        assert committed_offsets(b.bootstrap_servers, group, topic, range(parts)) == c1, \
             f"offsets changed by a {'SIGTERM' if graceful else 'kill -9'} restart"
-        lg = listed_group(b.bootstrap, group)
+        lg = listed_group(b.bootstrap_servers, group)
         assert (lg.state, lg.is_simple_consumer_group) == (ConsumerGroupState.EMPTY, False)
         # a new member resumes at the committed offsets, in a later generation
-        got, gens = consume_some(b.bootstrap, group, topic, limit, ends, start=c1)
+        got, gens = consume_some(b.bootstrap_servers, group, topic, limit, ends, start=c1)
         for p, recs in got.items():
             if not recs:
                 continue
             assert recs[0][0] == max(c1[p], 0), f"partition {p} resumed at {recs[0][0]}, committed {c1[p]}"
         assert min(gens) > max(int(e["generation"]) for e in before), (gens, before[-1]["_line"])
         phases.append(got)
-        c1 = committed_offsets(b.bootstrap, group, topic, range(parts))
+        c1 = committed_offsets(b.bootstrap_servers, group, topic, range(parts))
 
     assert c1 == ends
     for p in range(parts):
@@ -110,11 +121,11 @@ def test_committed_offsets_and_generation_survive_sigterm_and_kill9(broker_facto
 
 def test_live_group_consumes_through_restarts(broker_factory, topic):
     b = broker_factory(GROUP_BROKER_ARGS)
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
     group = group_id("live-restart")
-    prod = ContinuousProducer(b.bootstrap, topic, rate=600)
-    m1 = ThreadMember("m1", member_conf(b.bootstrap, group), topic)
-    m2 = ThreadMember("m2", member_conf(b.bootstrap, group), topic)
+    prod = ContinuousProducer(b.bootstrap_servers, topic, rate=600)
+    m1 = ThreadMember("m1", member_conf(b.bootstrap_servers, group), topic)
+    m2 = ThreadMember("m2", member_conf(b.bootstrap_servers, group), topic)
     try:
         wait_until(lambda: len(m1.assignment()) == len(m2.assignment()) == PARTITIONS // 2, 30,
                    "3 partitions for each member")

@@ -16,8 +16,14 @@ import uuid
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 
 from .clients import create_topic
-from .test_groups_clients import (cgmd_generation, committed_offsets, group_id, member_conf,
-                                  produce_values, wait_until)
+from .test_groups_clients import (
+    cgmd_generation,
+    committed_offsets,
+    group_id,
+    member_conf,
+    produce_values,
+    wait_until,
+)
 from .test_txn_support import TXN_BROKER_ARGS, txn_producer
 
 BROKER_ARGS = TXN_BROKER_ARGS + ["--group-initial-rebalance-delay-ms", "0"]
@@ -77,14 +83,14 @@ def test_require_stable_during_open_transaction_and_abort_keeps_old_offsets(brok
 
     b = broker_factory(BROKER_ARGS)
     parts = [0, 1]
-    create_topic(b.bootstrap, topic, len(parts))
+    create_topic(b.bootstrap_servers, topic, len(parts))
     out_topic = f"{topic}-out"
-    create_topic(b.bootstrap, out_topic, 1)
-    produce_values(b.bootstrap, topic, {p: [f"in-{p}-{i}".encode() for i in range(30)] for p in parts})
+    create_topic(b.bootstrap_servers, out_topic, 1)
+    produce_values(b.bootstrap_servers, topic, {p: [f"in-{p}-{i}".encode() for i in range(30)] for p in parts})
     group = group_id("txn-offsets")
 
     # a group member reads the input and commits "old" offsets the plain way
-    member = Consumer(member_conf(b.bootstrap, group, **{"isolation.level": "read_committed"}))
+    member = Consumer(member_conf(b.bootstrap_servers, group, **{"isolation.level": "read_committed"}))
     member.subscribe([topic])
     seen = 0
     deadline = time.monotonic() + 30
@@ -93,11 +99,11 @@ def test_require_stable_during_open_transaction_and_abort_keeps_old_offsets(brok
     assert seen == 60
     member.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 7)], asynchronous=False)
     old = {0: (5, None), 1: (7, None)}
-    assert list_offsets(b.bootstrap, group, topic, parts, True) == old
+    assert list_offsets(b.bootstrap_servers, group, topic, parts, True) == old
     cgmd = member.consumer_group_metadata()
     assert cgmd_generation(cgmd) >= 1
 
-    producer = txn_producer(b.bootstrap, f"it-txn-offsets-{uuid.uuid4().hex[:8]}")
+    producer = txn_producer(b.bootstrap_servers, f"it-txn-offsets-{uuid.uuid4().hex[:8]}")
     producer.init_transactions(20)
     readers = []
     try:
@@ -106,16 +112,16 @@ def test_require_stable_during_open_transaction_and_abort_keeps_old_offsets(brok
         producer.produce(out_topic, value=b"out-1")
         producer.send_offsets_to_transaction(
             [TopicPartition(topic, 0, 20), TopicPartition(topic, 1, 25)], cgmd, 20)
-        assert list_offsets(b.bootstrap, group, topic, parts, True) == {
+        assert list_offsets(b.bootstrap_servers, group, topic, parts, True) == {
             0: (-1001, KafkaError.UNSTABLE_OFFSET_COMMIT), 1: (-1001, KafkaError.UNSTABLE_OFFSET_COMMIT)}
-        assert list_offsets(b.bootstrap, group, topic, parts, False) == old
-        reader = StoredOffsetReader(b.bootstrap, group, topic, parts)
+        assert list_offsets(b.bootstrap_servers, group, topic, parts, False) == old
+        reader = StoredOffsetReader(b.bootstrap_servers, group, topic, parts)
         readers.append(reader)
         time.sleep(1.5)
         assert reader.first == {}, f"read_committed consumer started before the transaction ended: {reader.first}"
         producer.abort_transaction(20)
-        assert list_offsets(b.bootstrap, group, topic, parts, True) == old
-        assert list_offsets(b.bootstrap, group, topic, parts, False) == old
+        assert list_offsets(b.bootstrap_servers, group, topic, parts, True) == old
+        assert list_offsets(b.bootstrap_servers, group, topic, parts, False) == old
         wait_until(lambda: len(reader.first) == 2, 20, "the reader to start after the abort")
         assert reader.first == {0: 5, 1: 7}, reader.first
         assert not reader.errors, reader.errors
@@ -126,11 +132,11 @@ def test_require_stable_during_open_transaction_and_abort_keeps_old_offsets(brok
         producer.produce(out_topic, value=b"out-2")
         producer.send_offsets_to_transaction(
             [TopicPartition(topic, 0, 20), TopicPartition(topic, 1, 25)], member.consumer_group_metadata(), 20)
-        assert list_offsets(b.bootstrap, group, topic, parts, True)[0][1] == KafkaError.UNSTABLE_OFFSET_COMMIT
+        assert list_offsets(b.bootstrap_servers, group, topic, parts, True)[0][1] == KafkaError.UNSTABLE_OFFSET_COMMIT
         producer.commit_transaction(20)
         new = {0: (20, None), 1: (25, None)}
-        assert list_offsets(b.bootstrap, group, topic, parts, True) == new
-        reader = StoredOffsetReader(b.bootstrap, group, topic, parts)
+        assert list_offsets(b.bootstrap_servers, group, topic, parts, True) == new
+        reader = StoredOffsetReader(b.bootstrap_servers, group, topic, parts)
         readers.append(reader)
         wait_until(lambda: len(reader.first) == 2, 20, "the reader to start at the new offsets")
         assert reader.first == {0: 20, 1: 25}
@@ -143,4 +149,4 @@ def test_require_stable_during_open_transaction_and_abort_keeps_old_offsets(brok
 
     # the transaction's offsets outlive a crash of the broker
     b.restart(graceful=False)
-    assert committed_offsets(b.bootstrap, group, topic, parts) == {0: 20, 1: 25}
+    assert committed_offsets(b.bootstrap_servers, group, topic, parts) == {0: 20, 1: 25}

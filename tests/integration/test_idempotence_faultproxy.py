@@ -21,8 +21,15 @@ import pytest
 from . import wire
 from .clients import create_topic
 from .faultproxy import FaultConfig, FaultProxy
-from .test_idempotence_faults import (BROKER_ARGS, FAULTS, PARTITIONS, check_exactly_once_in_order,
-                                      expected_value, msg_id, read_back_directly)
+from .test_idempotence_faults import (
+    BROKER_ARGS,
+    FAULTS,
+    PARTITIONS,
+    check_exactly_once_in_order,
+    expected_value,
+    msg_id,
+    read_back_directly,
+)
 
 
 class FramedEcho:
@@ -201,7 +208,7 @@ def test_faults_make_duplicates_without_idempotence(broker_factory, topic):
     try:
         b = broker_factory(BROKER_ARGS + ["--advertised-port", str(proxy.port)])
         proxy.set_upstream(b.port)
-        create_topic(b.bootstrap, topic, PARTITIONS)
+        create_topic(b.bootstrap_servers, topic, PARTITIONS)
         proxy.faults_enabled = True
         producer = Producer({
             "bootstrap.servers": proxy.bootstrap, "enable.idempotence": False, "acks": "all",

@@ -110,7 +110,7 @@ def proxied(broker_factory, request):
 
 def setup_topic(proxy: FaultProxy, b, topic: str) -> None:
     require_idempotence(b.port)
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
 
 
 # -- the checks ----------------------------------------------------------------------------
@@ -133,10 +133,10 @@ def broker_log_summary(b) -> str:
 def read_back_directly(proxy: FaultProxy, b, topic: str):
     """Stop the proxy, restart the broker without --advertised-port, read every partition."""
     proxy.stop()
-    args = [a for a in b.extra_args]
+    args = [a for a in b.args]
     i = args.index("--advertised-port")
     del args[i:i + 2]
-    b.restart(extra_args=args)
+    b.restart(args=args)
     ends = wire.high_watermarks(b.port, topic, range(PARTITIONS))
     records, errors = consume_assigned(b, topic, range(PARTITIONS), ends=ends, timeout=90)
     print(f"broker log: {broker_log_summary(b)}")

@@ -15,8 +15,16 @@ from minibroker_protocol.batch import CRC_START, HEADER_SIZE, iter_headers, set_
 from minibroker_protocol.records import build_batch
 
 from .clients import create_topic
-from .test_txn_support import (READ_COMMITTED, TXN_BROKER_ARGS, log_events, produce_sync, read_all,
-                               txn_id, txn_producer)
+from .support import log_files
+from .test_txn_support import (
+    READ_COMMITTED,
+    TXN_BROKER_ARGS,
+    log_events,
+    produce_sync,
+    read_all,
+    txn_id,
+    txn_producer,
+)
 
 GARBAGE = bytes(range(0xEC, 0x100))  # 20 bytes
 
@@ -51,21 +59,21 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
 
 def test_damaged_internal_topics_are_skipped_at_start(broker_factory, topic):
     b = broker_factory(TXN_BROKER_ARGS)
-    create_topic(b.bootstrap, topic, 1)
+    create_topic(b.bootstrap_servers, topic, 1)
     group = f"g-{topic}"
     tid = txn_id("damage")
-    p = txn_producer(b.bootstrap, tid)
+    p = txn_producer(b.bootstrap_servers, tid)
     p.init_transactions(30)
     p.begin_transaction()
     acked = produce_sync(p, topic, [(0, f"c|{i}".encode()) for i in range(5)])
-    meta = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+    meta = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": group})
     p.send_offsets_to_transaction([TopicPartition(topic, 0, 77)], meta.consumer_group_metadata(), 30)
     meta.close()
     p.commit_transaction(30)
     del p
 
     assert b.stop() == 0
-    damaged = [seg for seg in b.log_files()
+    damaged = [seg for seg in log_files(b.data_dir)
                if seg.parent.name.startswith(("__transaction_state-", "__consumer_offsets-"))
                and seg.stat().st_size > 0]
     assert {s.parent.name.split("-")[0] for s in damaged} == {"__transaction_state", "__consumer_offsets"}
@@ -73,16 +81,16 @@ def test_damaged_internal_topics_are_skipped_at_start(broker_factory, topic):
         damage(seg)
 
     b.start()
-    assert b.running()
+    assert b.running
     skipped = log_events(b, "txn_log.record_skipped") + log_events(b, "group_log.record_skipped")
     assert skipped, b.log_tail(40)
     assert all(e.get("reason") and e.get("offset") for e in skipped), skipped
-    assert committed(b.bootstrap, group, topic) == 77
+    assert committed(b.bootstrap_servers, group, topic) == 77
     got = read_all(b, topic, [0], READ_COMMITTED)
     assert sorted(v for _, _, v in got[0]) == sorted(acked)
 
     # the coordinator still knows the transactional id: a new instance carries on
-    p = txn_producer(b.bootstrap, tid)
+    p = txn_producer(b.bootstrap_servers, tid)
     p.init_transactions(30)
     p.begin_transaction()
     more = produce_sync(p, topic, [(0, b"d|1")])

@@ -5,11 +5,8 @@ says. Every process is killed by PID at the end, every wait is bounded."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -17,43 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from .broker import HOST, REPO_ROOT, free_port, port_in_use
+from minibroker.testing import MiniBroker
+
+from .support import HOST, free_port, port_in_use
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
-
-
-class Proc:
-    """``python -m minibroker ARGS`` with its own dir, env without MINIBROKER_*/KAFKA_*."""
-
-    def __init__(self, args: list[str], env: dict | None = None) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="minibroker-kcfg-"))
-        self.log_path = self.dir / "broker.log"
-        child_env = {k: v for k, v in os.environ.items()
-                     if not k.startswith(("MINIBROKER_", "KAFKA_"))}
-        child_env.update(env or {})
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "minibroker", *args], cwd=str(REPO_ROOT),
-                                     env=child_env, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_for_log(self, text: str, timeout: float = 15) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.log():
-            assert self.proc.poll() is None, f"exited {self.proc.returncode}:\n{self.log()}"
-            assert time.monotonic() < deadline, f"no {text!r} in {timeout} s:\n{self.log()}"
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()               # ours, by PID
-            self.proc.wait(10)
-        self._log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _brokers(bootstrap: str) -> list[tuple[int, str, int]]:
@@ -93,8 +60,9 @@ def test_server_properties_and_kafka_variables():
         f"log.dirs={work / 'kafka-logs'}\n"
         "num.partitions=2\n"
         "node.id=4\n")
-    b = Proc(["serve", str(props)], env={"KAFKA_NUM_PARTITIONS": "3", "KAFKA_NODE_ID": "7",
-                                          "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://localhost:{port}"})
+    b = MiniBroker.from_command_line(["serve", str(props)], env={
+        "KAFKA_NUM_PARTITIONS": "3", "KAFKA_NODE_ID": "7",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://localhost:{port}"}).start(wait=False)
     try:
         b.wait_for_log("broker.started")
         bootstrap = f"{HOST}:{port}"
@@ -104,7 +72,7 @@ def test_server_properties_and_kafka_variables():
         md = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"}).list_topics(topic, timeout=10)
         assert len(md.topics[topic].partitions) == 3
         assert (work / "kafka-logs" / f"{topic}-2").is_dir()           # log.dirs from the file
-        log = b.log()
+        log = b.log_text()
         assert "config.controller_listeners_dropped" in log and "process.roles" in log
         b.proc.send_signal(signal.SIGTERM)
         assert b.proc.wait(15) == 0
@@ -116,7 +84,8 @@ def test_server_properties_and_kafka_variables():
 def test_wait_for_config_binds_only_once_the_file_arrives():
     port = free_port()
     late = Path(tempfile.mkdtemp(prefix="minibroker-wait-")) / "late.properties"
-    b = Proc(["--host", HOST, "--port", str(port), "--ephemeral", "--wait-for-config", str(late)])
+    b = MiniBroker.from_command_line(["--host", HOST, "--port", str(port), "--ephemeral",
+                                      "--wait-for-config", str(late)]).start(wait=False)
     try:
         b.wait_for_log("config.waiting_for_file")
         time.sleep(0.5)
@@ -142,14 +111,15 @@ def test_wait_for_config_binds_only_once_the_file_arrives():
 
 def test_sigterm_while_waiting_for_config_exits_0():
     late = Path(tempfile.mkdtemp(prefix="minibroker-wait-")) / "never.properties"
-    b = Proc(["--port", "0", "--ephemeral", "--wait-for-config", str(late)])
+    b = MiniBroker.from_command_line(["--port", "0", "--ephemeral", "--wait-for-config", str(late)]
+                                     ).start(wait=False)
     try:
         b.wait_for_log("config.waiting_for_file")
         t0 = time.monotonic()
         b.proc.send_signal(signal.SIGTERM)
-        assert b.proc.wait(10) == 0, b.log()
+        assert b.proc.wait(10) == 0, b.log_text()
         assert time.monotonic() - t0 < 2
-        assert "config.wait_stopped" in b.log()
+        assert "config.wait_stopped" in b.log_text()
     finally:
         b.close()
         shutil.rmtree(late.parent, ignore_errors=True)

@@ -17,10 +17,10 @@ PARTITIONS = 2
 def test_kafka_python_produce_consume(broker, topic, compression):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
     tag = f"kp-{compression}"
     # Idempotence (InitProducerId) is a later issue; kafka-python 3 turns it on by default.
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all", linger_ms=5,
                              enable_idempotence=False,
                              compression_type=compression, request_timeout_ms=30000,
                              max_block_ms=30000)
@@ -40,7 +40,7 @@ def test_kafka_python_produce_consume(broker, topic, compression):
     ends = wire.high_watermarks(broker.port, topic, range(PARTITIONS))
     assert ends == {0: N // 2, 1: N // 2}, ends
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
                              auto_offset_reset="earliest", request_timeout_ms=30000)
     got: dict[int, list] = {p: [] for p in range(PARTITIONS)}
     try:
@@ -68,7 +68,7 @@ def test_kafka_python_default_config(broker, topic):
     # kafka-python 3 enables idempotence by default: InitProducerId + sequenced batches.
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=10000, request_timeout_ms=10000)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_block_ms=10000, request_timeout_ms=10000)
     try:
         md = producer.send(topic, key=b"k", value=b"v").get(timeout=20)
         assert md.offset == 0

@@ -24,8 +24,8 @@ def _run_node(*args: str, timeout: float = 150.0) -> subprocess.CompletedProcess
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_kafkajs_produce(broker, topic, compression):
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    r = _run_node("--broker", broker.bootstrap, "--topic", topic, "--count", str(N),
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    r = _run_node("--broker", broker.bootstrap_servers, "--topic", topic, "--count", str(N),
                   "--partitions", str(PARTITIONS), "--compression", compression)
     assert r.returncode == 0, f"produce.js exit {r.returncode}\nstderr:\n{r.stderr[-4000:]}"
     acked = {(p, o): i for i, p, o in json.loads(r.stdout)["acked"]}

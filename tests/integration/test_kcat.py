@@ -33,16 +33,16 @@ def _lines(i: int) -> bytes:
 def test_kcat_produce_consume(broker, topic, codec):
     require_tool("kcat")
     partitions = 3
-    create_topic(broker.bootstrap, topic, partitions)
+    create_topic(broker.bootstrap_servers, topic, partitions)
     data = b"\n".join(_lines(i) for i in range(N)) + b"\n"
-    p = kcat("-P", "-b", broker.bootstrap, "-t", topic, "-K", ":", "-X", "acks=all",
+    p = kcat("-P", "-b", broker.bootstrap_servers, "-t", topic, "-K", ":", "-X", "acks=all",
              "-X", f"compression.codec={codec}", input=data)
     _check(p, "kcat -P")
 
     ends = wire.high_watermarks(broker.port, topic, range(partitions))
     assert sum(ends.values()) == N, f"high watermarks {ends} after producing {N} messages"
 
-    c = kcat("-C", "-b", broker.bootstrap, "-t", topic, "-e", "-o", "beginning", "-q",
+    c = kcat("-C", "-b", broker.bootstrap_servers, "-t", topic, "-e", "-o", "beginning", "-q",
              "-f", "%p\t%o\t%k\t%s\n")
     _check(c, "kcat -C")
     by_partition = defaultdict(list)
@@ -63,8 +63,8 @@ def test_kcat_produce_consume(broker, topic, codec):
 
 def test_kcat_metadata(broker, topic):
     require_tool("kcat")
-    create_topic(broker.bootstrap, topic, 2)
-    m = kcat("-L", "-J", "-b", broker.bootstrap, "-t", topic)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    m = kcat("-L", "-J", "-b", broker.bootstrap_servers, "-t", topic)
     _check(m, "kcat -L")
     md = json.loads(m.stdout)
     assert [(b["id"], b["name"]) for b in md["brokers"]] == [(1, f"127.0.0.1:{broker.port}")], md["brokers"]
@@ -75,6 +75,6 @@ def test_kcat_metadata(broker, topic):
         assert p["leader"] == 1 and p["replicas"] == [{"id": 1}] and p["isrs"] == [{"id": 1}], p
 
     # Whole-cluster listing (no -t) works too and includes the topic.
-    m = kcat("-L", "-J", "-b", broker.bootstrap)
+    m = kcat("-L", "-J", "-b", broker.bootstrap_servers)
     _check(m, "kcat -L (all topics)")
     assert topic in {t["topic"] for t in json.loads(m.stdout)["topics"]}

@@ -13,8 +13,16 @@ from __future__ import annotations
 import time
 
 from . import wire
-from .clients import (check_contiguous, consume_assigned, create_topic, index_of, make_key, make_value,
-                      produce_confluent)
+from .clients import (
+    check_contiguous,
+    consume_assigned,
+    create_topic,
+    index_of,
+    make_key,
+    make_value,
+    produce_confluent,
+)
+from .support import dump_log, log_files
 
 PARTITIONS = 2
 TAG = "k9"
@@ -26,7 +34,7 @@ def _produce_until_killed(b, topic: str, min_acked: int = 10_000, min_seconds: f
     from confluent_kafka import Producer
 
     producer = Producer({
-        "bootstrap.servers": b.bootstrap,
+        "bootstrap.servers": b.bootstrap_servers,
         "acks": "all",
         "linger.ms": 2,
         "batch.num.messages": 200,
@@ -81,7 +89,7 @@ def _produce_until_killed(b, topic: str, min_acked: int = 10_000, min_seconds: f
 
 def test_kill9_mid_stream_keeps_acknowledged(broker_factory, topic):
     b = broker_factory(["--fsync", "always", "--segment-bytes", str(2 * 1024 * 1024)])
-    create_topic(b.bootstrap, topic, PARTITIONS)
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
     all_acked: dict[tuple[int, int], int] = {}
     # Two rounds: the second crash hits a log that was itself recovered from the first.
     for round_ in range(2):
@@ -96,15 +104,15 @@ def test_kill9_mid_stream_keeps_acknowledged(broker_factory, topic):
 
     # The recovered log keeps taking writes after the old end.
     ends = wire.high_watermarks(b.port, topic, range(PARTITIONS))
-    more, errs = produce_confluent(b.bootstrap, topic, range(50_000_000, 50_000_100), tag=TAG, timeout=60)
+    more, errs = produce_confluent(b.bootstrap_servers, topic, range(50_000_000, 50_000_100), tag=TAG, timeout=60)
     assert not errs, errs[:5]
     assert all(off >= ends[p] for p, off in more)
 
     assert b.stop() == 0
-    logs = b.log_files()
+    logs = log_files(b.data_dir)
     assert logs, f"no .log segments under {b.data_dir}"
     for path in logs:
-        r = b.dump_log(path, print_data=True)
+        r = dump_log(path, print_data=True)
         assert r.returncode == 0 and "isvalid: false" not in r.stdout, (
             f"dump-log {path}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
 

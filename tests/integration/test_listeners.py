@@ -16,7 +16,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from .launch import Launched  # noqa: E402
+from minibroker.testing import MiniBroker  # noqa: E402
 
 
 def _brokers(bootstrap: str) -> list[tuple[int, str, int]]:
@@ -53,7 +53,7 @@ def _txn_roundtrip(bootstrap: str, topic: str, n: int = 20) -> list[bytes]:
 
 
 def test_each_listener_advertises_itself():
-    with Launched(["--listeners", "A://127.0.0.1:0,B://127.0.0.1:0",
+    with MiniBroker.from_command_line(["--listeners", "A://127.0.0.1:0,B://127.0.0.1:0",
                    "--advertised-listeners", "B://localhost:0", "--ephemeral"]) as b:
         a_addr, b_addr = b.addresses
         a_port, b_port = int(a_addr.rsplit(":", 1)[1]), int(b_addr.rsplit(":", 1)[1])
@@ -68,7 +68,7 @@ def test_each_listener_advertises_itself():
 def test_compose_pair_host_client_never_sees_the_internal_name():
     # INTERNAL's advertised name does not resolve here, as `minibroker` does not on a host
     # outside the compose network: everything a host client does must go through EXTERNAL.
-    with Launched(["--listeners", "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+    with MiniBroker.from_command_line(["--listeners", "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
                    "--advertised-listeners", "INTERNAL://minibroker.invalid:29092",
                    "--ephemeral"]) as b:
         internal, external = b.addresses
@@ -76,7 +76,7 @@ def test_compose_pair_host_client_never_sees_the_internal_name():
         ext_port = int(external.rsplit(":", 1)[1])
         assert _brokers(external) == [(1, "127.0.0.1", ext_port)]
         # Bootstrapping on the internal socket itself tells the client the internal name.
-        int_port = int(re.search(r"INTERNAL://127\.0\.0\.1:(\d+)", b.log()).group(1))
+        int_port = int(re.search(r"INTERNAL://127\.0\.0\.1:([1-9]\d*)", b.log_text()).group(1))
         assert _brokers(f"127.0.0.1:{int_port}") == [(1, "minibroker.invalid", 29092)]
         topic = f"compose-{uuid.uuid4().hex[:8]}"
         assert len(_txn_roundtrip(external, topic)) == 20
@@ -84,7 +84,7 @@ def test_compose_pair_host_client_never_sees_the_internal_name():
 
 def test_describe_configs_lists_the_listeners():
     from confluent_kafka.admin import ConfigResource
-    with Launched(["--listeners", "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+    with MiniBroker.from_command_line(["--listeners", "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
                    "--advertised-listeners", "INTERNAL://minibroker:29092", "--ephemeral"]) as b:
         admin = AdminClient({"bootstrap.servers": b.addresses[1]})
         res = ConfigResource(ConfigResource.Type.BROKER, "1")

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .broker import REPO_ROOT
 from .clients import require_tool
+from .support import REPO_ROOT
 
 
 def _snippet() -> list[str]:

@@ -6,6 +6,7 @@ from collections import Counter
 
 from . import wire
 from .clients import check_contiguous, check_readback, consume_assigned, create_topic, produce_confluent
+from .support import log_files
 
 PARTITIONS = 3
 
@@ -13,15 +14,15 @@ PARTITIONS = 3
 def test_restart_keeps_everything(broker_factory, topic):
     # Small segments, so the restart has to recover several of them per partition.
     b = broker_factory(["--segment-bytes", str(1024 * 1024), "--num-partitions", "2"])
-    create_topic(b.bootstrap, topic, PARTITIONS)
-    acked, errors = produce_confluent(b.bootstrap, topic, range(8000), codec="lz4", tag="r1")
+    create_topic(b.bootstrap_servers, topic, PARTITIONS)
+    acked, errors = produce_confluent(b.bootstrap_servers, topic, range(8000), codec="lz4", tag="r1")
     assert not errors, errors[:5]
     auto_topic = topic + "-auto"
-    acked_auto, errors = produce_confluent(b.bootstrap, auto_topic, range(500), tag="auto")
+    acked_auto, errors = produce_confluent(b.bootstrap_servers, auto_topic, range(500), tag="auto")
     assert not errors, errors[:5]
     ends = wire.high_watermarks(b.port, topic, range(PARTITIONS))
     assert sum(ends.values()) == 8000
-    segments_before = sorted(p.relative_to(b.data_dir) for p in b.log_files())
+    segments_before = sorted(p.relative_to(b.data_dir) for p in log_files(b.data_dir))
 
     rc = b.stop()
     assert rc == 0, f"SIGTERM exit code {rc}"
@@ -38,10 +39,10 @@ def test_restart_keeps_everything(broker_factory, topic):
     records, errs = consume_assigned(b, auto_topic, range(2), ends=auto_ends)
     assert not errs, errs[:5]
     check_readback(records, acked_auto, tag="auto")
-    assert sorted(p.relative_to(b.data_dir) for p in b.log_files()) == segments_before
+    assert sorted(p.relative_to(b.data_dir) for p in log_files(b.data_dir)) == segments_before
 
     # Appends continue where the log ended, and survive a second restart.
-    more, errors = produce_confluent(b.bootstrap, topic, range(8000, 9000), codec="none", tag="r1")
+    more, errors = produce_confluent(b.bootstrap_servers, topic, range(8000, 9000), codec="none", tag="r1")
     assert not errors, errors[:5]
     for (p, off) in more:
         assert off >= ends[p], f"new message at p{p}@{off} below the old end {ends[p]}"

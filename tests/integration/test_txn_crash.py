@@ -31,9 +31,20 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from . import wire
 from .clients import create_topic
-from .test_txn_support import (READ_COMMITTED, READ_UNCOMMITTED, TXN_BROKER_ARGS, consumer, finish_java_txn,
-                               log_events, produce_sync, read_all, start_java_txn, txn_id, txn_producer,
-                               wait_for_event)
+from .test_txn_support import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TXN_BROKER_ARGS,
+    consumer,
+    finish_java_txn,
+    log_events,
+    produce_sync,
+    read_all,
+    start_java_txn,
+    txn_id,
+    txn_producer,
+    wait_for_event,
+)
 
 PARTS = 2
 PER_PART = 3
@@ -72,27 +83,26 @@ def check_all_or_nothing(seen: dict[str, int], committed: list[str], invisible: 
 def wait_crashed(b, point: str, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     for _ in range(1000):
-        if not b.running() or time.monotonic() > deadline:
+        if not b.running or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    assert not b.running(), f"the broker did not crash at {point} within {timeout} s"
+    assert not b.running, f"the broker did not crash at {point} within {timeout} s"
     assert b.proc.returncode == -9, f"broker exit code {b.proc.returncode}, expected -9 (SIGKILL)"
     assert any(e.get("point") == point for e in log_events(b, "fault_injection.crash")), b.log_tail(20)
 
 
-def start_with_baseline(broker_factory, topic: str, env: dict | None):
-    """A broker with the baseline transactions written; then (re)started with ``env``."""
+def start_with_baseline(broker_factory, topic: str, crash_at: str | None):
+    """A broker with the baseline transactions written; then restarted to crash at ``crash_at``."""
     b = broker_factory(TXN_BROKER_ARGS)
-    create_topic(b.bootstrap, topic, PARTS)
-    base = txn_producer(b.bootstrap, txn_id("base"))
+    create_topic(b.bootstrap_servers, topic, PARTS)
+    base = txn_producer(b.bootstrap_servers, txn_id("base"))
     base.init_transactions(20)
     run_txn(base, topic, "base-committed", commit=True)
     run_txn(base, topic, "base-aborted", commit=False)
     base.flush(5)
     del base
-    if env is not None:
-        b.env = env  # the fault injection applies from here on
-        b.restart()
+    if crash_at is not None:
+        b.restart(crash_at=crash_at)  # the fault injection applies from here on
     return b
 
 
@@ -127,11 +137,11 @@ def _commit_with_retries(producer, out: dict) -> None:
 
 @pytest.mark.parametrize("step", ["before_txn", "mid_txn"] + CRASH_POINTS)
 def test_kill9_at_each_step(broker_factory, topic, step):
-    env = {"MINIBROKER_CRASH_AT": f"txn.{step}"} if step in CRASH_POINTS else None
-    b = start_with_baseline(broker_factory, topic, env)
+    crash_at = f"txn.{step}" if step in CRASH_POINTS else None
+    b = start_with_baseline(broker_factory, topic, crash_at)
 
     tid = txn_id(f"crash-{step}")
-    p = txn_producer(b.bootstrap, tid, **{"log_level": 2})  # quiet while the broker is down
+    p = txn_producer(b.bootstrap_servers, tid, **{"log_level": 2})  # quiet while the broker is down
     p.init_transactions(20)
     committed = ["base-committed"]
     invisible = ["base-aborted"]
@@ -151,7 +161,7 @@ def test_kill9_at_each_step(broker_factory, topic, step):
         # the new instance below fences P and aborts it.
         hw = wire.high_watermarks(b.port, topic, range(PARTS))
         assert hw == {q: 2 * (PER_PART + 1) + PER_PART for q in range(PARTS)}, hw
-        c = consumer(b.bootstrap, READ_COMMITTED)
+        c = consumer(b.bootstrap_servers, READ_COMMITTED)
         try:
             lso = {q: c.get_watermark_offsets(TopicPartition(topic, q), timeout=10)[1] for q in range(PARTS)}
         finally:
@@ -164,8 +174,7 @@ def test_kill9_at_each_step(broker_factory, topic, step):
         t = threading.Thread(target=_commit_with_retries, args=(p, commit_out), daemon=True)
         t.start()
         wait_crashed(b, f"txn.{step}")
-        b.env = None
-        b.restart(graceful=False)
+        b.restart(graceful=False, crash_at=None)
         rolled = wait_for_event(b, "txn.roll_forward", 5, transactional_id=tid)
         assert rolled["state"] == "PrepareCommit", rolled["_line"]
         t.join(70)
@@ -178,7 +187,7 @@ def test_kill9_at_each_step(broker_factory, topic, step):
     if p_current:
         run_txn(p, topic, "p-after")
         committed.append("p-after")
-    q = txn_producer(b.bootstrap, tid)
+    q = txn_producer(b.bootstrap_servers, tid)
     q.init_transactions(20)
     run_txn(q, topic, "q-after")
     committed.append("q-after")
@@ -194,13 +203,12 @@ def test_kill9_at_each_step(broker_factory, topic, step):
 
 @pytest.mark.parametrize("step", CRASH_POINTS)
 def test_java_commit_across_crash(broker_factory, topic, step):
-    b = start_with_baseline(broker_factory, topic, {"MINIBROKER_CRASH_AT": f"txn.{step}"})
+    b = start_with_baseline(broker_factory, topic, f"txn.{step}")
     tid = txn_id(f"java-crash-{step}")
-    proc = start_java_txn("crash-commit", b.bootstrap, topic, PARTS, PER_PART, tid)
+    proc = start_java_txn("crash-commit", b.bootstrap_servers, topic, PARTS, PER_PART, tid)
     try:
         wait_crashed(b, f"txn.{step}", timeout=30)
-        b.env = None
-        b.restart(graceful=False)
+        b.restart(graceful=False, crash_at=None)
     except BaseException:
         proc.kill()  # this JVM only
         proc.communicate(timeout=30)
@@ -212,7 +220,7 @@ def test_java_commit_across_crash(broker_factory, topic, step):
     assert res["committed"] and res["after_committed"], (
         f"the Java producer could not carry on across the crash at {step}: {res}")
 
-    q = txn_producer(b.bootstrap, tid)  # a new instance (librdkafka) of the same transactional id
+    q = txn_producer(b.bootstrap_servers, tid)  # a new instance (librdkafka) of the same transactional id
     q.init_transactions(20)
     run_txn(q, topic, "q-after")
     check_after_restart(b, topic, ["base-committed", "java-crashing", "java-after", "q-after"],

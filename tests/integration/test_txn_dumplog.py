@@ -25,8 +25,8 @@ import re
 
 import pytest
 
-from .broker import BrokerProcess
 from .clients import create_topic
+from .support import dump_log, project_broker
 from .test_txn_support import (
     TXN_BROKER_ARGS,
     dump_entries,
@@ -43,7 +43,7 @@ V2 = "payload:thisIsMessageValue2"
 
 @pytest.fixture(scope="module")
 def txn_broker():
-    b = BrokerProcess(TXN_BROKER_ARGS, name="test_txn_dumplog")
+    b = project_broker(TXN_BROKER_ARGS, name="test_txn_dumplog")
     try:
         b.start()
         yield b
@@ -53,9 +53,9 @@ def txn_broker():
 
 def test_dump_log_fixed_transactional_id(txn_broker, topic):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 1)
+    create_topic(b.bootstrap_servers, topic, 1)
     tid = txn_id("anyValue")
-    res = run_java_txn("dumplog", b.bootstrap, topic, tid, tid)
+    res = run_java_txn("dumplog", b.bootstrap_servers, topic, tid, tid)
     assert not res["errors"] and res["b_committed"], res
     entries = dump_entries(b, topic, 0)
     shape = [(off, what) for off, _, _, _, what in entries]
@@ -71,8 +71,8 @@ def test_dump_log_fixed_transactional_id(txn_broker, topic):
 
 def test_dump_log_changing_transactional_id(txn_broker, topic):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 1)
-    res = run_java_txn("dumplog", b.bootstrap, topic, txn_id("anyValue"), txn_id("differentValue"))
+    create_topic(b.bootstrap_servers, topic, 1)
+    res = run_java_txn("dumplog", b.bootstrap_servers, topic, txn_id("anyValue"), txn_id("differentValue"))
     assert not res["errors"] and res["b_committed"], res
     entries = dump_entries(b, topic, 0)
     shape = [(off, what) for off, _, _, _, what in entries]
@@ -95,8 +95,8 @@ def test_dump_log_of_a_partition_written_by_librdkafka(broker_factory, topic):
     cleanly, then ``dump-log DIR``: every file kind is dumped, every check passes, the
     .txnindex lists exactly the aborted transactions and the snapshot the producer."""
     b = broker_factory(["--num-partitions", "1", "--segment-bytes", str(16 * 1024)])
-    create_topic(b.bootstrap, topic, 1)
-    p = txn_producer(b.bootstrap, txn_id("dumpdir"), **{"batch.size": 4000})
+    create_topic(b.bootstrap_servers, topic, 1)
+    p = txn_producer(b.bootstrap_servers, txn_id("dumpdir"), **{"batch.size": 4000})
     p.init_transactions(20)
     for k, outcome in enumerate(PLAN):
         p.begin_transaction()
@@ -106,7 +106,7 @@ def test_dump_log_of_a_partition_written_by_librdkafka(broker_factory, topic):
     p.flush(5)
     assert b.stop() == 0
     directory = b.data_dir / f"{topic}-0"
-    r = b.dump_log(directory, timeout=60)
+    r = dump_log(directory, timeout=60)
     assert r.returncode == 0 and r.stderr == "", f"exit {r.returncode}\n{r.stderr[-3000:]}"
     lines = r.stdout.splitlines()
     kinds = [line.rsplit(".", 1)[1] for line in lines if line.startswith("Dumping ")]

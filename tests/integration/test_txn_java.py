@@ -9,19 +9,31 @@ from __future__ import annotations
 
 import pytest
 
+from minibroker.testing import requests_seen
+
 from . import wire
-from .broker import BrokerProcess
 from .clients import create_topic
-from .test_txn_support import (READ_COMMITTED, READ_UNCOMMITTED, TXN_BROKER_ARGS, log_events, produce_sync,
-                               read_all, run_java_txn, txn_id, txn_producer, values_by_partition,
-                               wait_for_event)
+from .support import project_broker
+from .test_txn_support import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TXN_BROKER_ARGS,
+    log_events,
+    produce_sync,
+    read_all,
+    run_java_txn,
+    txn_id,
+    txn_producer,
+    values_by_partition,
+    wait_for_event,
+)
 
 FENCED = "org.apache.kafka.common.errors.ProducerFencedException"
 
 
 @pytest.fixture(scope="module")
 def txn_broker():
-    b = BrokerProcess(TXN_BROKER_ARGS, name="test_txn_java")
+    b = project_broker(TXN_BROKER_ARGS, name="test_txn_java")
     try:
         b.start()
         yield b
@@ -35,9 +47,9 @@ PER_PART = 15
 
 def test_java_commit_abort_commit(txn_broker, topic):
     b = txn_broker
-    create_topic(b.bootstrap, topic, PARTS)
+    create_topic(b.bootstrap_servers, topic, PARTS)
     tid = txn_id("java-cac")
-    res = run_java_txn("commit-abort", b.bootstrap, topic, PARTS, PER_PART, tid)
+    res = run_java_txn("commit-abort", b.bootstrap_servers, topic, PARTS, PER_PART, tid)
     assert not res["errors"], res["errors"]
 
     def value(k, p, i):
@@ -73,12 +85,18 @@ def test_java_commit_abort_commit(txn_broker, topic):
             if e.get("transactional_id") == tid]
     assert len(ends) == 3, [e["_line"] for e in ends]
 
+    # The path the Java client took at transaction.version 1 (issue 16: request counts):
+    # partitions registered with AddPartitionsToTxn, EndTxn below v5 (v5 is transactions v2's).
+    java = {(api, v) for api, v, software in requests_seen(b.log_text()) if software == "apache-kafka-java"}
+    assert {"InitProducerId", "AddPartitionsToTxn", "EndTxn", "Produce", "Fetch"} <= {api for api, _ in java}, java
+    assert all(v <= 4 for api, v in java if api == "EndTxn"), java
+
 
 def test_java_zombie_fencing(txn_broker, topic):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 2)
+    create_topic(b.bootstrap_servers, topic, 2)
     tid = txn_id("java-zombie")
-    res = run_java_txn("fence", b.bootstrap, topic, tid)
+    res = run_java_txn("fence", b.bootstrap_servers, topic, tid)
     assert not res["errors"], res["errors"]
     assert sorted(map(tuple, res["a_sent"])) == [(0, 0), (1, 0)]
     assert res["a_commit_error"] and res["a_commit_error"].startswith(FENCED + ":"), (
@@ -99,11 +117,11 @@ TIMEOUT_MS = 1500
 
 def test_java_transaction_timeout(txn_broker, topic):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 1)
+    create_topic(b.bootstrap_servers, topic, 1)
     tid = txn_id("java-stalled")
     # The producer stalls 2.5 s past its timeout: the coordinator (abort check every 200 ms) has
     # aborted the transaction by then, even on a loaded machine.
-    res = run_java_txn("timeout", b.bootstrap, topic, tid, TIMEOUT_MS, TIMEOUT_MS + 2500)
+    res = run_java_txn("timeout", b.bootstrap_servers, topic, tid, TIMEOUT_MS, TIMEOUT_MS + 2500)
     assert not res["errors"], res["errors"]
     assert res["a_sent"] == [[0, 0]], res
     assert res["a_commit_error"] and res["a_commit_error"].startswith(FENCED + ":"), (
@@ -128,29 +146,29 @@ def test_java_consumer_lso_blocking(txn_broker, topic):
     """An open transaction (librdkafka producer) holds the Java read_committed consumer back on
     its partition — endOffsets() is the last stable offset — while the other partition flows."""
     b = txn_broker
-    create_topic(b.bootstrap, topic, 2)
-    a = txn_producer(b.bootstrap, txn_id("java-lso-open"))
+    create_topic(b.bootstrap_servers, topic, 2)
+    a = txn_producer(b.bootstrap_servers, txn_id("java-lso-open"))
     a.init_transactions(20)
     a.begin_transaction()
     produce_sync(a, topic, [(0, f"open-{i}|".encode()) for i in range(3)])
-    other = txn_producer(b.bootstrap, txn_id("java-lso-other"))
+    other = txn_producer(b.bootstrap_servers, txn_id("java-lso-other"))
     other.init_transactions(20)
     other.begin_transaction()
     produce_sync(other, topic, [(0, f"later-{i}|".encode()) for i in range(3)]
                  + [(1, f"other-{i}|".encode()) for i in range(3)])
     other.commit_transaction(20)
 
-    held = run_java_txn("read", b.bootstrap, topic, 2, READ_COMMITTED, -1, 1000)
+    held = run_java_txn("read", b.bootstrap_servers, topic, 2, READ_COMMITTED, -1, 1000)
     assert not held["errors"], held["errors"]
     assert held["end_offsets"] == [[0, 0], [1, 4]], f"read_committed endOffsets: {held['end_offsets']}"
     assert held["records"] == [[1, i, f"other-{i}|"] for i in range(3)], held["records"]
-    loose = run_java_txn("read", b.bootstrap, topic, 2, READ_UNCOMMITTED, -1, 0)
+    loose = run_java_txn("read", b.bootstrap_servers, topic, 2, READ_UNCOMMITTED, -1, 0)
     assert loose["end_offsets"] == [[0, 7], [1, 4]], loose["end_offsets"]
     assert [r[2] for r in loose["records"] if r[0] == 0] == [
         "open-0|", "open-1|", "open-2|", "later-0|", "later-1|", "later-2|"]
 
     a.commit_transaction(20)
-    free = run_java_txn("read", b.bootstrap, topic, 2, READ_COMMITTED, -1, 0)
+    free = run_java_txn("read", b.bootstrap_servers, topic, 2, READ_COMMITTED, -1, 0)
     assert not free["errors"], free["errors"]
     assert free["end_offsets"] == [[0, 8], [1, 4]], free["end_offsets"]
     assert [r[1:] for r in free["records"] if r[0] == 0] == (

@@ -7,11 +7,17 @@ from __future__ import annotations
 import json
 import subprocess
 
-
 from . import wire
 from .clients import create_topic, run_node
-from .test_txn_support import (READ_COMMITTED, READ_UNCOMMITTED, check_in_offset_order, log_events, read_all,
-                               txn_id, values_by_partition)
+from .test_txn_support import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    check_in_offset_order,
+    log_events,
+    read_all,
+    txn_id,
+    values_by_partition,
+)
 
 PARTS = 3
 PER_PART = 10
@@ -27,9 +33,9 @@ def _run_node(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess:
 
 
 def test_kafkajs_commit_abort_commit(broker, topic):
-    create_topic(broker.bootstrap, topic, PARTS)
+    create_topic(broker.bootstrap_servers, topic, PARTS)
     tid = txn_id("kafkajs")
-    r = _run_node("--broker", broker.bootstrap, "--topic", topic, "--partitions", str(PARTS),
+    r = _run_node("--broker", broker.bootstrap_servers, "--topic", topic, "--partitions", str(PARTS),
                   "--per-partition", str(PER_PART), "--transactional-id", tid, "--plan", ",".join(PLAN))
     assert r.returncode == 0, f"txn_produce.js exit {r.returncode}\nstderr:\n{r.stderr[-4000:]}"
     out = json.loads(r.stdout)

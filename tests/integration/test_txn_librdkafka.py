@@ -14,16 +14,27 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from . import wire
-from .broker import BrokerProcess
 from .clients import create_topic
-from .test_txn_support import (READ_COMMITTED, READ_UNCOMMITTED, TXN_BROKER_ARGS, check_in_offset_order,
-                               consumer, log_events, produce_sync, read_all, txn_id, txn_producer,
-                               values_by_partition, wait_for_event)
+from .support import project_broker
+from .test_txn_support import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TXN_BROKER_ARGS,
+    check_in_offset_order,
+    consumer,
+    log_events,
+    produce_sync,
+    read_all,
+    txn_id,
+    txn_producer,
+    values_by_partition,
+    wait_for_event,
+)
 
 
 @pytest.fixture(scope="module")
 def txn_broker():
-    b = BrokerProcess(TXN_BROKER_ARGS, name="test_txn_librdkafka")
+    b = project_broker(TXN_BROKER_ARGS, name="test_txn_librdkafka")
     try:
         b.start()
         yield b
@@ -49,9 +60,9 @@ PER_PART = 20
 @pytest.mark.parametrize("codec", ["none", "zstd"])
 def test_commit_abort_commit(txn_broker, topic, codec):
     b = txn_broker
-    create_topic(b.bootstrap, topic, PARTS)
+    create_topic(b.bootstrap_servers, topic, PARTS)
     tid = txn_id("cac")
-    p = txn_producer(b.bootstrap, tid, **{"compression.type": codec})
+    p = txn_producer(b.bootstrap_servers, tid, **{"compression.type": codec})
     p.init_transactions(20)
     outcomes = ["commit", "abort", "commit"]
     expected_all = {q: [] for q in range(PARTS)}
@@ -96,15 +107,15 @@ def test_commit_abort_commit(txn_broker, topic, codec):
 @pytest.mark.parametrize("next_call", ["commit", "produce"])
 def test_zombie_fencing(txn_broker, topic, next_call):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 2)
+    create_topic(b.bootstrap_servers, topic, 2)
     tid = txn_id("zombie")
-    a = txn_producer(b.bootstrap, tid)
+    a = txn_producer(b.bootstrap_servers, tid)
     a.init_transactions(20)
     a.begin_transaction()
     acked_a = produce_sync(a, topic, [(0, b"zombie-0|"), (0, b"zombie-1|"), (1, b"zombie-2|")])
     assert sorted(acked_a.values()) == [(0, 0), (0, 1), (1, 0)]
 
-    bprod = txn_producer(b.bootstrap, tid)
+    bprod = txn_producer(b.bootstrap_servers, tid)
     bprod.init_transactions(20)  # fences A; A's open transaction is aborted first
     fence = wait_for_event(b, "txn.fencing_abort", 5, transactional_id=tid)
     assert fence["old_epoch"] == "0" and fence["new_epoch"] == "1", fence["_line"]
@@ -171,13 +182,13 @@ def _wait_records(c, into: dict, want: dict[int, int], timeout: float) -> None:
 @pytest.mark.parametrize("ending", ["commit", "abort"])
 def test_lso_blocks_read_committed(txn_broker, topic, ending):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 2)
-    a = txn_producer(b.bootstrap, txn_id("lso-open"))
+    create_topic(b.bootstrap_servers, topic, 2)
+    a = txn_producer(b.bootstrap_servers, txn_id("lso-open"))
     a.init_transactions(20)
     a.begin_transaction()
     produce_sync(a, topic, [(0, f"open-{i}|".encode()) for i in range(3)])  # p0 offsets 0..2, left open
 
-    other = txn_producer(b.bootstrap, txn_id("lso-other"))
+    other = txn_producer(b.bootstrap_servers, txn_id("lso-other"))
     other.init_transactions(20)
     other.begin_transaction()
     acked = produce_sync(other, topic, [(0, f"later-{i}|".encode()) for i in range(3)]
@@ -187,8 +198,8 @@ def test_lso_blocks_read_committed(txn_broker, topic, ending):
     # p0: open-0..2 (open), later-0..2, COMMIT@6; p1: other-0..2, COMMIT@3
     assert wire.high_watermarks(b.port, topic, [0, 1]) == {0: 7, 1: 4}
 
-    rc = consumer(b.bootstrap, READ_COMMITTED)
-    ru = consumer(b.bootstrap, READ_UNCOMMITTED)
+    rc = consumer(b.bootstrap_servers, READ_COMMITTED)
+    ru = consumer(b.bootstrap_servers, READ_UNCOMMITTED)
     try:
         tps = [TopicPartition(topic, q, OFFSET_BEGINNING) for q in (0, 1)]
         rc.assign(tps)
@@ -227,11 +238,11 @@ TIMEOUT_MS = 1500
 
 def test_transaction_timeout_fences_stalled_producer(txn_broker, topic):
     b = txn_broker
-    create_topic(b.bootstrap, topic, 1)
+    create_topic(b.bootstrap_servers, topic, 1)
     tid = txn_id("stalled")
     conf = {"transaction.timeout.ms": TIMEOUT_MS, "message.timeout.ms": TIMEOUT_MS,
             "socket.timeout.ms": 1000}
-    a = txn_producer(b.bootstrap, tid, **conf)
+    a = txn_producer(b.bootstrap_servers, tid, **conf)
     a.init_transactions(20)
     a.begin_transaction()
     t0 = time.monotonic()
@@ -253,7 +264,7 @@ def test_transaction_timeout_fences_stalled_producer(txn_broker, topic):
         refused["_line"]
 
     # A new instance carries on.
-    n = txn_producer(b.bootstrap, tid, **conf)
+    n = txn_producer(b.bootstrap_servers, tid, **conf)
     n.init_transactions(20)
     n.begin_transaction()
     produce_sync(n, topic, [(0, b"after-0|")])

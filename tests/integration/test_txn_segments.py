@@ -40,7 +40,7 @@ def expected_from(start: int) -> list[tuple[int, bytes]]:
 
 def read_committed_from(b, topic: str, start: int, extra: dict, timeout: float = 20.0):
     end = wire.high_watermarks(b.port, topic, [0])[0]
-    c = consumer(b.bootstrap, READ_COMMITTED, **extra)
+    c = consumer(b.bootstrap_servers, READ_COMMITTED, **extra)
     out = []
     try:
         c.assign([TopicPartition(topic, 0, start)])
@@ -69,8 +69,8 @@ STARTS = [0, SPAN + 50, SPAN + PER_TXN - 1, SPAN + PER_TXN, 3 * SPAN + 10]
 
 def test_read_committed_from_inside_aborted_transactions(broker_factory, topic):
     b = broker_factory(["--num-partitions", "1", "--segment-bytes", str(64 * 1024)])
-    create_topic(b.bootstrap, topic, 1)
-    p = txn_producer(b.bootstrap, txn_id("segments"), **{"batch.size": 16384})
+    create_topic(b.bootstrap_servers, topic, 1)
+    p = txn_producer(b.bootstrap_servers, txn_id("segments"), **{"batch.size": 16384})
     p.init_transactions(20)
     for k, outcome in enumerate(PLAN):
         p.begin_transaction()
@@ -98,7 +98,7 @@ def test_read_committed_from_inside_aborted_transactions(broker_factory, topic):
 
     # The Java consumer (aborted batches dropped only through AbortedTransactions).
     for start in (0, SPAN + 50):
-        res = run_java_txn("read", b.bootstrap, topic, 1, READ_COMMITTED, start, 0)
+        res = run_java_txn("read", b.bootstrap_servers, topic, 1, READ_COMMITTED, start, 0)
         assert not res["errors"], res["errors"]
         assert res["end_offsets"] == [[0, len(PLAN) * SPAN]], res["end_offsets"]
         got = [(off, v.encode()) for _, off, v in res["records"]]

@@ -18,6 +18,7 @@ import uuid
 
 from . import java_client, wire
 from .conftest import MODULE_BROKER_ARGS
+from .support import dump_log
 
 # Transaction tests run with a fast abort check, so a timed-out transaction is aborted within
 # ~200 ms of its deadline (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms).
@@ -105,7 +106,7 @@ def read_all(broker, topic: str, partitions, isolation: str, timeout: float = 30
     out: dict[int, list] = {p: [] for p in partitions}
     done = {p for p in partitions if ends[p] == 0}
     errors: list[str] = []
-    c = consumer(broker.bootstrap, isolation)
+    c = consumer(broker.bootstrap_servers, isolation)
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         deadline = time.monotonic() + timeout
@@ -185,7 +186,7 @@ def dump_entries(broker, topic: str, partition: int) -> list[tuple]:
     assert segs, f"no segment for {topic}-{partition} in {broker.data_dir}"
     out = []
     for seg in segs:
-        r = broker.dump_log(seg, print_data=True, timeout=60)
+        r = dump_log(seg, print_data=True, timeout=60)
         assert r.returncode == 0, f"dump-log {seg} exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
         batch = None
         for line in r.stdout.splitlines():

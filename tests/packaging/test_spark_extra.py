@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.integration.broker import REPO_ROOT
+from tests.integration.support import REPO_ROOT
 
 INSTALL = "pip install 'minibroker[spark]'"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -87,3 +89,96 @@ def test_topic_name(hint: str, prefix: str) -> None:
     assert name.startswith(prefix) and re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", name), name
     assert len(topic_name("y" * 1000)) == 249
     assert topic_name(hint) != name
+
+
+# -- what the project's own integration tests use (issue 15: one launcher) -----------------------
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+def test_listens_on_tells_whose_socket_it_is() -> None:
+    import os
+
+    from minibroker.testing.ports import listening_ports, listens_on
+
+    with _occupy(0) as mine:
+        port = mine.getsockname()[1]
+        assert listens_on(os.getpid(), port) is True and port in listening_ports(os.getpid())
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            assert listens_on(other.pid, port) is False
+        finally:
+            other.kill()
+            other.wait()
+    assert listens_on(2**22 + 12345, port) is None  # no such process
+
+
+def test_a_port_answered_by_another_process_is_refused(monkeypatch) -> None:
+    import minibroker.testing.broker as handle
+
+    b = MiniBroker(name="stranger")
+    try:
+        b.start()
+        # As if the restarted broker's port were held by a socket of some other process.
+        monkeypatch.setattr(handle, "listening_ports", lambda pid: {1})
+        with pytest.raises(MiniBrokerError, match="is not that process's"):
+            b.restart()
+        assert not b.running
+    finally:
+        b.close()
+
+
+def test_the_bound_port_is_kept_when_another_is_advertised() -> None:
+    # --advertised-port (a proxy in front): clients get the advertised port, restarts the bound one.
+    with _occupy(0) as proxy:
+        advertised = proxy.getsockname()[1]
+        with MiniBroker(name="advertised", args=["--advertised-port", str(advertised)]) as b:
+            assert b.bootstrap_servers == f"127.0.0.1:{advertised}" and b.port != advertised
+            port = b.port
+            b.restart()
+            assert b.port == port
+
+
+def test_restart_with_other_arguments_and_crash_hooks() -> None:
+    with MiniBroker(name="hooks", crash_at="txn.after_prepare", snapshot_records=6) as b:
+        env = _environ(b.pid)
+        assert env["MINIBROKER_CRASH_AT"] == "txn.after_prepare"
+        assert env["MINIBROKER_TEST_SNAPSHOT_RECORDS"] == "6"
+        b.restart(args=["--num-partitions", "3"], crash_at=None)
+        env = _environ(b.pid)
+        assert "MINIBROKER_CRASH_AT" not in env and env["MINIBROKER_TEST_SNAPSHOT_RECORDS"] == "6"
+        second = b.log_text().split("===== start #2: ")[1].splitlines()[0]
+        assert second.endswith("--num-partitions 3")
+
+
+def test_from_command_line_adds_nothing_but_the_ready_file() -> None:
+    with MiniBroker.from_command_line(["--port", "0", "--ephemeral"], name="cmdline") as b:
+        assert b.command()[3:] == ["--port", "0", "--ephemeral", "--ready-file", str(b.ready_file)]
+        (addr,) = b.addresses
+        assert addr == b.bootstrap_servers and b.ready_seconds is not None and b.ready_seconds > 0
+        assert b.stop() == 0 and not b.ready_file.exists()
+
+
+def test_from_command_line_that_fails_reports_the_exit_code() -> None:
+    b = MiniBroker.from_command_line(["--port", "0", "--num-partitions", "0"], name="badcmd")
+    with pytest.raises(MiniBrokerError, match="exited with code 2"):
+        b.start()
+    assert b.returncodes == [2]
+    b.close()
+
+
+def test_start_without_waiting_then_wait_for_log_and_ready(tmp_path) -> None:
+    late = tmp_path / "late.properties"
+    b = MiniBroker.from_command_line(["--port", "0", "--ephemeral", "--wait-for-config", str(late)],
+                                     name="nowait", startup_timeout=20)
+    try:
+        b.start(wait=False)
+        b.wait_for_log("config.waiting_for_file", timeout=15)
+        assert not b.ready_file.exists() and b.running
+        late.write_text("num.partitions=2\n")
+        b.wait_ready()
+        assert b.addresses and b.stop() == 0
+    finally:
+        b.close()

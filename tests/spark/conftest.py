@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
 
-from tests.integration.broker import BrokerProcess  # noqa: E402
+from minibroker.testing import MiniBroker  # noqa: E402
+from tests.integration.support import project_broker  # noqa: E402
 
 JAVA17 = "/usr/lib/jvm/java-17-openjdk-amd64"
 
@@ -71,8 +72,8 @@ def spark(spark_tmp):
 
 @pytest.fixture(scope="module")
 def broker(request):
-    b = BrokerProcess(["--num-partitions", "2", "--group-initial-rebalance-delay-ms", "0"],
-                      name=request.module.__name__.rsplit(".", 1)[-1])
+    b = project_broker(["--num-partitions", "2", "--group-initial-rebalance-delay-ms", "0"],
+                       name=request.module.__name__.rsplit(".", 1)[-1])
     try:
         b.start()
         yield b
@@ -82,10 +83,10 @@ def broker(request):
 
 @pytest.fixture
 def broker_factory(request):
-    made: list[BrokerProcess] = []
+    made: list[MiniBroker] = []
 
-    def make(extra=(), **kw) -> BrokerProcess:
-        b = BrokerProcess(["--num-partitions", "2", *extra], name=request.node.name[:40], **kw)
+    def make(extra=(), **kw) -> MiniBroker:
+        b = project_broker(["--num-partitions", "2", *extra], name=request.node.name[:40], **kw)
         made.append(b)
         return b.start()
 
@@ -103,5 +104,5 @@ def pytest_runtest_makereport(item, call):
     if report.when != "call" or not report.failed:
         return
     for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, BrokerProcess):
+        if isinstance(value, MiniBroker):
             report.sections.append((f"broker log {value.name}", value.log_tail(40)))

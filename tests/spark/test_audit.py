@@ -13,8 +13,8 @@ import pytest
 
 from minibroker.spark.audit import audit_with_spark, main, summarize
 from minibroker_storage.offline import iter_batches, segments
-from tests.integration.broker import REPO_ROOT
 from tests.integration.clients import create_topic, unique_topic
+from tests.integration.support import REPO_ROOT
 
 from .producers import write_txn_mix
 
@@ -24,8 +24,8 @@ def stopped_log(broker, tmp_path_factory):
     """A data dir with committed, aborted and fenced-zombie transactions, from a broker
     stopped cleanly; tests corrupt copies of it."""
     topic = unique_topic("audit")
-    create_topic(broker.bootstrap, topic, 2)
-    write_txn_mix(broker.bootstrap, topic, 2, leave_open=False)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    write_txn_mix(broker.bootstrap_servers, topic, 2, leave_open=False)
     assert broker.stop() == 0
     copy = tmp_path_factory.mktemp("audit") / "clean"
     shutil.copytree(broker.data_dir, copy)
@@ -142,15 +142,15 @@ def test_live_log_with_retention_and_a_transaction_begun_during_the_audit(broker
                         "--retention-check-interval-ms", "200"])
     aborted, old, live = unique_topic("ab"), unique_topic("old"), unique_topic("live")
     for t in (aborted, old, live):
-        create_topic(b.bootstrap, t, 1)
-    p = txn_producer(b.bootstrap, f"{aborted}-x", **{"linger.ms": 0, "batch.num.messages": 1})
+        create_topic(b.bootstrap_servers, t, 1)
+    p = txn_producer(b.bootstrap_servers, f"{aborted}-x", **{"linger.ms": 0, "batch.num.messages": 1})
     p.begin_transaction()
     for _ in range(100):
         p.produce(aborted, value=b"." * 100, partition=0)
         p.poll(0)
     assert p.flush(30) == 0
     p.abort_transaction(30)
-    q = txn_producer(b.bootstrap, f"{old}-x", **{"linger.ms": 0})
+    q = txn_producer(b.bootstrap_servers, f"{old}-x", **{"linger.ms": 0})
     an_hour_ago = int(time.time() * 1000) - 3_600_000
     for n in range(60):
         q.begin_transaction()
@@ -163,7 +163,7 @@ def test_live_log_with_retention_and_a_transaction_begun_during_the_audit(broker
         time.sleep(0.2)
     tasks = {t.topic: t for t in plan(str(b.data_dir), [aborted, old, live])}
     # Begun after the coordinator's log was read for the plan.
-    w = txn_producer(b.bootstrap, f"{live}-x")
+    w = txn_producer(b.bootstrap_servers, f"{live}-x")
     w.begin_transaction()
     for _ in range(5):
         w.produce(live, value=b"v", partition=0)
@@ -179,10 +179,9 @@ def test_live_log_with_retention_and_a_transaction_begun_during_the_audit(broker
 def test_sequence_wrap_is_not_a_duplicate():
     """Sequences wrap at 2^31 (Kafka DefaultRecordBatch.incrementSequence); after a wrap a
     producer reuses sequence 0 legally. A repeat within the recent batches still fails."""
-    from minibroker_protocol.batch import BatchHeader
-
     from minibroker.spark.audit_checks import _Auditor
     from minibroker.spark.coordinator_log import PartitionExpectations
+    from minibroker_protocol.batch import BatchHeader
 
     def header(offset, seq, count):
         return BatchHeader(0, offset, 100, 0, 2, 0, 0, count - 1, 0, 0, 7, 0, seq, count)

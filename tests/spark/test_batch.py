@@ -17,14 +17,14 @@ KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "t
 @pytest.fixture(scope="module")
 def mix(broker):
     topic = unique_topic("mix")
-    create_topic(broker.bootstrap, topic, 2)
-    m = write_txn_mix(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    m = write_txn_mix(broker.bootstrap_servers, topic, 2)
     yield m
     m.close_open()
 
 
 def _online(spark, broker, topic, **options):
-    r = (spark.read.format("minibroker").option("kafka.bootstrap.servers", broker.bootstrap)
+    r = (spark.read.format("minibroker").option("kafka.bootstrap.servers", broker.bootstrap_servers)
          .option("subscribe", topic))
     for k, v in options.items():
         r = r.option(k, v)

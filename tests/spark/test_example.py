@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from tests.integration.broker import REPO_ROOT
+from tests.integration.support import REPO_ROOT
 
 
 def test_spark_pipeline_example(spark, tmp_path, capsys):

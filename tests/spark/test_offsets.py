@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.spark.offsets import (OffsetRange, OffsetSpec, from_json_dict, parse_offset_spec,
-                                      plan_ranges, rate_limit, resolve, split_ranges, to_json_dict)
+from minibroker.spark.offsets import (
+    OffsetRange,
+    OffsetSpec,
+    from_json_dict,
+    parse_offset_spec,
+    plan_ranges,
+    rate_limit,
+    resolve,
+    split_ranges,
+    to_json_dict,
+)
 from minibroker.spark.options import OptionError, parse_options
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)

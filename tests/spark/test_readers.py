@@ -17,8 +17,8 @@ from .producers import ABORTED, write_txn_mix
 @pytest.fixture(scope="module")
 def mix(broker):
     topic = unique_topic("ranges")
-    create_topic(broker.bootstrap, topic, 1)
-    m = write_txn_mix(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
+    m = write_txn_mix(broker.bootstrap_servers, topic, 1)
     yield m
     m.close_open()
 
@@ -45,7 +45,7 @@ def _interesting_ranges(mix):
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_ranges_stop_exactly_at_the_end(broker, mix, isolation):
-    opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": mix.topic,
+    opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": mix.topic,
                           "isolation.level": isolation, "kafkaConsumer.pollTimeoutMs": "20000"},
                          streaming=False)
     planner = LogDirPlanner(str(broker.data_dir), isolation == "read_committed", [mix.topic])
@@ -67,7 +67,7 @@ def test_ranges_stop_exactly_at_the_end(broker, mix, isolation):
 def test_read_committed_latest_is_the_lso(broker, mix):
     hw = max(o for (_, o) in mix.records) + 2  # the last commit's marker ends the log
     for isolation, want in (("read_committed", mix.first_open_offset(0)), ("read_uncommitted", hw)):
-        opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": mix.topic,
+        opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": mix.topic,
                               "isolation.level": isolation}, streaming=False)
         planner = online.KafkaPlanner(opts)
         try:
@@ -89,8 +89,8 @@ def test_data_loss_is_an_error_unless_allowed(broker_factory):
     b = broker_factory(["--segment-bytes", "4096", "--retention-bytes", "8192",
                         "--retention-check-interval-ms", "200"])
     topic = unique_topic("loss")
-    create_topic(b.bootstrap, topic, 1)
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    create_topic(b.bootstrap_servers, topic, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0, "batch.num.messages": 1})
     errors = []
     for i in range(300):
         p.produce(topic, value=b"%d" % i + b"." * 100, partition=0,
@@ -106,7 +106,7 @@ def test_data_loss_is_an_error_unless_allowed(broker_factory):
     assert 0 < low < end == 300
     r = OffsetRange(topic, 0, 0, end)
     for fail in (True, False):
-        opts = parse_options({"kafka.bootstrap.servers": b.bootstrap, "subscribe": topic,
+        opts = parse_options({"kafka.bootstrap.servers": b.bootstrap_servers, "subscribe": topic,
                               "failOnDataLoss": str(fail).lower(), "kafkaConsumer.pollTimeoutMs": "20000"},
                              streaming=False)
         readers = {"online": lambda: online.read_range(opts, r),
@@ -135,7 +135,7 @@ def test_ranges_over_interleaved_transactions(broker):
     from .producers import txn_producer
 
     topic = unique_topic("interleaved")
-    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
     offsets: dict[str, list[int]] = {}
 
     def write(producer, group, n):
@@ -145,10 +145,10 @@ def test_ranges_over_interleaved_transactions(broker):
                                  msg.value().decode() if err is None else "error", []).append(msg.offset()))
         assert producer.flush(30) == 0
 
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
-    a = txn_producer(broker.bootstrap, f"{topic}-a", **{"linger.ms": 0})
-    b = txn_producer(broker.bootstrap, f"{topic}-b", **{"linger.ms": 0})
-    c = txn_producer(broker.bootstrap, f"{topic}-c", **{"linger.ms": 0})
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 0})
+    a = txn_producer(broker.bootstrap_servers, f"{topic}-a", **{"linger.ms": 0})
+    b = txn_producer(broker.bootstrap_servers, f"{topic}-b", **{"linger.ms": 0})
+    c = txn_producer(broker.bootstrap_servers, f"{topic}-c", **{"linger.ms": 0})
     write(plain, "p1", 3)
     a.begin_transaction()
     write(a, "a", 10)
@@ -160,7 +160,7 @@ def test_ranges_over_interleaved_transactions(broker):
         assert "error" not in offsets, offsets.get("error")
         for isolation, end, visible in (("read_committed", lso, visible_committed),
                                         ("read_uncommitted", hw, sorted(o for v in offsets.values() for o in v))):
-            opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+            opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic,
                                   "isolation.level": isolation, "kafkaConsumer.pollTimeoutMs": "15000"},
                                  streaming=False)
             planner = online.KafkaPlanner(opts)
@@ -204,14 +204,14 @@ def test_online_start_past_the_end_of_the_log(broker):
     from confluent_kafka import Producer
 
     topic = unique_topic("pastend")
-    create_topic(broker.bootstrap, topic, 1)
-    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    create_topic(broker.bootstrap_servers, topic, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     for i in range(3):
         p.produce(topic, value=b"%d" % i, partition=0)
     assert p.flush(30) == 0
     r = OffsetRange(topic, 0, 10, 20)
     for fail in (True, False):
-        opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+        opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic,
                               "failOnDataLoss": str(fail).lower(), "kafkaConsumer.pollTimeoutMs": "8000"},
                              streaming=False)
         t0 = time.monotonic()

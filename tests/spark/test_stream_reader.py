@@ -22,8 +22,8 @@ def _produce(bootstrap, topic, n):
 @pytest.fixture
 def topic(broker):
     t = unique_topic("reader")
-    create_topic(broker.bootstrap, t, 1)
-    _produce(broker.bootstrap, t, 100)
+    create_topic(broker.bootstrap_servers, t, 1)
+    _produce(broker.bootstrap_servers, t, 100)
     return t
 
 
@@ -61,9 +61,9 @@ def test_latest_start_and_available_now(broker, topic):
     end0 = r.latestOffset(init, ReadAllAvailable())
     assert end0 == {topic: {"0": 100}, "@start": {topic: {"0": 100}}}
     assert r.partitions(init, end0) == []
-    _produce(broker.bootstrap, topic, 20)
+    _produce(broker.bootstrap_servers, topic, 20)
     r.prepareForTriggerAvailableNow()
-    _produce(broker.bootstrap, topic, 5)  # after the AvailableNow target: not read
+    _produce(broker.bootstrap_servers, topic, 5)  # after the AvailableNow target: not read
     end1 = r.latestOffset(end0, ReadMaxRows(15))
     assert end1 == {topic: {"0": 115}}
     end2 = r.latestOffset(end1, ReadMaxRows(15))

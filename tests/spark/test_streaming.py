@@ -11,8 +11,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from tests.integration.broker import REPO_ROOT
 from tests.integration.clients import create_topic, unique_topic
+from tests.integration.support import REPO_ROOT
 
 from .producers import txn_producer
 
@@ -101,11 +101,11 @@ def _wait_for(proc, log: Path, cond, what: str, timeout: float = 180.0) -> None:
 
 def test_streaming_to_parquet_exactly_once_across_two_kill9(spark, broker, tmp_path):
     topic = unique_topic("stream")
-    create_topic(broker.bootstrap, topic, 2)
-    committed, late = _produce(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    committed, late = _produce(broker.bootstrap_servers, topic)
     assert len(committed) == RECORDS + 50
     cp, out, log = tmp_path / "checkpoint", tmp_path / "out", tmp_path / "job.log"
-    args = [broker.bootstrap, topic, str(cp), str(out), "--max-offsets", "1500"]
+    args = [broker.bootstrap_servers, topic, str(cp), str(out), "--max-offsets", "1500"]
     kills = []
     try:
         # Kill 1: as soon as batch 2 is planned (written to the offset log), mid-batch.
