@@ -3,8 +3,8 @@
 The response is produced as a list of chunks: small header bytes interleaved
 with the record slices exactly as they sit in the segment (memoryviews of the
 mmap), so a fetch of 1 MiB costs no copy in Python; the server writes the
-chunks with one ``writelines``. Layout from Kafka's FetchResponse.json v4-v16
-(v12+ flexible; v13+ names topics by id).
+chunks with one ``writelines``. Layout from Kafka's FetchResponse.json v4-v18
+(v12+ flexible; v13+ names topics by id; v17 and v18 change only a follower's request).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .header import response_header, write_uvarint
 
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 18
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -34,6 +34,11 @@ LATEST = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6  # v11, KIP-1023 (tiered storage)
+# The first ListOffsets version that may ask for each special timestamp (KIP-734, KIP-405,
+# KIP-1005, KIP-1023); an older request gets UNSUPPORTED_VERSION for that partition, as Kafka
+# 4.4 answers (tests/differential/test_current_versions.py).
+_SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 
 class FetchHandlers:
@@ -46,7 +51,7 @@ class FetchHandlers:
     def apis(self) -> list[Api]:
         return [
             Api(ApiKey.Fetch, wire.MIN_VERSION, wire.MAX_VERSION, self.fetch),
-            Api(ApiKey.ListOffsets, 1, 10, self.list_offsets),
+            Api(ApiKey.ListOffsets, 1, 11, self.list_offsets),
         ]
 
     # -- Fetch -------------------------------------------------------------------
@@ -100,17 +105,25 @@ class FetchHandlers:
         total = 0
         any_error = False
         topics = []
+        # KafkaApis.handleFetchRequest answers the partitions it read first, then those it
+        # refused before reading: unknown topic ids, then unknown topics/partitions, each in
+        # request order; consecutive partitions of one topic share a topic entry.
+        unknown_ids: list[tuple[wire.FetchTopic, wire.FetchPartition]] = []
+        unknown_parts: list[tuple[wire.FetchTopic, wire.FetchPartition]] = []
         for info, parts in self._resolved(req, version):
             ft = wire.FetchTopic(info.name, info.topic_id)
             for p in parts:
                 fp = wire.FetchPartition(p.partition)
-                ft.partitions.append(fp)
                 if isinstance(info, _Missing) or not 0 <= p.partition < info.partitions:
-                    fp.error_code = (
-                        ErrorCode.unknown_topic_id if version >= 13 and isinstance(info, _Missing)
-                        else ErrorCode.unknown_topic_or_partition)
+                    by_id = version >= 13 and isinstance(info, _Missing)
+                    fp.error_code = (ErrorCode.unknown_topic_id if by_id
+                                     else ErrorCode.unknown_topic_or_partition)
+                    # FetchResponse.partitionResponse: an empty (not null) aborted list, no records.
+                    fp.aborted, fp.records = [], b""
+                    (unknown_ids if by_id else unknown_parts).append((ft, fp))
                     any_error = True
                     continue
+                ft.partitions.append(fp)
                 plog = partition_log(b, info.name, p.partition)
                 hw = plog.high_watermark
                 lso = plog.last_stable_offset
@@ -159,7 +172,13 @@ class FetchHandlers:
                     min_one = False
                     total += n
                     remaining -= n
-            topics.append(ft)
+            if ft.partitions:
+                topics.append(ft)
+        for ft, fp in unknown_ids + unknown_parts:
+            if topics and (topics[-1].name, topics[-1].topic_id) == (ft.name, ft.topic_id):
+                topics[-1].partitions.append(fp)
+            else:
+                topics.append(wire.FetchTopic(ft.name, ft.topic_id, [fp]))
         return topics, total, any_error
 
     # -- ListOffsets ---------------------------------------------------------------
@@ -188,6 +207,11 @@ class FetchHandlers:
                                        error_code=ErrorCode.unknown_topic_or_partition,
                                        timestamp=-1, offset=-1, leader_epoch=-1))
                     continue
+                if ctx.api_version < _SINCE_VERSION.get(p.timestamp, 0):
+                    parts.append(build(P, partition_index=p.partition_index,
+                                       error_code=ErrorCode.unsupported_version,
+                                       timestamp=-1, offset=-1, leader_epoch=-1))
+                    continue
                 ts, offset = self._lookup(t.name, p.partition_index, p.timestamp, committed,
                                           ctx.api_version)
                 parts.append(build(P, partition_index=p.partition_index, error_code=ErrorCode.none,
@@ -202,7 +226,7 @@ class FetchHandlers:
             return -1, plog.log_start_offset
         if target == LATEST:
             return -1, (plog.last_stable_offset if committed else plog.high_watermark)
-        if target == LATEST_TIERED:
+        if target in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             return -1, -1  # no tiered storage: Kafka answers "no offset"
         if target == MAX_TIMESTAMP:
             found = plog.max_timestamp_offset()

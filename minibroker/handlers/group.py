@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 
 from minibroker_protocol.api_keys import ApiKey
-from minibroker_protocol.build import build, nested
+from minibroker_protocol.build import build, has_field, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_storage.manager import LogManager
 
@@ -37,8 +37,8 @@ class GroupHandlers:
             Api(ApiKey.SyncGroup, 0, 5, self.sync_group),
             Api(ApiKey.Heartbeat, 0, 4, self.heartbeat),
             Api(ApiKey.LeaveGroup, 0, 5, self.leave_group),
-            Api(ApiKey.OffsetCommit, 2, 9, self.offset_commit),
-            Api(ApiKey.OffsetFetch, 1, 9, self.offset_fetch),
+            Api(ApiKey.OffsetCommit, 2, 10, self.offset_commit),
+            Api(ApiKey.OffsetFetch, 1, 10, self.offset_fetch),
             Api(ApiKey.TxnOffsetCommit, 0, 3, self.txn_offset_commit),
             Api(ApiKey.ListGroups, 0, 5, self.list_groups),
             Api(ApiKey.DescribeGroups, 0, 5, self.describe_groups),
@@ -125,10 +125,13 @@ class GroupHandlers:
         errors: dict[tuple[str, int], ErrorCode] = {}
         ts = self.groups.now_ms()
         for t in topics:
-            info = self.logs.topic(t.name)
+            name = self._name_of(t)
+            info = self.logs.topic(name) if name is not None else None
             for p in t.partitions:
-                tp = (t.name, p.partition_index)
-                if info is None or not 0 <= p.partition_index < info.partitions:
+                tp = (name if name is not None else _id_key(t.topic_id), p.partition_index)
+                if name is None:
+                    errors[tp] = ErrorCode.unknown_topic_id
+                elif info is None or not 0 <= p.partition_index < info.partitions:
                     errors[tp] = ErrorCode.unknown_topic_or_partition
                 elif (p.committed_metadata is not None
                       and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES):
@@ -182,14 +185,25 @@ class GroupHandlers:
                 errors.update({tp: code for tp in ok})
         return self._per_partition(R, T, P, req.topics, errors)
 
-    @staticmethod
-    def _per_partition(R, T, P, topics, errors):
-        return build(R, throttle_time=ZERO, topics=tuple(
-            build(T, name=t.name, partitions=tuple(
+    def _name_of(self, t: Any) -> str | None:
+        """The topic a request's entry names: by name, or by id from OffsetCommit/OffsetFetch v10;
+        None for an id no topic has."""
+        if not hasattr(t, "topic_id") or hasattr(t, "name"):
+            return t.name
+        info = self.logs.topic_by_id(t.topic_id)
+        return info.name if info is not None else None
+
+    def _per_partition(self, R, T, P, topics, errors):
+        out = []
+        for t in topics:
+            name = self._name_of(t)
+            key = name if name is not None else _id_key(t.topic_id)
+            out.append(build(T, name=t.name if hasattr(t, "name") else None,
+                             topic_id=getattr(t, "topic_id", None), partitions=tuple(
                 build(P, partition_index=p.partition_index,
-                      error_code=errors.get((t.name, p.partition_index), ErrorCode.none))
-                for p in t.partitions))
-            for t in topics))
+                      error_code=errors.get((key, p.partition_index), ErrorCode.none))
+                for p in t.partitions)))
+        return build(R, throttle_time=ZERO, topics=tuple(out))
 
     @answers
     def offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
@@ -211,9 +225,18 @@ class GroupHandlers:
         return build(R, throttle_time=ZERO, topics=topics, error_code=ErrorCode.none)
 
     def _fetch(self, group_id, topics, stable, T, P):
-        wanted = None if topics is None else [
-            (t.name, p) for t in topics for p in t.partition_indexes]
-        _err, rows = self.groups.fetch_offsets(group_id, wanted, stable)
+        by_id = has_field(T, "topic_id")
+        unknown: list[Any] = []  # v10 entries whose topic id no topic has
+        wanted: list[tuple[str, int]] | None = None
+        if topics is not None:
+            wanted = []
+            for t in topics:
+                name = self._name_of(t)
+                if name is None:
+                    unknown.append(t)
+                else:
+                    wanted.extend((name, p) for p in t.partition_indexes)
+        _err, rows = self.groups.fetch_offsets(group_id, wanted, stable) if wanted != [] else (None, [])
         by_topic: dict[str, list] = {}
         for topic, partition, off, code in rows:
             by_topic.setdefault(topic, []).append(build(
@@ -222,7 +245,20 @@ class GroupHandlers:
                 committed_leader_epoch=off.leader_epoch if off else -1,
                 metadata=off.metadata if off else "",
                 error_code=code))
-        return tuple(build(T, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+        out = []
+        for name, ps in by_topic.items():
+            if by_id:
+                info = self.logs.topic(name)
+                if info is None:  # offsets of a topic deleted since: no id to name it by
+                    continue
+                out.append(build(T, topic_id=info.topic_id, partitions=tuple(ps)))
+            else:
+                out.append(build(T, name=name, partitions=tuple(ps)))
+        for t in unknown:
+            out.append(build(T, topic_id=t.topic_id, partitions=tuple(
+                build(P, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                      error_code=ErrorCode.unknown_topic_id) for p in t.partition_indexes)))
+        return tuple(out)
 
     @answers
     def offset_delete(self, ctx: RequestContext, req: Any) -> Any:
@@ -291,3 +327,8 @@ class GroupHandlers:
         return build(R, throttle_time=ZERO, results=tuple(
             build(D, group_id=gid, error_code=self.groups.delete_group(gid))
             for gid in req.groups_names))
+
+
+def _id_key(topic_id: Any) -> str:
+    # Error-table key of a v10 topic id that names no topic (a topic name never starts with "#").
+    return f"#{topic_id}"

@@ -45,8 +45,8 @@ class MetadataHandlers:
 
     def apis(self) -> list[Api]:
         return [
-            Api(ApiKey.Metadata, 0, 12, self.metadata),
-            Api(ApiKey.DescribeCluster, 0, 1, self.describe_cluster),
+            Api(ApiKey.Metadata, 0, 13, self.metadata),
+            Api(ApiKey.DescribeCluster, 0, 2, self.describe_cluster),
         ]
 
     @answers
@@ -82,10 +82,16 @@ class MetadataHandlers:
                 topics.append(topic_entry(info.name, info))
         else:
             allow_auto = getattr(req, "allow_auto_topic_creation", True)
+            # KafkaApis: once one topic is asked for by id, the request is by id and topics
+            # named without an id are not answered (checked against Kafka 4.4 by
+            # tests/differential/test_current_versions.py).
+            by_id = any(_has_id(getattr(t, "topic_id", None)) for t in requested)
             for t in requested:
                 name = t.name
                 tid = getattr(t, "topic_id", None)
-                if name is None:
+                if by_id and not _has_id(tid):
+                    continue
+                if by_id or name is None:
                     info = self.logs.topic_by_id(tid) if tid is not None else None
                     if info is None:
                         topics.append(topic_entry(None, error=ErrorCode.unknown_topic_id, topic_id=tid))
@@ -118,6 +124,7 @@ class MetadataHandlers:
         return build(
             R,
             throttle_time=ZERO,
+            error_code=ErrorCode.none,  # v13 (KIP-1102): a top-level error, only for rebootstrap
             brokers=(build(Broker, node_id=node, host=host, port=port, rack=None),),
             cluster_id=self.cluster_id,
             controller_id=node,
@@ -141,7 +148,13 @@ class MetadataHandlers:
         return build(
             R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
             endpoint_type=1, cluster_id=self.cluster_id, controller_id=self.config.node_id,
-            brokers=(build(B, broker_id=self.config.node_id, host=host, port=port, rack=None),),
+            # v2's include_fenced_brokers changes nothing: the only broker is never fenced.
+            brokers=(build(B, broker_id=self.config.node_id, host=host, port=port, rack=None,
+                           is_fenced=False),),
             cluster_authorized_operations=_CLUSTER_OPS if req.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )
+
+
+def _has_id(topic_id: Any) -> bool:
+    return topic_id is not None and topic_id.int != 0

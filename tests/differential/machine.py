@@ -413,7 +413,7 @@ class DifferentialEOS(RuleBasedStateMachine):
     # ------------------------------------------------------------------ reads
 
     def _fetch(self, topic: int, isolation: int, version: int):
-        v = self._versions(FETCH, 4, 16, version)
+        v = self._versions(FETCH, 4, 18, version)
         name = self.topics[topic]
 
         def make(s):
@@ -429,15 +429,15 @@ class DifferentialEOS(RuleBasedStateMachine):
 
         return self._send(f"Fetch v{v} t{topic} isolation={isolation}", make)
 
-    @rule(topic=st.integers(0, 1), isolation=st.integers(0, 1), version=st.integers(4, 16))
+    @rule(topic=st.integers(0, 1), isolation=st.integers(0, 1), version=st.integers(4, 18))
     def fetch(self, topic, isolation, version):
         self._clock()
         self._fetch(topic, isolation, version)
 
-    @rule(topic=st.integers(0, 1), isolation=st.integers(0, 1), earliest=st.booleans(), version=st.integers(2, 10))
+    @rule(topic=st.integers(0, 1), isolation=st.integers(0, 1), earliest=st.booleans(), version=st.integers(2, 11))
     def list_offsets(self, topic, isolation, earliest, version):
         self._clock()
-        v = self._versions(LIST_OFFSETS, 2, 10, version)
+        v = self._versions(LIST_OFFSETS, 2, 11, version)
 
         def make(s):
             base = (LIST_OFFSETS, v)

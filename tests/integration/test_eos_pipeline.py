@@ -37,6 +37,8 @@ import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from minibroker.testing import requests_seen
+
 from . import java_client, wire
 from .clients import create_topic, unique_topic
 from .support import REPO_ROOT
@@ -392,3 +394,10 @@ def test_eos_pipeline_java(broker_factory, tmp_path):
     # SIGTERM runs the shutdown hook (clean close); the JVM then reports 143 = 128 + SIGTERM.
     assert run.final_rc in (0, 143), f"EosPipeline exited with {run.final_rc} on SIGTERM\n{run.report()}"
     assert "EXIT 0 stopped" in run.instances[-1].log_path.read_text(errors="replace"), run.report()
+    # The Java client 4.x takes today's versions (issue 16 item 3), from the broker's request counts.
+    used: dict[str, int] = {}
+    for api, version, software in requests_seen(broker_factory.brokers[-1].log_text()):
+        if software == "apache-kafka-java":
+            used[api] = max(version, used.get(api, -1))
+    # (OffsetFetch/OffsetCommit v10 name topics by id, which only the KIP-848 consumer sends.)
+    assert used.get("Metadata") == 13 and used.get("Fetch", 0) >= 17 and used.get("OffsetFetch") == 9, used

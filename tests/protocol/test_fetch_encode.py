@@ -1,4 +1,4 @@
-"""The hand-written Fetch response encoder (v4-v16), checked with kio's reader."""
+"""The hand-written Fetch response encoder (v4-v18), checked with kio's reader."""
 
 from __future__ import annotations
 
@@ -288,6 +288,6 @@ def test_round_trip(version, corr, topics, throttle_ms, error_code, session_id):
 
 
 def test_version_constants():
-    assert (MIN_VERSION, MAX_VERSION) == (4, 16)
+    assert (MIN_VERSION, MAX_VERSION) == (4, 18)
     for v in VERSIONS:
         assert load_response_schema(1, v).__flexible__ == (v >= 12)
