@@ -22,6 +22,7 @@ from .crash_points import CrashPoints
 from .dispatch import Dispatcher
 from .handlers.admin import AdminHandlers
 from .handlers.coordinator import CoordinatorHandlers
+from .handlers.features import FeatureHandlers
 from .handlers.fetch import FetchHandlers
 from .handlers.group import GroupHandlers
 from .handlers.metadata import MetadataHandlers
@@ -57,6 +58,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
                     offsets_partition_for=broker.offsets_partition_for),
         TxnAdminHandlers(coordinator=txn, logs=logs),
         GroupHandlers(groups=broker.group_coordinator, logs=logs),
+        FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
     d = Dispatcher(broker.features, broker.request_counts)
     for family in families:

@@ -37,7 +37,7 @@ from .coordinator.group import GroupCoordinator
 from .coordinator.group_store import BrokerOffsetsTopic
 from .coordinator.transaction import TransactionCoordinator
 from .crash_points import NO_CRASH_POINTS, CrashPoints
-from .features import Features
+from .features import load_features
 from .fetch_waiters import FetchWaiters
 from .request_counts import RequestCounts
 
@@ -57,7 +57,7 @@ class Broker:
         t0 = time.perf_counter()
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
         self.cluster_id = self.meta["cluster.id"]
-        self.features = Features()
+        self.features = load_features(config)
         self.request_counts = RequestCounts()
         self.default_log_config = LogConfig(
             segment_bytes=config.segment_bytes,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from .features import GROUP_VERSION, TRANSACTION_VERSION
 from .listeners import Listener, ListenerError, resolve
 from .properties import (
     KAFKA_PROPERTIES,
@@ -91,6 +92,9 @@ class Config:
     # Kafka's queued.max.request.bytes idea: the bytes every connection's unfinished or unhandled
     # requests may hold together; past it the broker stops reading sockets until memory frees.
     queued_max_request_bytes: int = 104_857_600
+    # None: the level the data dir last finalized (UpdateFeatures), else minibroker/features.py's default
+    transaction_version: int | None = None
+    group_version: int | None = None
     # Background checksum scrub of closed segments, bytes per second; 0 = off.
     scrub_bytes_per_sec: int = 0
     log_level: str = "info"
@@ -295,6 +299,13 @@ OPTIONS: tuple[Option, ...] = (
            "bytes that all connections' partly received and not yet answered requests may hold "
            "together; beyond it the broker stops reading from sockets until memory frees, Kafka's "
            "queued.max.request.bytes"),
+    Option("--transaction-version", _int(0, TRANSACTION_VERSION.max_supported), _D.transaction_version,
+           f"finalize the transaction.version feature at this level at start-up (0-"
+           f"{TRANSACTION_VERSION.max_supported}; default: the level UpdateFeatures last set, else "
+           f"{TRANSACTION_VERSION.default_level})"),
+    Option("--group-version", _int(0, GROUP_VERSION.max_supported), _D.group_version,
+           f"finalize the group.version feature at this level at start-up (0-{GROUP_VERSION.max_supported}; "
+           f"default: the level UpdateFeatures last set, else {GROUP_VERSION.default_level})"),
     Option("--scrub-bytes-per-sec", _int(0), _D.scrub_bytes_per_sec,
            "verify the checksums of closed segments in the background at this many bytes per "
            "second; 0 turns the background scrub off"),

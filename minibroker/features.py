@@ -15,10 +15,19 @@ change bumps the epoch, so a client that cached the old levels sees a newer epoc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION", "SPECS"]
+import structlog
+
+log = structlog.get_logger("minibroker.features")
+
+__all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION", "SPECS",
+           "UPGRADE", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"]
+
+# UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -44,10 +53,11 @@ class Features:
     """The finalized level of each feature, and the epoch of the last change."""
 
     def __init__(self, specs: Iterable[FeatureSpec] = SPECS, levels: dict[str, int] | None = None,
-                 epoch: int = 0) -> None:
+                 epoch: int = 0, persist: Callable[[dict[str, int], int], None] | None = None) -> None:
         self.specs = {s.name: s for s in specs}
         self._levels = {s.name: s.default_level for s in self.specs.values()}
         self.epoch = epoch
+        self._persist = persist
         self._listeners: list[Callable[[str, int, int], None]] = []
         for name, level in (levels or {}).items():
             self.check(name, level)
@@ -74,6 +84,58 @@ class Features:
         for listener in self._listeners:
             listener(name, old, level)
 
+    def levels(self) -> dict[str, int]:
+        return dict(self._levels)
+
+    def update(self, updates: Sequence[tuple[str, int, int]], validate_only: bool, node_id: int,
+               ) -> str | None:
+        """UpdateFeatures: (feature, level, upgrade type) each, all or none applied.
+
+        Returns None, or the message Kafka's controller answers with INVALID_UPDATE_VERSION for
+        the first update it refuses (FeatureControlManager.updateFeature; the wording and the
+        epoch rule checked against Kafka 4.4 by tests/differential/test_features.py). A request
+        that changes anything, even to the same level, bumps the epoch once.
+        """
+        for name, level, upgrade_type in updates:
+            why = self._refusal(name, level, upgrade_type, node_id)
+            if why is not None:
+                return (f"The update failed for all features since the following feature had an error: "
+                        f"Invalid update version {level} for feature {name}. {why}")
+        if validate_only or not updates:
+            return None
+        changed = []
+        for name, level, _ in updates:
+            old = self._levels[name]
+            self._levels[name] = level
+            changed.append((name, old, level))
+        self.epoch += 1
+        if self._persist is not None:
+            self._persist(dict(self._levels), self.epoch)
+        for name, old, level in changed:
+            log.info("features.level_finalized", feature=name, old_level=old, level=level, epoch=self.epoch)
+            for listener in self._listeners:
+                listener(name, old, level)
+        return None
+
+    def _refusal(self, name: str, level: int, upgrade_type: int, node_id: int) -> str | None:
+        if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            return "The controller does not support the given upgrade type."
+        if level < 0:
+            return "A feature version cannot be less than 0."
+        spec = self.specs.get(name)
+        if spec is None:
+            return f"Local controller {node_id} does not support this feature."
+        if not spec.min_supported <= level <= spec.max_supported:
+            return (f"Local controller {node_id} only supports versions "
+                    f"{spec.min_supported}-{spec.max_supported}")
+        current = self._levels[name]
+        if upgrade_type == UPGRADE and level < current:
+            return ("Can't downgrade the version of this feature without setting the upgrade type to "
+                    "either safe or unsafe downgrade.")
+        if upgrade_type != UPGRADE and level > current:
+            return "Can't downgrade to a newer version."
+        return None
+
     def on_change(self, listener: Callable[[str, int, int], None]) -> None:
         self._listeners.append(listener)
 
@@ -93,3 +155,36 @@ class Features:
     @property
     def group_version(self) -> int:
         return self._levels[GROUP_VERSION.name]
+
+
+def load_features(config: Any) -> Features:
+    """The levels the data dir finalized last (storage/feature_levels.py), then the levels the
+    command line asks for (``--transaction-version``, ``--group-version``), which win and are
+    persisted like an UpdateFeatures."""
+    from minibroker_storage import feature_levels
+
+    data_dir = config.data_dir
+    levels: dict[str, int] = {}
+    epoch = 0
+    try:
+        found = feature_levels.load(data_dir)
+    except feature_levels.FeatureLevelsError as e:
+        log.warning("features.file_unreadable", reason=str(e), action="default levels")
+        found = None
+    if found is not None:
+        levels, epoch = found
+        for name, level in list(levels.items()):
+            spec = next((s for s in SPECS if s.name == name), None)
+            if spec is None or not spec.min_supported <= level <= spec.max_supported:
+                log.warning("features.level_ignored", feature=name, level=level,
+                            reason="not a level this minibroker serves")
+                del levels[name]
+    features = Features(levels=levels, epoch=epoch,
+                        persist=lambda lv, ep: feature_levels.save(data_dir, lv, ep))
+    asked = [(spec.name, level) for spec, level in ((TRANSACTION_VERSION, config.transaction_version),
+                                                   (GROUP_VERSION, config.group_version))
+             if level is not None and level != features.level(spec.name)]
+    if asked:
+        features.update([(name, level, UPGRADE if level > features.level(name) else UNSAFE_DOWNGRADE)
+                         for name, level in asked], validate_only=False, node_id=config.node_id)
+    return features

@@ -35,6 +35,7 @@ class ApiKey(IntEnum):
     DescribeConfigs = 32
     DeleteGroups = 42
     OffsetDelete = 47
+    UpdateFeatures = 57
     DescribeCluster = 60
     DescribeProducers = 61
     DescribeTransactions = 65

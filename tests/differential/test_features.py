@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reference.client import req
+from tests.reference.client import part, req
 
 from .divergences import FEATURES_MINIBROKER_SERVES
 
@@ -36,3 +36,51 @@ def test_finalized_levels_match_kafka(differential_pair, version):
     # v3 omits features whose minimum is 0 (all that minibroker has); v4 lists them.
     assert m_sup <= k_sup
     assert (version == 4) == bool(m_sup)
+
+
+UPDATE_FEATURES = 57
+# (version, [(feature, level, upgrade type)], validate_only): Kafka 4.4's answers to each are the
+# reference. Levels minibroker does not serve (transaction.version 2, group.version 1) are left
+# out: their supported ranges differ on purpose (divergences.FEATURES_MINIBROKER_SERVES).
+UPDATES = [
+    (1, [("transaction.version", 0, 1)], False),        # a downgrade asked as an upgrade
+    (1, [("transaction.version", 0, 2)], True),         # validate only: nothing changes
+    (1, [("transaction.version", 0, 2)], False),        # safe downgrade to 0: not finalized any more
+    (1, [("transaction.version", 1, 1)], False),
+    (1, [("transaction.version", 0, 3)], False),        # unsafe downgrade
+    (1, [("transaction.version", 1, 2)], False),        # a "downgrade" to a newer level
+    (1, [("transaction.version", 9, 1)], False),        # outside the supported range
+    (1, [("no.such", 1, 1)], False),
+    (2, [("no.such", 1, 1)], False),
+    (1, [("transaction.version", 1, 1), ("no.such", 1, 1)], False),  # all or nothing
+    (2, [("transaction.version", 1, 1)], False),        # same level: the epoch still moves
+    (0, [("transaction.version", 0, 2)], False),        # v0 cannot downgrade
+    (1, [("transaction.version", 1, 1), ("transaction.version", 1, 1)], False),
+    (1, [("group.version", 0, 1)], False),
+    (1, [("transaction.version", -1, 1)], False),
+    (1, [("transaction.version", 1, 0)], False),        # no such upgrade type
+    (1, [], False),
+]
+
+
+def _update(side, version, updates, validate_only):
+    base = (UPDATE_FEATURES, version)
+    keys = tuple(part(base, "FeatureUpdateKey", feature=f, max_version_level=level, upgrade_type=kind,
+                      allow_downgrade=False) for f, level, kind in updates)
+    return side.call(req(UPDATE_FEATURES, version, feature_updates=keys, validate_only=validate_only))
+
+
+def test_update_features_as_kafka_answers(differential_pair):
+    pair = differential_pair
+    try:
+        for version, updates, validate_only in UPDATES:
+            before = [_features(s, 4)[0] for s in pair.sides]
+            answers = [_update(s, version, updates, validate_only) for s in pair.sides]
+            pair.check(f"UpdateFeatures v{version} {updates} validate_only={validate_only}", answers)
+            after = [_features(s, 4) for s in pair.sides]
+            (k_epoch, k_final, _), (m_epoch, m_final, _) = after
+            assert m_final == k_final, (updates, k_final, m_final)
+            assert m_epoch - before[1] == k_epoch - before[0], (updates, "epoch moved differently")
+    finally:
+        for s in pair.sides:  # the session's brokers go on at the levels they started with
+            _update(s, 1, [("transaction.version", 1, 1)], False)

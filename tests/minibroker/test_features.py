@@ -69,3 +69,62 @@ def test_apiversions_v2_has_no_feature_fields():
     r = call_api_versions(Dispatcher(Features((TV,))), 2)
     assert not hasattr(r, "finalized_features")
     assert codec.response_type(ApiKey.ApiVersions, 2) is type(r)
+
+
+# -- UpdateFeatures and the levels kept in the data dir ---------------------------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+from minibroker.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE, load_features  # noqa: E402
+from minibroker_storage import feature_levels  # noqa: E402
+
+
+def test_update_is_all_or_nothing_and_bumps_the_epoch_once():
+    saved = []
+    f = Features((TV, OFF), persist=lambda levels, epoch: saved.append((levels, epoch)))
+    refused = f.update([("transaction.version", 1, SAFE_DOWNGRADE), ("no.such", 1, UPGRADE)], False, 1)
+    assert "no.such. Local controller 1 does not support this feature." in refused
+    assert (f.level("transaction.version"), f.epoch, saved) == (2, 0, [])
+    assert f.update([("transaction.version", 1, SAFE_DOWNGRADE), ("group.version", 1, UPGRADE)], False, 1) is None
+    assert (f.levels(), f.epoch) == ({"transaction.version": 1, "group.version": 1}, 1)
+    assert saved == [({"transaction.version": 1, "group.version": 1}, 1)]
+
+
+def test_update_refusals_name_kafkas_reason():
+    f = Features((TV,))
+    cases = {
+        ("transaction.version", 1, UPGRADE): "Can't downgrade the version of this feature without setting",
+        ("transaction.version", 3, UPGRADE): "Local controller 7 only supports versions 0-2",
+        ("transaction.version", -1, UPGRADE): "A feature version cannot be less than 0.",
+        ("transaction.version", 1, 0): "The controller does not support the given upgrade type.",
+    }
+    for update, why in cases.items():
+        assert why in f.update([update], False, 7), update
+    f.update([("transaction.version", 0, UNSAFE_DOWNGRADE)], False, 7)
+    assert "Can't downgrade to a newer version." in f.update([("transaction.version", 1, SAFE_DOWNGRADE)], False, 7)
+    assert f.update([("transaction.version", 2, UPGRADE)], True, 7) is None  # validate only
+    assert (f.level("transaction.version"), f.epoch) == (0, 1)
+    assert f.finalized() == []
+
+
+def _config(tmp_path, tv=None, gv=None):
+    return SimpleNamespace(data_dir=tmp_path, transaction_version=tv, group_version=gv, node_id=1)
+
+
+def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
+    f = load_features(_config(tmp_path))
+    assert (f.transaction_version, f.epoch) == (1, 0) and feature_levels.load(tmp_path) is None
+    f.update([("transaction.version", 0, SAFE_DOWNGRADE)], False, 1)
+    again = load_features(_config(tmp_path))
+    assert (again.transaction_version, again.epoch) == (0, 1)
+    asked = load_features(_config(tmp_path, tv=1))
+    assert (asked.transaction_version, asked.epoch) == (1, 2)
+    assert feature_levels.load(tmp_path) == ({"transaction.version": 1, "group.version": 0}, 2)
+
+
+def test_an_unreadable_or_foreign_levels_file_falls_back_to_defaults(tmp_path):
+    (tmp_path / feature_levels.FILE).write_text("transaction.version=banana\n")
+    assert load_features(_config(tmp_path)).transaction_version == 1
+    (tmp_path / feature_levels.FILE).write_text("transaction.version=7\nshare.version=1\nfeatures.epoch=4\n")
+    f = load_features(_config(tmp_path))
+    assert (f.transaction_version, f.epoch) == (1, 4)

@@ -37,6 +37,7 @@ FAMILIES = [
     ("minibroker.handlers.txn", "TxnHandlers"),
     ("minibroker.handlers.txn_admin", "TxnAdminHandlers"),
     ("minibroker.handlers.group", "GroupHandlers"),
+    ("minibroker.handlers.features", "FeatureHandlers"),
 ]
 
 # Registered by Dispatcher.__init__ itself.

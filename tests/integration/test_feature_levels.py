@@ -1,0 +1,49 @@
+"""Feature levels through the stock Java Admin client (what kafka-features.sh runs, KIP-584):
+describeFeatures reads ApiVersions' finalized levels, updateFeatures changes them at runtime, the
+change survives a restart, and --transaction-version at start-up wins over it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minibroker.testing import MiniBroker, requests_seen
+
+from . import java_client
+
+
+@pytest.fixture(scope="module")
+def admin():
+    tc = java_client.java_toolchain()
+    classes = java_client.compile_drivers(tc)
+
+    def run(bootstrap: str, *args: str) -> dict:
+        r = java_client.run_driver(tc, classes, "FeatureLevels", [bootstrap, *args], timeout=60)
+        assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-3000:]}"
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+def test_update_features_at_runtime_survives_restart(admin):
+    with MiniBroker(name="features") as b:
+        first = admin(b.bootstrap_servers, "describe")
+        assert first["finalized"] == {"transaction.version": 1} and first["epoch"] >= 0, first
+        assert first["supported"]["transaction.version"] == [0, 1], first
+
+        refused = admin(b.bootstrap_servers, "update", "transaction.version", "5", "UPGRADE")
+        assert refused["ok"] is False and "InvalidUpdateVersionException" in refused["error"], refused
+        assert admin(b.bootstrap_servers, "update", "transaction.version", "0", "SAFE_DOWNGRADE") == {"ok": True}
+        after = admin(b.bootstrap_servers, "describe")
+        assert after["finalized"] == {} and after["epoch"] == first["epoch"] + 1, after
+        assert ("UpdateFeatures", 2, "apache-kafka-java") in requests_seen(b.log_text())
+        assert "features.level_finalized" in b.log_text()
+
+        b.restart(graceful=False)  # kill -9: the level was on disk before the answer
+        kept = admin(b.bootstrap_servers, "describe")
+        assert kept["finalized"] == {} and kept["epoch"] == after["epoch"], kept
+
+        b.restart(args=["--transaction-version", "1"])
+        asked = admin(b.bootstrap_servers, "describe")
+        assert asked["finalized"] == {"transaction.version": 1} and asked["epoch"] == kept["epoch"] + 1, asked
