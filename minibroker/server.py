@@ -118,6 +118,21 @@ class RequestMemory:
 NO_LIMIT = RequestMemory(0)
 
 
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def _out_of_resources(exc: BaseException) -> OSError | None:
+    """The EMFILE/ENFILE/ENOMEM behind ``exc`` (itself, or what it was raised from), if any."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 8:
+        if isinstance(e, OSError) and e.errno in _RESOURCE_ERRNOS:
+            return e
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
+
+
 class _Slot:
     __slots__ = ("response", "done")
 
@@ -248,9 +263,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             except Disconnect as e:
                 self._disconnect(e.reason, e.detail, **e.fields)
                 return
-            except Exception:
-                log.exception("request.crashed", conn=self.conn_id, peer=self.peer)
-                self._disconnect("internal_error", "unexpected exception while handling a request")
+            except Exception as e:
+                self._crashed(e)
                 return
             if not isinstance(result, Response):
                 slot = _Slot()
@@ -268,6 +282,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 slot.done = True
                 self.pending.append(slot)
 
+    def _crashed(self, exc: Exception) -> None:
+        short = _out_of_resources(exc)
+        if short is not None:
+            # Out of descriptors or memory (a schema module imported on a request's first use
+            # cannot be opened at the fd limit): the connection is closed and the client retries,
+            # as after any broker-side failure; no traceback, the cause is the machine's.
+            log.warning("request.failed", conn=self.conn_id, peer=self.peer,
+                        errno=errno.errorcode.get(short.errno or 0, short.errno), error=str(short),
+                        reason="out of resources")
+            self._disconnect("resources_exhausted", str(short))
+            return
+        log.exception("request.crashed", conn=self.conn_id, peer=self.peer)
+        self._disconnect("internal_error", "unexpected exception while handling a request")
+
     # -- answers -------------------------------------------------------------
     async def _await(self, slot: _Slot, coro) -> None:
         try:
@@ -277,9 +305,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Disconnect as e:
             self._disconnect(e.reason, e.detail, **e.fields)
             return
-        except Exception:
-            log.exception("request.crashed", conn=self.conn_id, peer=self.peer)
-            self._disconnect("internal_error", "unexpected exception while handling a request")
+        except Exception as e:
+            self._crashed(e)
             return
         slot.response = result
         slot.done = True
