@@ -1,0 +1,174 @@
+"""franz-go (github.com/twmb/franz-go, pure Go) for integration tests: tests/go/mbgo.
+
+``build()`` (run by tests/run.sh as ``python -m tests.integration.franz_go build``) compiles
+tests/go/mbgo with the Go toolchain into a cache outside the repository
+(``~/.cache/minibroker-tests/go-bin/mbgo-<hash>``, keyed by a hash of the program's sources,
+go.mod, go.sum and the Go version); the modules come from the Go module proxy at the versions
+pinned in go.mod/go.sum (``-mod=readonly``: a build never changes them) and are cached in
+``~/.cache/minibroker-tests/go/``. Nothing is written to the checkout.
+
+Tests call ``binary()`` (builds when missing; without Go the test is skipped, or fails under
+MINIBROKER_TEST_REQUIRE_TOOLS) and ``run()``/``start()`` a subcommand, which prints JSON lines
+(``events()`` parses them) and franz-go's own log on stderr. ``MINIBROKER_TEST_GO`` names the go
+binary when it is not on PATH or in /usr/local/go/bin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .java_client import cache_root
+
+GO_SRC_DIR = Path(__file__).resolve().parents[1] / "go" / "mbgo"
+ENV_GO = "MINIBROKER_TEST_GO"
+SOFTWARE_NAME = "kgo"  # franz-go's ClientSoftwareName in ApiVersions v3+ (KIP-511)
+
+
+def find_go() -> str | None:
+    for candidate in (os.environ.get(ENV_GO), shutil.which("go"), "/usr/local/go/bin/go"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def go_env() -> dict[str, str]:
+    """The environment of every go command: caches outside the checkout, go.mod/go.sum as committed."""
+    base = cache_root() / "go"
+    env = dict(os.environ)
+    env.update({"GOMODCACHE": str(base / "mod"), "GOCACHE": str(base / "build"), "GOPATH": str(base / "path"),
+                "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"})
+    return env
+
+
+def _sources_hash(go: str) -> str:
+    h = hashlib.sha256()
+    for path in sorted(GO_SRC_DIR.glob("*.go")) + [GO_SRC_DIR / "go.mod", GO_SRC_DIR / "go.sum"]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    version = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60, env=go_env())
+    h.update(version.stdout.encode())
+    return h.hexdigest()[:16]
+
+
+def binary_path(go: str) -> Path:
+    return cache_root() / "go-bin" / f"mbgo-{_sources_hash(go)}"
+
+
+def build(go: str | None = None, timeout: float = 900.0, quiet: bool = False) -> Path:
+    """Compile tests/go/mbgo into the cache unless already there; the binary's path."""
+    go = go or find_go()
+    if go is None:
+        raise RuntimeError(f"no go toolchain (not on PATH, not /usr/local/go/bin/go; set {ENV_GO})")
+    out = binary_path(go)
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="mbgo-build-", dir=out.parent)
+    os.close(fd)
+    try:
+        r = subprocess.run([go, "build", "-trimpath", "-o", tmp, "."], cwd=GO_SRC_DIR, env=go_env(),
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"go build of {GO_SRC_DIR} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        os.replace(tmp, out)  # atomic: a concurrent build's result is as good
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    _prune(out)
+    if not quiet:
+        print(f"franz_go: built {out}", file=sys.stderr)
+    return out
+
+
+def _prune(keep: Path, max_builds: int = 4) -> None:
+    builds = sorted((p for p in keep.parent.glob("mbgo-*") if "build" not in p.name),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for p in builds[max_builds:]:
+        if p != keep:
+            p.unlink(missing_ok=True)
+
+
+_built: dict[str, Path] = {}
+
+
+def binary() -> Path:
+    """The mbgo binary (built on first use), or skip (fail under MINIBROKER_TEST_REQUIRE_TOOLS)."""
+    import pytest
+
+    if "bin" in _built:
+        return _built["bin"]
+    go = find_go()
+    if go is None:
+        msg = (f"Go is not installed (need go >= 1.26 on PATH or /usr/local/go/bin/go, or {ENV_GO}) "
+               "to build the franz-go test program tests/go/mbgo")
+        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    try:
+        _built["bin"] = build(go, quiet=True)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        pytest.fail(f"building tests/go/mbgo failed (module proxy unreachable? see below):\n{e}")
+    return _built["bin"]
+
+
+def command(subcommand: str, *args: object) -> list[str]:
+    return [str(binary()), subcommand, *[str(a) for a in args]]
+
+
+def start(subcommand: str, *args: object, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
+    """Start a subcommand in the background; finish it with ``finish()`` (or kill it by its PID)."""
+    return subprocess.Popen(command(subcommand, *args), stdout=stdout, stderr=stderr, text=True,
+                            stdin=subprocess.DEVNULL)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # this process only
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"{' '.join(proc.args)} did not finish within {timeout} s\n"
+                             f"--- stdout ---\n{(out or '')[-4000:]}\n--- stderr ---\n{(err or '')[-4000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run(subcommand: str, *args: object, timeout: float = 120.0, check: bool = True) -> list[dict]:
+    """Run a subcommand (its own -timeout should be shorter than ``timeout``); its JSON events.
+
+    With ``check`` a non-zero exit fails, showing franz-go's log."""
+    r = finish(start(subcommand, *args), timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(r.args)} exited {r.returncode}\n--- stdout ---\n{r.stdout[-4000:]}\n"
+                             f"--- stderr (franz-go's log) ---\n{r.stderr[-6000:]}")
+    return events(r.stdout)
+
+
+def events(stdout: str, kind: str | None = None) -> list[dict]:
+    out = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return out if kind is None else [e for e in out if e["event"] == kind]
+
+
+def events_of(evs: list[dict], kind: str) -> list[dict]:
+    return [e for e in evs if e["event"] == kind]
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["build"]:
+        go = find_go()
+        if go is None:
+            print(f"franz_go: no go toolchain found (set {ENV_GO})", file=sys.stderr)
+            return 2
+        print(build(go))
+        return 0
+    print("usage: python -m tests.integration.franz_go build", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
