@@ -46,7 +46,9 @@ def start_broker(level: int, name: str) -> MiniBroker:
 
     Level 2 is skipped only when the broker exits at start-up complaining about that option."""
     args = [] if level == 1 else ["--transaction-version", str(level)]
-    b = MiniBroker(name=f"{name}-tv{level}", args=args, num_partitions=3)
+    # A short abort check: a killed pipeline's open transaction (5 s timeout) is aborted at once.
+    b = MiniBroker(name=f"{name}-tv{level}", args=args, num_partitions=3,
+                   transaction_abort_check_interval_ms=200)
     try:
         b.start()
     except MiniBrokerError:

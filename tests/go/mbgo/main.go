@@ -277,6 +277,11 @@ func eos(args []string) int {
 	txnID := fs.String("txn-id", "", "transactional.id")
 	maxBytes := fs.Int("max-partition-bytes", 4096, "fetch.max.partition.bytes: small, so one run is many transactions")
 	session := fs.Duration("session-timeout", 6*time.Second, "group session timeout")
+	// A killed instance's open transaction holds the group's offsets (OffsetFetch answers
+	// UNSTABLE_OFFSET_COMMIT) until the coordinator aborts it at this timeout: the next
+	// instance fetches offsets before it initializes its producer id, so it cannot fence
+	// the old one first. franz-go's default is 40s; below the session timeout, as its docs advise.
+	txnTimeout := fs.Duration("txn-timeout", 5*time.Second, "transaction.timeout.ms")
 	if fs.Parse(args) != nil || *in == "" || *out == "" || *group == "" || *txnID == "" {
 		return exitUsage
 	}
@@ -290,7 +295,7 @@ func eos(args []string) int {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(*session),
 		kgo.FetchMaxPartitionBytes(int32(*maxBytes)), kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.DefaultProduceTopic(*out),
+		kgo.DefaultProduceTopic(*out), kgo.TransactionTimeout(*txnTimeout),
 	)...)
 	if err != nil {
 		return fail("new-session", err)
