@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from minibroker.testing import MiniBroker, MiniBrokerError, topic_name
+from minibroker.testing import MiniBroker, topic_name
 from tests.integration import franz_go
 from tests.reference import settings
 from tests.reference.kafka import KafkaReference
@@ -40,14 +40,7 @@ def level1(kafka_reference, mbgo):
 @pytest.fixture(scope="module")
 def level2(kafka_reference, mbgo):
     mb = MiniBroker(name="fg-scenarios-tv2", args=["--transaction-version", "2"], **settings.minibroker_options())
-    try:
-        mb.start()
-    except MiniBrokerError:
-        log = mb.log_text()
-        mb.close()
-        if "transaction-version" in log or "transaction.version" in log:
-            pytest.skip("this broker does not accept --transaction-version 2 yet")
-        raise
+    franz_go.start_or_skip(mb)
     try:
         with KafkaReference(settings.kafka_properties(), transaction_version=2) as kafka:
             yield {"kafka": kafka.bootstrap_servers, "minibroker": mb.bootstrap_servers}

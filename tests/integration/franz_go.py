@@ -19,9 +19,11 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from .java_client import cache_root
@@ -121,10 +123,23 @@ def command(subcommand: str, *args: object) -> list[str]:
     return [str(binary()), subcommand, *[str(a) for a in args]]
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 def start(subcommand: str, *args: object, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.Popen:
-    """Start a subcommand in the background; finish it with ``finish()`` (or kill it by its PID)."""
+    """Start a subcommand in the background; finish it with ``finish()`` (or kill it by its PID).
+
+    Started from the main thread, it dies with the test process (PR_SET_PDEATHSIG follows the
+    starting thread, so not from worker threads; there its own -timeout bounds it)."""
+    on_main = threading.current_thread() is threading.main_thread() and sys.platform.startswith("linux")
     return subprocess.Popen(command(subcommand, *args), stdout=stdout, stderr=stderr, text=True,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent if on_main else None)
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
@@ -152,6 +167,27 @@ def run(subcommand: str, *args: object, timeout: float = 120.0, check: bool = Tr
 def events(stdout: str, kind: str | None = None) -> list[dict]:
     out = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     return out if kind is None else [e for e in out if e["event"] == kind]
+
+
+def start_or_skip(broker, option: str = "--transaction-version"):
+    """Start ``broker``; skip the test only if the broker refuses ``option`` as a usage error
+    (exit code 2, an ``error:`` line naming it): that is a broker from before the option or its
+    level existed. Any other failure to start fails the test."""
+    import pytest
+
+    from minibroker.testing import MiniBrokerError
+
+    try:
+        return broker.start()
+    except MiniBrokerError:
+        rc = broker.returncodes[-1] if broker.returncodes else None
+        names = (option.lstrip("-"), option.lstrip("-").replace("-", "."))
+        refusals = [line for line in broker.log_text().splitlines()
+                    if "error:" in line and any(n in line for n in names)]
+        broker.close()
+        if rc == 2 and refusals:
+            pytest.skip(f"this broker refuses {option}: {refusals[-1].strip()}")
+        raise
 
 
 def events_of(evs: list[dict], kind: str) -> list[dict]:

@@ -69,16 +69,26 @@ def produce_keyed(bootstrap: str, topic: str, records: list[tuple[str, str]]) ->
     assert p.flush(60) == 0, f"{bootstrap}: input not delivered within 60 s"
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str, parts: int) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+# Answers while a group's coordinator is elected or loads: the callers poll, so "not yet".
+COORDINATOR_NOT_READY = (16, 14, 15)  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, parts: int) -> dict[int, int] | None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "isolation.level": "read_uncommitted"})
     try:
-        return {tp.partition: tp.offset for tp in c.committed(
-            [TopicPartition(topic, p) for p in range(parts)], timeout=15)}
+        tps = c.committed(
+            [TopicPartition(topic, p) for p in range(parts)], timeout=15)
+    except KafkaException as e:
+        # Kafka answers NOT_COORDINATOR while it creates __consumer_offsets for the session's first group.
+        if e.args and e.args[0].code() in COORDINATOR_NOT_READY:
+            return None
+        raise
     finally:
         c.close()
+    return {tp.partition: tp.offset for tp in tps}
 
 
 def eos(bootstrap: str, src: str, dst: str, group: str, parts: int, records: list[tuple[str, str]],
