@@ -4,7 +4,8 @@
 tests/go/mbgo with the Go toolchain into a cache outside the repository
 (``~/.cache/minibroker-tests/go-bin/mbgo-<hash>``, keyed by a hash of the program's sources,
 go.mod, go.sum and the Go version); the modules come from the Go module proxy at the versions
-pinned in go.mod/go.sum (``-mod=readonly``: a build never changes them) and are cached in
+pinned in go.mod/go.sum (``-mod=readonly``: a build never changes them; GOTOOLCHAIN=auto, so a go
+older than 1.26 but >= 1.21 fetches the go1.26 toolchain module) and are cached in
 ``~/.cache/minibroker-tests/go/``. Nothing is written to the checkout.
 
 Tests call ``binary()`` (builds when missing; without Go the test is skipped, or fails under
@@ -45,7 +46,10 @@ def go_env() -> dict[str, str]:
     base = cache_root() / "go"
     env = dict(os.environ)
     env.update({"GOMODCACHE": str(base / "mod"), "GOCACHE": str(base / "build"), "GOPATH": str(base / "path"),
-                "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"})
+                # -modcacherw: the module cache can be deleted like any other cache; GOTOOLCHAIN=auto:
+                # a go older than go.mod's 1.26 (>= 1.21) fetches go1.26 as a module from the proxy.
+                "GOFLAGS": "-mod=readonly -modcacherw", "GOTOOLCHAIN": env.get("GOTOOLCHAIN", "auto"),
+                "CGO_ENABLED": "0"})
     return env
 
 
@@ -117,6 +121,9 @@ def binary() -> Path:
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         pytest.fail(f"building tests/go/mbgo failed (module proxy unreachable? see below):\n{e}")
     return _built["bin"]
+
+
+mbgo = binary  # the name tests/integration/test_franz_go.py used on main before these tests
 
 
 def command(subcommand: str, *args: object) -> list[str]:
