@@ -13,8 +13,8 @@
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
-#   - builds the franz-go test program (tests/go/mbgo; Go from the machine or golang-go, modules from
-#     the Go module proxy at go.sum's versions) into ~/.cache/minibroker-tests/go-bin;
+#   - builds the franz-go test program (tests/go/mbgo; Go from the machine, else Go's release from the
+#     Go module proxy; modules at go.sum's versions) into ~/.cache/minibroker-tests/go-bin;
 #   - installs podman, runc, netavark, aardvark-dns, iptables, debootstrap and docker-compose if
 #     missing, for the container tests (tests/docker; their Debian base image is made with
 #     debootstrap and cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/);
@@ -116,12 +116,10 @@ if [ -z "${MINIBROKER_TEST_KAFKA_LIBS:-}" ]; then
 fi
 
 # --- franz-go, the Go client (tests/go/mbgo) -----------------------------------------------------
-# Go from the machine (/usr/local/go) or Debian; franz-go 1.22 needs Go >= 1.26, which an older go
-# (>= 1.21) downloads itself through the module proxy (GOTOOLCHAIN=auto). Modules at go.sum's
-# versions and the binary are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/go*.
-if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
-    apt_install golang-go
-fi
+# franz-go 1.22 needs Go >= 1.26. A go >= 1.21 on PATH or in /usr/local/go fetches that release
+# itself (GOTOOLCHAIN=auto); with none (or Debian 12's 1.19), tests.integration.franz_go downloads
+# Go's release from the Go module proxy (the module golang.org/toolchain) into the cache. Modules
+# at go.sum's versions and the binary are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/go*.
 log "franz-go test program (python -m tests.integration.franz_go build)"
 "$VENV_PY" -m tests.integration.franz_go build >/dev/null
 
