@@ -41,7 +41,7 @@ class GroupHandlers:
             Api(ApiKey.OffsetFetch, 1, 10, self.offset_fetch),
             Api(ApiKey.TxnOffsetCommit, 0, 3, self.txn_offset_commit),
             Api(ApiKey.ListGroups, 0, 5, self.list_groups),
-            Api(ApiKey.DescribeGroups, 0, 5, self.describe_groups),
+            Api(ApiKey.DescribeGroups, 0, 6, self.describe_groups),
             Api(ApiKey.DeleteGroups, 0, 2, self.delete_groups),
             Api(ApiKey.OffsetDelete, 0, 0, self.offset_delete),
         ]
@@ -302,7 +302,11 @@ class GroupHandlers:
         for gid in req.groups:
             g = self.groups.groups.get(gid)
             if g is None:
-                out.append(build(D, error_code=ErrorCode.none, group_id=gid, group_state="Dead",
+                # v6 (KIP-1043) says so; older versions describe an unknown group as Dead.
+                missing = ctx.api_version >= 6
+                out.append(build(D, error_code=ErrorCode.group_id_not_found if missing else ErrorCode.none,
+                                 error_message=f"Group {gid} not found." if missing else None,
+                                 group_id=gid, group_state="Dead",
                                  protocol_type="", protocol_data="", members=(),
                                  authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
                 continue
