@@ -67,3 +67,9 @@ def applicable(api_key: int) -> list[Divergence]:
 # finalized would assume APIs that are not there. tests/differential/test_features.py compares
 # the finalized levels of these features and checks the others are absent.
 FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version")
+#
+# The finalized features epoch: Kafka reports its metadata image's offset, which any metadata
+# record moves (a topic created, a controller's no-op record); minibroker has no metadata log
+# and counts feature changes, persisted in the data dir. Both are ≥ 0 and never go back, and both
+# move when a change is committed — what a client relies on (the Java client ignores levels
+# whose epoch is older than one it saw).

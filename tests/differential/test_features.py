@@ -73,10 +73,11 @@ def _update(side, version, updates, validate_only):
 
 
 def _settled(side, epoch_before: int, moves: bool, timeout: float = 5.0):
+    """The side's (epoch, finalized levels) once a change it committed is visible."""
     deadline = time.monotonic() + timeout
     while True:
         epoch, finalized, _ = _features(side, 4)
-        if (epoch > epoch_before) == moves or time.monotonic() > deadline:
+        if not moves or epoch > epoch_before or time.monotonic() > deadline:
             return epoch, finalized
         time.sleep(0.05)
 
@@ -89,13 +90,17 @@ def test_update_features_as_kafka_answers(differential_pair):
             answers = [_update(s, version, updates, validate_only) for s in pair.sides]
             pair.check(f"UpdateFeatures v{version} {updates} validate_only={validate_only}", answers)
             # Kafka answers once its controller committed the change; its broker's ApiVersions
-            # shows it a moment later. The rule both must follow: the epoch moves by one exactly
-            # when a request that changes something (not validate_only, not empty) succeeds.
+            # shows it a moment later. Kafka's epoch is the offset of its metadata image
+            # (KRaftMetadataCache.features), so any metadata record — another test's topic, a
+            # controller's no-op record — moves it too: Kafka's must move when a request that
+            # changes something (not validate_only, not empty) succeeded, and never go back.
+            # minibroker's epoch counts only feature changes: it moves by exactly one then.
             moves = answers[0].error_code == 0 and not validate_only and bool(updates)
             after = [_settled(s, epoch0, moves) for s, epoch0 in zip(pair.sides, before)]
             (k_epoch, k_final), (m_epoch, m_final) = after
             assert m_final == k_final, (updates, k_final, m_final)
-            assert k_epoch - before[0] == m_epoch - before[1] == int(moves), (updates, before, after)
+            assert (k_epoch > before[0]) if moves else (k_epoch >= before[0]), (updates, before, after)
+            assert m_epoch - before[1] == int(moves), (updates, before, after)
     finally:
         for s in pair.sides:  # the session's brokers go on at the levels they started with
             _update(s, 1, [("transaction.version", 1, 1)], False)
