@@ -77,7 +77,8 @@ class Broker:
             data_dir=config.data_dir, marker_written=self._marker_written,
             max_timeout_ms=config.transaction_max_timeout_ms,
             id_expiration_ms=config.transactional_id_expiration_ms,
-            clock=clock, crash=crash_points)
+            clock=clock, crash=crash_points,
+            transaction_version=lambda: self.features.transaction_version)
         self.group_coordinator = GroupCoordinator(
             offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
                                              self.offsets_partition_for),

@@ -217,8 +217,8 @@ class GroupCoordinator:
             self._settle()
 
     def verify_txn_producer(self, group_id: str, producer_id: int,
-                            producer_epoch: int) -> ErrorCode | None:
-        return self.machine.verify_txn_producer(group_id, producer_id, producer_epoch)
+                            producer_epoch: int, add: bool = False) -> ErrorCode | None:
+        return self.machine.verify_txn_producer(group_id, producer_id, producer_epoch, add)
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            generation: int, member_id: str, instance_id: str | None,
@@ -246,8 +246,8 @@ def _from_broker(broker) -> tuple[OffsetsTopic, os.PathLike, VerifyProduce]:
     ``__consumer_offsets``, its data directory, its transaction coordinator's check."""
     topic = BrokerOffsetsTopic(broker.logs, broker.internal_log, broker.offsets_partition_for)
 
-    def verify_produce(pid: int, epoch: int, topic_name: str, partition: int):
+    def verify_produce(pid: int, epoch: int, topic_name: str, partition: int, add: bool = False):
         # late-bound: the transaction coordinator may be built after this one
-        return broker.txn_coordinator.verify_produce(pid, epoch, topic_name, partition)
+        return broker.txn_coordinator.verify_produce(pid, epoch, topic_name, partition, add)
 
     return topic, broker.config.data_dir, verify_produce

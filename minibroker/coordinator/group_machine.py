@@ -90,8 +90,8 @@ class GroupMachine:
         self.offsets.commit(group_id, generation, member_id, instance_id, offsets)
 
     def verify_txn_producer(self, group_id: str, producer_id: int,
-                            producer_epoch: int) -> ErrorCode | None:
-        return self.offsets.verify_txn_producer(group_id, producer_id, producer_epoch)
+                            producer_epoch: int, add: bool = False) -> ErrorCode | None:
+        return self.offsets.verify_txn_producer(group_id, producer_id, producer_epoch, add)
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            generation: int, member_id: str, instance_id: str | None,

@@ -30,7 +30,8 @@ log = structlog.get_logger("minibroker.group")
 
 # The transaction coordinator's check that a producer may write to a partition
 # (pid, epoch, topic, partition): None, or the error to answer.
-VerifyProduce = Callable[[int, int, str, int], "ErrorCode | None"]
+# (producer id, epoch, topic, partition, add implicitly: transactions v2) -> refusal or None
+VerifyProduce = Callable[[int, int, str, int, bool], "ErrorCode | None"]
 
 
 class Offsets:
@@ -77,13 +78,14 @@ class Offsets:
                 self._touch(g, m)
 
     def verify_txn_producer(self, group_id: str, producer_id: int,
-                            producer_epoch: int) -> ErrorCode | None:
+                            producer_epoch: int, add: bool = False) -> ErrorCode | None:
         """May this producer write to the group's offsets partition (is it in a
-        transaction that added it)? None when it may, else the code to answer."""
+        transaction that added it)? None when it may, else the code to answer. With ``add``
+        (TxnOffsetCommit v5, transactions v2) the partition joins the transaction."""
         if self.verify_produce is None:
             return None
         return self.verify_produce(producer_id, producer_epoch, GROUP_METADATA_TOPIC,
-                                   self.store.topic.partition_for(group_id))
+                                   self.store.topic.partition_for(group_id), add)
 
     def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int,
                    generation: int, member_id: str, instance_id: str | None,

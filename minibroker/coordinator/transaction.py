@@ -43,7 +43,8 @@ class TransactionCoordinator:
     def __init__(self, *, logs: LogManager, internal_log: InternalLog,
                  producer_ids: ProducerIds, data_dir: str | os.PathLike,
                  marker_written: MarkerWritten, max_timeout_ms: int, id_expiration_ms: int,
-                 clock: Clock = SYSTEM_CLOCK, crash: CrashPoints = NO_CRASH_POINTS) -> None:
+                 clock: Clock = SYSTEM_CLOCK, crash: CrashPoints = NO_CRASH_POINTS,
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         self.logs = logs
         self.internal_log = internal_log
         self.data_dir = data_dir
@@ -53,7 +54,8 @@ class TransactionCoordinator:
             clock=clock, append=self._append, producer_ids=producer_ids,
             markers=self.write_markers, crash=crash, max_timeout_ms=max_timeout_ms,
             id_expiration_ms=id_expiration_ms,
-            snapshots=snapshot.Schedule(crash.snapshot_records))
+            snapshots=snapshot.Schedule(crash.snapshot_records),
+            transaction_version=transaction_version)
 
     def _log(self):
         return self.internal_log(TRANSACTION_STATE_TOPIC, 0)
@@ -90,11 +92,13 @@ class TransactionCoordinator:
                        partitions: list[tuple[str, int]]) -> None:
         self.machine.add_partitions(tid, pid, epoch, partitions)
 
-    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
-        self.machine.end_txn(tid, pid, epoch, commit)
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool,
+                client_tv: int = 0) -> tuple[int, int]:
+        return self.machine.end_txn(tid, pid, epoch, commit, client_tv)
 
-    def verify_produce(self, pid: int, epoch: int, topic: str, partition: int) -> ErrorCode | None:
-        return self.machine.verify_produce(pid, epoch, topic, partition)
+    def verify_produce(self, pid: int, epoch: int, topic: str, partition: int,
+                       add: bool = False) -> ErrorCode | None:
+        return self.machine.verify_produce(pid, epoch, topic, partition, add)
 
     # -- timers (scheduled by minibroker.background) ----------------------------------------
     def abort_timed_out(self, now: int | None = None) -> int:
@@ -192,11 +196,13 @@ class TransactionCoordinator:
 
         def encode() -> bytes:
             entries = []
-            for tid, pid, epoch, timeout, state, parts, last_update, start in values:
+            for (tid, pid, epoch, timeout, state, parts, last_update, start, previous_pid,
+                 next_pid, client_tv) in values:
                 key = tl.encode_key(tid)
                 value = tl.TxnLogValue(pid, epoch, timeout, state, tuple(sorted(parts)),
-                                       last_update, start)
-                entries.append(_U16.pack(len(key)) + key + tl.encode_value(value))
+                                       last_update, start, previous_pid, next_pid, client_tv)
+                # v1 always: the snapshot is minibroker's own file and must keep every field
+                entries.append(_U16.pack(len(key)) + key + tl.encode_value(value, version=1))
             return snapshot.encode(info.topic_id, {0: offset}, entries)
 
         self.machine.snapshots.taken()

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Kafka's TransactionCoordinator for transaction.version 0/1, without I/O of its own.
+Kafka's TransactionCoordinator for transaction.version 0–2, without I/O of its own.
 Each transactional id has a :class:`TxnMetadata` whose ``state`` is a
 :class:`~.txn_state.TxnState`; every request (InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn) and every timer tick is one synchronous call here that either
@@ -16,6 +16,13 @@ The happy path::
 
     (none) -InitProducerId-> Empty -AddPartitions-> Ongoing -EndTxn-> PrepareCommit|Abort
            -markers written-> CompleteCommit|Abort -AddPartitions-> Ongoing ...
+
+Transactions v2 (KIP-890 part 2, a client sending EndTxn v5): the partitions join the
+transaction implicitly (Produce v12, TxnOffsetCommit v5 call :meth:`verify_produce` with
+``add``), and every EndTxn bumps the epoch as it prepares — the markers carry the new epoch, so
+a late batch of the transaction just ended is fenced — and answers the ids the next
+transaction uses; at the end of the epoch range the producer id rotates once the markers are
+written (``next_producer_id``). A retried EndTxn is recognised by its epoch being one behind.
 
 An open transaction that outlives its timeout, or whose transactional id is taken over
 by a new instance, is fenced: Ongoing -> PrepareEpochFence (epoch bumped) ->
@@ -55,6 +62,9 @@ log = structlog.get_logger("minibroker.txn")
 MAX_EPOCH = 32767
 COORDINATOR_EPOCH = 0
 
+# transaction.version from which an EndTxn bumps the epoch (TransactionVersion.supportsEpochBump)
+TV_EPOCH_BUMP = 2
+
 # Appends one batch to __transaction_state; its base offset.
 TxnLogAppend = Callable[[bytes], int]
 # (producer id, epoch, commit, coordinator epoch, partitions) -> error per partition
@@ -80,15 +90,26 @@ class TxnMetadata:
     # bump for a new instance or a fence (Kafka's lastProducerEpoch). In memory only, as
     # in Kafka's v0 log value.
     last_producer_epoch: int = -1
-    last_producer_id: int = -1  # the id rotated away from (Kafka's lastProducerId)
+    last_producer_id: int = -1  # the id rotated away from (Kafka's previousProducerId)
+    # Transactions v2: the id the producer moves to once this transaction's markers are written
+    # (its epoch was exhausted), and the transaction.version of the client's last EndTxn or
+    # implicit registration (Kafka's clientTransactionVersion), which decides how a retried
+    # EndTxn is recognised. Both persisted in the log's value v1.
+    next_producer_id: int = -1
+    client_tv: int = 0
 
     @property
     def state_name(self) -> str:
         return self.state.kafka_name
 
+    @property
+    def bumps_epoch(self) -> bool:
+        return self.client_tv >= TV_EPOCH_BUMP
+
     def value(self) -> tl.TxnLogValue:
         return tl.TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-                              tuple(sorted(self.partitions)), self.last_update_ms, self.start_ms)
+                              tuple(sorted(self.partitions)), self.last_update_ms, self.start_ms,
+                              self.last_producer_id, self.next_producer_id, self.client_tv)
 
 
 class TxnError(Exception):
@@ -101,8 +122,13 @@ class TransactionMachine:
     def __init__(self, *, clock: Clock, append: TxnLogAppend, producer_ids: ProducerIds,
                  markers: WriteMarkers, max_timeout_ms: int, id_expiration_ms: int,
                  crash: CrashPoints = NO_CRASH_POINTS,
-                 snapshots: snapshot.Schedule | None = None) -> None:
+                 snapshots: snapshot.Schedule | None = None,
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         self.clock = clock
+        # The finalized transaction.version: the log value's version (v1 from level 1, as
+        # TransactionVersion.transactionLogValueVersion) and the client version the
+        # coordinator's own aborts (timeouts) act with.
+        self.transaction_version = transaction_version
         self.append = append
         self.producer_ids = producer_ids
         self.markers = markers
@@ -123,7 +149,8 @@ class TransactionMachine:
             setattr(meta, k, v)
         meta.state = new_state
         meta.last_update_ms = self.clock.wall_ms()
-        value = None if new_state == TxnState.DEAD else tl.encode_value(meta.value())
+        value = (None if new_state == TxnState.DEAD
+                 else tl.encode_value(meta.value(), 1 if self.transaction_version() >= 1 else 0))
         batch = build_batch([{"key": tl.encode_key(meta.transactional_id), "value": value}])
         self.applied_end = self.append(batch) + 1
         self.snapshots.wrote()
@@ -158,7 +185,8 @@ class TransactionMachine:
     def snapshot_values(self) -> list[tuple]:
         """Plain values of every id (metadata objects change; these do not)."""
         return [(tid, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state),
-                 tuple(m.partitions) if m.partitions else (), m.last_update_ms, m.start_ms)
+                 tuple(m.partitions) if m.partitions else (), m.last_update_ms, m.start_ms,
+                 m.last_producer_id, m.next_producer_id, m.client_tv)
                 for tid, m in self.txns.items()]
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str | None:
@@ -172,7 +200,10 @@ class TransactionMachine:
             self._forget(tid)
             return None
         meta = TxnMetadata(tid, v.producer_id, v.producer_epoch, v.timeout_ms, TxnState(v.state),
-                           set(v.partitions), v.start_ms, v.last_update_ms)
+                           set(v.partitions), v.start_ms, v.last_update_ms,
+                           last_producer_id=v.previous_producer_id,
+                           next_producer_id=v.next_producer_id,
+                           client_tv=v.client_transaction_version)
         old = self.txns.get(tid)
         if old is not None and self._by_pid.get(old.producer_id) == tid:
             del self._by_pid[old.producer_id]
@@ -290,30 +321,100 @@ class TransactionMachine:
     def add_partitions(self, tid: str, pid: int, epoch: int,
                        partitions: list[tuple[str, int]]) -> None:
         meta = self._current(tid, pid, epoch, "AddPartitionsToTxn")
+        self._add(meta, partitions, meta.client_tv)
+
+    def _add(self, meta: TxnMetadata, partitions: list[tuple[str, int]], client_tv: int) -> None:
         if meta.state.is_completing:
             raise TxnError(ErrorCode.concurrent_transactions, "the previous transaction is completing")
         new = set(partitions) - meta.partitions
         if meta.state == TxnState.ONGOING and not new:
             return
         start = meta.start_ms if meta.state == TxnState.ONGOING else self.clock.wall_ms()
-        self._persist(meta, TxnState.ONGOING, partitions=meta.partitions | new, start_ms=start)
+        self._persist(meta, TxnState.ONGOING, partitions=meta.partitions | new, start_ms=start,
+                      client_tv=client_tv)
 
     # -- EndTxn ---------------------------------------------------------------------------
-    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> None:
-        meta = self._current(tid, pid, epoch, "EndTxn")
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool,
+                client_tv: int = 0) -> tuple[int, int]:
+        """Commit or abort; the producer id and epoch the producer goes on with (EndTxn v5).
+
+        ``client_tv`` is 2 for EndTxn v5 (KafkaApis.handleEndTxnRequest), else 0. Kafka's
+        TransactionCoordinator.endTransaction: for a v2 client, an epoch one behind the
+        coordinator's is a retry of the EndTxn that bumped it, answered with today's ids when it
+        asked for what happened; an abort at the current epoch outside a transaction is an
+        empty abort that bumps the epoch (the client aborts without knowing whether its
+        partitions were registered).
+        """
+        meta = self.txns.get(tid)
+        if meta is None or meta.state == TxnState.DEAD:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"no producer id is mapped to transactional id {tid}")
+        # The request's version decides which rules judge its epoch: Kafka 4.4 fences an
+        # EndTxn v4 one epoch behind a v2 commit (tests/differential/test_transactions_v2.py).
+        v2 = client_tv >= TV_EPOCH_BUMP
+        retry_on_overflow = (v2 and pid == meta.last_producer_id and epoch == MAX_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        if pid != meta.producer_id and not retry_on_overflow:
+            raise TxnError(ErrorCode.invalid_producer_id_mapping,
+                           f"producer id {pid} is not the one of {tid} ({meta.producer_id})")
+        retry = retry_on_overflow or (v2 and epoch + 1 == meta.producer_epoch)
+        current = pid == meta.producer_id and epoch == meta.producer_epoch
         want = "commit" if commit else "abort"
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state == TxnState.ONGOING:
-            self._prepare_and_complete(meta, commit, reason=f"client {want}")
-            return
-        if meta.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
-            return  # a retry of the EndTxn that already completed
-        if meta.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            if not current:
+                self._fenced(meta, pid, epoch, "EndTxn")
+            self._prepare_and_complete(meta, commit, reason=f"client {want}", client_tv=client_tv)
+            return meta.producer_id, meta.producer_epoch
+        if meta.state.is_completing:
+            # markers are written synchronously, so only a stale request finds one
+            if not (current or retry):
+                self._fenced(meta, pid, epoch, "EndTxn")
             raise TxnError(ErrorCode.concurrent_transactions, "the transaction is completing")
+        # Empty, CompleteCommit, CompleteAbort
+        if v2 and retry:
+            if meta.state == done:
+                return meta.producer_id, meta.producer_epoch  # the EndTxn already happened
+            if meta.state == TxnState.EMPTY and not commit:
+                self._fenced(meta, pid, epoch, "EndTxn")
+            # A commit one epoch behind a completed abort — a commit the coordinator's own
+            # abort (a timeout) overtook — falls through to INVALID_TXN_STATE, as Kafka 4.4
+            # answers it (KAFKA-20785 makes it PRODUCER_FENCED in a later release).
+        elif current and not v2 and meta.state == done:
+            return meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed
+        elif current and not commit and client_tv >= TV_EPOCH_BUMP:
+            # An empty abort: nothing to mark, but the epoch moves on as after any EndTxn v5.
+            self._prepare_and_complete(meta, False, reason="client abort of an empty transaction",
+                                       client_tv=client_tv)
+            return meta.producer_id, meta.producer_epoch
+        elif not current:
+            self._fenced(meta, pid, epoch, "EndTxn")
         raise TxnError(ErrorCode.invalid_txn_state,
                        f"cannot {want} transactional id {tid} in state {meta.state_name}")
 
-    def _prepare_and_complete(self, meta: TxnMetadata, commit: bool, reason: str) -> None:
-        self._persist(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+    @staticmethod
+    def _fenced(meta: TxnMetadata, pid: int, epoch: int, api: str):
+        log.info("txn.request_fenced", api=api, transactional_id=meta.transactional_id,
+                 producer_id=pid, epoch=epoch, current_producer_id=meta.producer_id,
+                 current_epoch=meta.producer_epoch,
+                 reason="a newer epoch exists (new instance, timeout abort or a later EndTxn)")
+        raise TxnError(ErrorCode.producer_fenced,
+                       f"epoch {epoch} of {meta.transactional_id} is fenced by epoch "
+                       f"{meta.producer_epoch}")
+
+    def _prepare_and_complete(self, meta: TxnMetadata, commit: bool, reason: str,
+                              client_tv: int) -> None:
+        changes: dict = {"client_tv": client_tv}
+        if client_tv >= TV_EPOCH_BUMP:
+            # TransactionMetadata.prepareAbortOrCommit: the markers carry the bumped epoch; an
+            # exhausted epoch also gets the producer id the producer moves to afterwards.
+            rotate = meta.producer_epoch >= MAX_EPOCH - 1
+            changes.update(producer_epoch=meta.producer_epoch + 1,
+                           last_producer_epoch=meta.producer_epoch,
+                           next_producer_id=self.producer_ids.next_id() if rotate else -1)
+        if meta.state != TxnState.ONGOING and meta.start_ms < 0:
+            changes["start_ms"] = self.clock.wall_ms()  # an empty abort starts and ends now
+        self._persist(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, **changes)
         self.crash.hit("txn.after_prepare")
         self._complete(meta, reason=reason)
 
@@ -325,11 +426,24 @@ class TransactionMachine:
         failed = {tp: e for tp, e in errors.items() if e != ErrorCode.none}
         duration = self.clock.wall_ms() - meta.start_ms if meta.start_ms > 0 else -1
         count = len(meta.partitions)
+        marker_pid, marker_epoch = meta.producer_id, meta.producer_epoch
+        changes: dict = {"partitions": set(), "start_ms": -1}
+        if meta.bumps_epoch and meta.next_producer_id != -1:
+            # TransactionMetadata.prepareComplete: the markers went out with the exhausted
+            # epoch; the producer goes on with the new id from epoch 0.
+            changes.update(producer_id=meta.next_producer_id, producer_epoch=0,
+                           last_producer_id=meta.producer_id,
+                           last_producer_epoch=meta.producer_epoch, next_producer_id=-1)
+            self._rebind(meta, meta.next_producer_id)
+            log.info("txn.producer_id_rotated", transactional_id=meta.transactional_id,
+                     old_producer_id=marker_pid, new_producer_id=meta.next_producer_id,
+                     reason="producer epoch exhausted at the end of a transaction")
         self._persist(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-                      partitions=set(), start_ms=-1)
+                      **changes)
         log.info("txn.committed" if commit else "txn.aborted", transactional_id=meta.transactional_id,
-                 producer_id=meta.producer_id, epoch=meta.producer_epoch, partitions=count,
+                 producer_id=marker_pid, epoch=marker_epoch, partitions=count,
                  duration_ms=duration, reason=reason,
+                 next_producer_id=meta.producer_id, next_epoch=meta.producer_epoch,
                  marker_errors={f"{t}-{p}": e.name for (t, p), e in failed.items()} or None)
 
     def _abort(self, meta: TxnMetadata, reason: str, fenced: bool) -> None:
@@ -351,12 +465,25 @@ class TransactionMachine:
         log.info("txn.fencing_abort", transactional_id=meta.transactional_id,
                  producer_id=meta.producer_id, old_epoch=old_epoch, new_epoch=meta.producer_epoch,
                  partitions=len(meta.partitions), reason=reason, fenced=fenced)
-        self._persist(meta, TxnState.PREPARE_ABORT)
+        # The coordinator aborts with the cluster's transaction.version. At 2 the fence's bump
+        # is the abort's one (KAFKA-19367: no second bump), and an exhausted epoch rotates the
+        # producer id once the markers are written (KAFKA-20090).
+        tv = self.transaction_version()
+        changes: dict = {"client_tv": tv}
+        if tv >= TV_EPOCH_BUMP and old_epoch >= MAX_EPOCH - 1:
+            changes["next_producer_id"] = self.producer_ids.next_id()
+        self._persist(meta, TxnState.PREPARE_ABORT, **changes)
         self._complete(meta, reason=reason)
 
     # -- Produce verification ---------------------------------------------------------------
-    def verify_produce(self, pid: int, epoch: int, topic: str, partition: int) -> ErrorCode | None:
-        """A transactional batch may only go to a partition added to its open transaction."""
+    def verify_produce(self, pid: int, epoch: int, topic: str, partition: int,
+                       add: bool = False) -> ErrorCode | None:
+        """A transactional batch may only go to a partition added to its open transaction.
+
+        With ``add`` (Produce v12, TxnOffsetCommit v5: transactions v2), the partition is added
+        to the transaction instead, as Kafka's partition leader does through AddPartitionsToTxn
+        (AddPartitionsToTxnManager's ``addPartition``), opening one if none is.
+        """
         tid = self._by_pid.get(pid)
         meta = self.txns.get(tid) if tid is not None else None
         if meta is None:
@@ -368,8 +495,16 @@ class TransactionMachine:
             # A higher epoch let through would be stored, its markers refused, and the
             # partition's LSO stuck for good.
             return ErrorCode.invalid_producer_epoch
+        if add:
+            try:
+                self._add(meta, [(topic, partition)], TV_EPOCH_BUMP)
+            except TxnError as e:
+                return e.code
+            return None
         if meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
-            return ErrorCode.invalid_txn_state
+            # What the coordinator's verification answers; errors.for_version turns it into
+            # INVALID_TXN_STATE for request versions that predate KIP-890's abortable error.
+            return ErrorCode.transaction_abortable
         return None
 
     # -- timers --------------------------------------------------------------------------

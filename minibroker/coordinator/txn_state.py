@@ -63,8 +63,10 @@ _TABLE: dict[TxnState, tuple[str, frozenset[TxnState], bool]] = {
     S.ONGOING: ("Ongoing", _RESTING | {S.ONGOING}, False),
     # EndTxn(commit)
     S.PREPARE_COMMIT: ("PrepareCommit", frozenset({S.ONGOING}), False),
-    # EndTxn(abort), or the abort after an epoch fence
-    S.PREPARE_ABORT: ("PrepareAbort", frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}), False),
+    # EndTxn(abort), or the abort after an epoch fence; with transactions v2 also an abort
+    # outside a transaction, which only bumps the epoch (TransactionMetadata: "In V2, we allow
+    # state transits from Empty, CompleteCommit and CompleteAbort to PrepareAbort")
+    S.PREPARE_ABORT: ("PrepareAbort", _RESTING | {S.ONGOING, S.PREPARE_EPOCH_FENCE}, False),
     # every marker written
     S.COMPLETE_COMMIT: ("CompleteCommit", frozenset({S.PREPARE_COMMIT}), True),
     S.COMPLETE_ABORT: ("CompleteAbort", frozenset({S.PREPARE_ABORT}), True),

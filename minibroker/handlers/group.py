@@ -39,7 +39,7 @@ class GroupHandlers:
             Api(ApiKey.LeaveGroup, 0, 5, self.leave_group),
             Api(ApiKey.OffsetCommit, 2, 10, self.offset_commit),
             Api(ApiKey.OffsetFetch, 1, 10, self.offset_fetch),
-            Api(ApiKey.TxnOffsetCommit, 0, 3, self.txn_offset_commit),
+            Api(ApiKey.TxnOffsetCommit, 0, 5, self.txn_offset_commit),
             Api(ApiKey.ListGroups, 0, 5, self.list_groups),
             Api(ApiKey.DescribeGroups, 0, 6, self.describe_groups),
             Api(ApiKey.DeleteGroups, 0, 2, self.delete_groups),
@@ -165,8 +165,10 @@ class GroupHandlers:
         P = nested(R, "TxnOffsetCommitResponsePartition")
         ok, errors = self._offsets_from(req.topics)
         if ok:
+            # v5 (transactions v2): the offsets partition joins the transaction here, as
+            # AddOffsetsToTxn did before (AddPartitionsToTxnManager, addPartition)
             code = self.groups.verify_txn_producer(req.group_id, req.producer_id,
-                                                   req.producer_epoch)
+                                                   req.producer_epoch, add=ctx.api_version >= 5)
             if code is None:
                 try:
                     self.groups.txn_commit_offsets(

@@ -15,7 +15,7 @@ from minibroker_protocol import produce as wire
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.batch import InvalidBatch, validate_produce_records
 from minibroker_protocol.build import build, nested
-from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import is_internal
 from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.errors import ProducerStateError, StorageError
@@ -33,7 +33,7 @@ PartitionResult = tuple[int, ErrorCode, int, int, str | None]
 
 class ProduceHandlers:
     def __init__(self, *, logs: LogManager,
-                 verify_produce: Callable[[int, int, str, int], ErrorCode | None],
+                 verify_produce: Callable[[int, int, str, int, bool], ErrorCode | None],
                  notify_append: Callable[[str, int], None],
                  max_message_bytes: Callable[[TopicInfo], int]) -> None:
         self.logs = logs
@@ -44,9 +44,9 @@ class ProduceHandlers:
         self.max_message_bytes = max_message_bytes
 
     def apis(self) -> list[Api]:
-        # v12 differs from v11 only under transaction.version 2 (KIP-890), which
-        # this broker does not advertise; v13 names topics by id.
-        return [Api(ApiKey.Produce, wire.MIN_VERSION, 11, self.produce, decoder=wire.decode_produce)]
+        # v12 is v11 whose transactional batches join their transaction implicitly
+        # (transactions v2, KIP-890); v13 names topics by id.
+        return [Api(ApiKey.Produce, wire.MIN_VERSION, 12, self.produce, decoder=wire.decode_produce)]
 
     def produce(self, ctx: RequestContext, req: wire.ProduceRequest) -> Response:
         acks = req.acks
@@ -61,7 +61,7 @@ class ProduceHandlers:
             for t in req.topics:
                 parts = []
                 for p in t.partitions:
-                    res = self._append(t.name, p)
+                    res = self._append(t.name, p, implicit_add=ctx.api_version >= 12)
                     if res[1] != ErrorCode.none:
                         any_error = True
                     parts.append(res)
@@ -79,6 +79,8 @@ class ProduceHandlers:
         for name, parts in results:
             entries = []
             for index, error, base_offset, log_start, message in parts:
+                # The code this request version understands (TRANSACTION_ABORTABLE since v11).
+                error = for_version(error, ApiKey.Produce, ctx.api_version)
                 record_errors: tuple[object, ...] = ()
                 if E is not None and error == ErrorCode.invalid_record:
                     record_errors = (build(E, batch_index=0, batch_index_error_message=message),)
@@ -92,7 +94,7 @@ class ProduceHandlers:
         return Response.of(ctx.correlation_id,
                            build(R, responses=tuple(topics), throttle_time=ZERO))
 
-    def _append(self, topic: str, p: wire.ProducePartition) -> PartitionResult:
+    def _append(self, topic: str, p: wire.ProducePartition, implicit_add: bool) -> PartitionResult:
         info = self.logs.topic(topic)
         if info is None or not 0 <= p.index < info.partitions:
             return (p.index, ErrorCode.unknown_topic_or_partition, -1, -1,
@@ -128,7 +130,10 @@ class ProduceHandlers:
             # KIP-890 part 1 is exact: the partition must be in the producer's
             # open transaction. Kafka verifies only batches that carry a producer id
             # (ReplicaManager.appendRecords' verification guard); one without is stored.
-            error = self.verify_produce(header.producer_id, header.producer_epoch, topic, p.index)
+            # From v12 the partition joins the transaction instead (KafkaApis: the
+            # transactionSupportedOperation of Produce > v11 is addPartition).
+            error = self.verify_produce(header.producer_id, header.producer_epoch, topic, p.index,
+                                        implicit_add)
             if error is not None:
                 log.warning("produce.rejected", topic=topic, partition=p.index,
                             reason="transactional batch outside its transaction", error=error.name,

@@ -44,8 +44,8 @@ class TxnHandlers:
         return [
             Api(ApiKey.InitProducerId, 0, 5, self.init_producer_id),
             Api(ApiKey.AddPartitionsToTxn, 0, 3, self.add_partitions),
-            Api(ApiKey.AddOffsetsToTxn, 0, 3, self.add_offsets),
-            Api(ApiKey.EndTxn, 0, 3, self.end_txn),
+            Api(ApiKey.AddOffsetsToTxn, 0, 4, self.add_offsets),
+            Api(ApiKey.EndTxn, 0, 5, self.end_txn),
             Api(ApiKey.WriteTxnMarkers, 1, 1, self.write_txn_markers),
         ]
 
@@ -141,16 +141,20 @@ class TxnHandlers:
     @answers
     def end_txn(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        # KafkaApis.handleEndTxnRequest: v5 is a transactions-v2 client, whose epoch moves on
+        # at every EndTxn; the answer carries the producer id and epoch to go on with.
+        client_tv = 2 if ctx.api_version >= 5 else 0
         try:
-            self.coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                     req.committed)
+            pid, epoch = self.coordinator.end_txn(req.transactional_id, req.producer_id,
+                                                  req.producer_epoch, req.committed, client_tv)
             code = ErrorCode.none
         except TxnError as e:
             log.info("end_txn.refused", transactional_id=req.transactional_id,
                      producer_id=req.producer_id, epoch=req.producer_epoch,
                      commit=req.committed, error=e.code.name, detail=str(e))
             code = _code(ctx, e.code)
-        return build(R, throttle_time=ZERO, error_code=code)
+            pid, epoch = -1, -1
+        return build(R, throttle_time=ZERO, error_code=code, producer_id=pid, producer_epoch=epoch)
 
     # -- WriteTxnMarkers ---------------------------------------------------------------------
     @answers

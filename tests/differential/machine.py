@@ -312,24 +312,24 @@ class DifferentialEOS(RuleBasedStateMachine):
                 t.started = time.monotonic()
             t.partitions |= set(tps)
 
-    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 3), epoch_delta=st.sampled_from([0, 0, -1, 1]))
+    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 4), epoch_delta=st.sampled_from([0, 0, -1, 1]))
     def add_offsets(self, who, version, epoch_delta):
         self._clock()
         p = self.producers[who]
-        v = self._versions(ADD_OFFSETS, 0, 3, version)
+        v = self._versions(ADD_OFFSETS, 0, 4, version)
         answer, _ = self._send(f"AddOffsetsToTxn v{v} {who} epoch{epoch_delta:+d}", lambda s: req(
             ADD_OFFSETS, v, transactional_id=self.txn_ids[p.txn], producer_id=p.pid.get(s.name, -1),
             producer_epoch=p.epoch + epoch_delta, group_id=self.group), retry=True)
         if answer["error_code"] == 0 and self.txns[p.txn].started is None:
             self.txns[p.txn].started = time.monotonic()
 
-    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 3),
+    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 5),
           member=st.sampled_from(["none", "right", "wrong_generation", "unknown_member"]),
           offset=st.integers(0, 4), epoch_delta=st.sampled_from([0, 0, -1, 1]))
     def txn_offset_commit(self, who, version, member, offset, epoch_delta):
         self._clock()
         p = self.producers[who]
-        v = self._versions(TXN_OFFSET_COMMIT, 0, 3, version)
+        v = self._versions(TXN_OFFSET_COMMIT, 0, 5, version)
 
         def make(s):
             gen, mid = {"none": (-1, ""), "right": (self.generation, s.member_ids[self.group]),
@@ -343,15 +343,18 @@ class DifferentialEOS(RuleBasedStateMachine):
                        producer_id=p.pid.get(s.name, -1), producer_epoch=p.epoch + epoch_delta,
                        generation_id=gen, member_id=mid, group_instance_id=None, topics=(topic,))
 
-        self._send(f"TxnOffsetCommit v{v} {who} member={member} offset={offset}", make, retry=True)
+        _answer, k = self._send(f"TxnOffsetCommit v{v} {who} member={member} offset={offset}", make,
+                                retry=True)
+        if v >= 5 and errors_of(k) == {0}:
+            self._implicitly_added(p, None)
 
-    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 3), commit=st.booleans(),
+    @rule(who=st.sampled_from("ABC"), version=st.integers(0, 5), commit=st.booleans(),
           ids=st.sampled_from(["own", "own", "own", "other_pid", "stale_epoch", "bumped_epoch"]))
     def end_txn(self, who, version, commit, ids):
         self._clock()
         p = self.producers[who]
         other = self.producers["C" if p.txn == 0 else "A"]
-        v = self._versions(END_TXN, 0, 3, version)
+        v = self._versions(END_TXN, 0, 5, version)
 
         def make(s):
             pid = (other if ids == "other_pid" else p).pid.get(s.name, -1)
@@ -364,17 +367,33 @@ class DifferentialEOS(RuleBasedStateMachine):
             self._txn_ended(p.txn)
         else:
             self._settle_txn(p.txn)
+        if v >= 5 and answer["error_code"] == 0:
+            # Transactions v2 (KIP-890): every EndTxn bumps the epoch (or rotates the producer
+            # id) and answers the ids the next transaction uses.
+            p.epoch = answer["producer_epoch"]
+            p.seq.clear()
+            p.last.clear()
+            for side, raw in zip(self.pair.sides, self._raw):
+                p.pid[side.name] = raw.producer_id
+
+    def _implicitly_added(self, p: Producer, tp: tuple[int, int] | None) -> None:
+        """Produce v12 / TxnOffsetCommit v5 register their partition in the transaction (KIP-890)."""
+        t = self.txns[p.txn]
+        if t.started is None:
+            t.started = time.monotonic()
+        if tp is not None:
+            t.partitions.add(tp)
 
     # ------------------------------------------------------------------ produce
 
     @rule(who=st.sampled_from("ABCIN"), topic=st.integers(0, 1), partition=st.integers(0, 2),
-          version=st.integers(3, 11), epoch_delta=st.sampled_from([0, 0, 0, 0, -1, 1]),
+          version=st.integers(3, 12), epoch_delta=st.sampled_from([0, 0, 0, 0, -1, 1]),
           seq=st.sampled_from(["next", "next", "next", "dup_last", "gap", "zero"]), count=st.integers(1, 3))
     def produce(self, who, topic, partition, version, epoch_delta, seq, count):
         self._clock()
         p = self.producers[who]
         tp = (topic, partition)
-        v = self._versions(PRODUCE, 3, 11, version)
+        v = self._versions(PRODUCE, 3, 12, version)
         epoch = p.epoch + epoch_delta if who != "N" else -1
         st_epoch, st_next = p.seq.get(tp, (None, 0))
         nxt = st_next if st_epoch == epoch else 0
@@ -409,6 +428,8 @@ class DifferentialEOS(RuleBasedStateMachine):
                 p.last[tp] = (epoch, base_seq, count, tag)
             if p.txn is None:
                 self.last_write[(p.pid["kafka"], *tp)] = time.monotonic()
+            elif v >= 12:
+                self._implicitly_added(p, tp)
 
     # ------------------------------------------------------------------ reads
 

@@ -39,7 +39,7 @@ def level1(kafka_reference, mbgo):
 
 @pytest.fixture(scope="module")
 def level2(kafka_reference, mbgo):
-    mb = MiniBroker(name="fg-scenarios-tv2", args=["--transaction-version", "2"], **settings.minibroker_options())
+    mb = MiniBroker(name="fg-scenarios-tv2", **settings.minibroker_options(transaction_version=2))
     franz_go.start_or_skip(mb)
     try:
         with KafkaReference(settings.kafka_properties(), transaction_version=2) as kafka:

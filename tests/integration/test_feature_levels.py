@@ -29,8 +29,9 @@ def admin():
 def test_update_features_at_runtime_survives_restart(admin):
     with MiniBroker(name="features") as b:
         first = admin(b.bootstrap_servers, "describe")
-        assert first["finalized"] == {"transaction.version": 1} and first["epoch"] >= 0, first
-        assert first["supported"]["transaction.version"] == [0, 1], first
+        # Kafka 4.x's default for a new cluster: transactions v2
+        assert first["finalized"] == {"transaction.version": 2} and first["epoch"] >= 0, first
+        assert first["supported"]["transaction.version"] == [0, 2], first
 
         refused = admin(b.bootstrap_servers, "update", "transaction.version", "5", "UPGRADE")
         assert refused["ok"] is False and "InvalidUpdateVersionException" in refused["error"], refused

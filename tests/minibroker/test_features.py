@@ -113,7 +113,7 @@ def _config(tmp_path, tv=None, gv=None):
 
 def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
     f = load_features(_config(tmp_path))
-    assert (f.transaction_version, f.epoch) == (1, 0) and feature_levels.load(tmp_path) is None
+    assert (f.transaction_version, f.epoch) == (2, 0) and feature_levels.load(tmp_path) is None
     f.update([("transaction.version", 0, SAFE_DOWNGRADE)], False, 1)
     again = load_features(_config(tmp_path))
     assert (again.transaction_version, again.epoch) == (0, 1)
@@ -124,7 +124,7 @@ def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
 
 def test_an_unreadable_or_foreign_levels_file_falls_back_to_defaults(tmp_path):
     (tmp_path / feature_levels.FILE).write_text("transaction.version=banana\n")
-    assert load_features(_config(tmp_path)).transaction_version == 1
+    assert load_features(_config(tmp_path)).transaction_version == 2
     (tmp_path / feature_levels.FILE).write_text("transaction.version=7\nshare.version=1\nfeatures.epoch=4\n")
     f = load_features(_config(tmp_path))
-    assert (f.transaction_version, f.epoch) == (1, 4)
+    assert (f.transaction_version, f.epoch) == (2, 4)

@@ -342,7 +342,7 @@ def test_txn_offsets_stay_pending_until_the_marker_and_a_newer_plain_commit_wins
 def test_txn_offset_commit_asks_the_transaction_coordinator():
     calls = []
 
-    def verify(pid, epoch, topic, partition):
+    def verify(pid, epoch, topic, partition, add=False):
         calls.append((pid, epoch, topic, partition))
         return E.invalid_producer_epoch
 

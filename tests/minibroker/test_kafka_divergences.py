@@ -81,6 +81,7 @@ async def test_init_producer_id_with_only_one_of_id_and_epoch_is_invalid(broker)
 # TransactionMetadata.prepareFenceProducerEpoch bumps to Short.MaxValue; only 32767 cannot be bumped.
 
 async def test_timeout_at_the_last_client_epoch_still_fences(broker):
+    broker.broker.features.set_level("transaction.version", 1)
     c = await broker.connect()
     await c.call(rq.metadata(["dv-exhaust"]))
     r = await c.call(init("dv-exhaust"))
@@ -101,6 +102,31 @@ async def test_timeout_at_the_last_client_epoch_still_fences(broker):
     # a new instance gets a new producer id
     fresh = await c.call(init("dv-exhaust"))
     assert fresh.error_code == 0 and fresh.producer_id != pid and fresh.producer_epoch == 0
+
+
+async def test_timeout_at_the_last_client_epoch_rotates_the_producer_id_at_tv2(broker):
+    """transaction.version 2: the coordinator's abort of a transaction at epoch 32766 fences with
+    32767 and, once the markers are written, moves the id to a new producer id at epoch 0
+    (KAFKA-20090); the old instance is refused as Kafka refuses it."""
+    c = await broker.connect()
+    await c.call(rq.metadata(["dv-rotate"]))
+    r = await c.call(init("dv-rotate"))
+    coord = broker.broker.txn_coordinator
+    coord.txns["dv-rotate"].producer_epoch = ep = 32766
+    pid = r.producer_id
+    assert set(add_codes(await c.call(add_partitions("dv-rotate", pid, ep, "dv-rotate", [0]))).values()) == {0}
+    assert prod_code(await c.call(rq.produce("dv-rotate", 0, txn_batch(pid, ep, 0)))) == 0
+    assert coord.abort_timed_out(now=coord.txns["dv-rotate"].start_ms + 3_600_000) == 1
+    meta = coord.txns["dv-rotate"]
+    assert (meta.state, meta.producer_epoch, meta.last_producer_id) == (tl.COMPLETE_ABORT, 0, pid)
+    assert meta.producer_id != pid
+    assert control_types(broker.broker.get_log("dv-rotate", 0)) == [("ABORT", 32767)]
+    again = await c.call(add_partitions("dv-rotate", pid, ep, "dv-rotate", [1]))
+    assert set(add_codes(again).values()) == {ErrorCode.invalid_producer_id_mapping}
+    # taken for a retry of an EndTxn (the old id at 32766): the aborted transaction cannot commit
+    assert (await c.call(end_txn("dv-rotate", pid, ep, True, version=5))).error_code == ErrorCode.invalid_txn_state
+    assert (await c.call(end_txn("dv-rotate", pid, ep, True, version=4))).error_code == \
+        ErrorCode.invalid_producer_id_mapping
 
 
 # -- 3. a transactional batch with an epoch above the coordinator's is refused --------------------

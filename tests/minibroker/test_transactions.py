@@ -359,9 +359,11 @@ def test_java_string_hash_matches_java():
 def test_only_kafkas_transitions_are_legal():
     from minibroker.coordinator.txn_state import TxnState
     _ALLOWED_FROM = {s: s.valid_previous for s in TxnState}
-    # TransactionState.validPreviousStates (transaction.version 0/1)
+    # TransactionState.validPreviousStates (Kafka 4.x: an empty abort of transactions v2 goes
+    # to PrepareAbort from a resting state)
     assert _ALLOWED_FROM[tl.PREPARE_COMMIT] == {tl.ONGOING}
-    assert _ALLOWED_FROM[tl.PREPARE_ABORT] == {tl.ONGOING, tl.PREPARE_EPOCH_FENCE}
+    assert _ALLOWED_FROM[tl.PREPARE_ABORT] == {tl.ONGOING, tl.PREPARE_EPOCH_FENCE, tl.EMPTY,
+                                               tl.COMPLETE_COMMIT, tl.COMPLETE_ABORT}
     assert _ALLOWED_FROM[tl.COMPLETE_COMMIT] == {tl.PREPARE_COMMIT}
     assert _ALLOWED_FROM[tl.COMPLETE_ABORT] == {tl.PREPARE_ABORT}
     assert _ALLOWED_FROM[tl.PREPARE_EPOCH_FENCE] == {tl.ONGOING}

@@ -41,7 +41,7 @@ def test_bad_txn_keys(key):
 def _txn_value_mutations():
     good = tl.encode_value(GOOD_TXN)
     out = _truncations(good)
-    out.append(struct.pack(">h", 1) + good[2:])  # unknown value version
+    out.append(struct.pack(">h", 2) + good[2:])  # unknown value version
     bad_state = bytearray(good)
     bad_state[16] = 42
     out.append(bytes(bad_state))
@@ -55,6 +55,37 @@ def _txn_value_mutations():
     bad_utf8[23] = 0xFF  # first byte of the topic name
     out.append(bytes(bad_utf8))
     return out
+
+
+GOOD_TXN_V2 = tl.TxnLogValue(8, 32767, 60_000, tl.PREPARE_COMMIT, (("t", 0), ("u", 5)), 11, 10,
+                             previous_producer_id=5, next_producer_id=9, client_transaction_version=2)
+
+
+@pytest.mark.parametrize("value", [GOOD_TXN, GOOD_TXN_V2,
+                                   tl.TxnLogValue(8, 0, 60_000, tl.EMPTY, (), 11, -1)])
+def test_value_v1_round_trips(value):
+    assert tl.decode_value(tl.encode_value(value, version=1)) == value
+
+
+def test_value_v1_layout():
+    """Flexible: compact arrays and strings; the defaults of the tagged fields are not written;
+    the Empty state's partitions are null (TransactionLog.valueToBytes)."""
+    empty = tl.encode_value(tl.TxnLogValue(8, 0, 60_000, tl.EMPTY, (), 11, -1), version=1)
+    assert empty == struct.pack(">hqhib", 1, 8, 0, 60_000, tl.EMPTY) + b"\x00" + struct.pack(">qq", 11, -1) + b"\x00"
+    v2 = tl.encode_value(GOOD_TXN_V2, version=1)
+    assert v2.endswith(b"\x03" + b"\x00\x08" + struct.pack(">q", 5) + b"\x01\x08" + struct.pack(">q", 9)
+                       + b"\x02\x02" + struct.pack(">h", 2))
+
+
+def test_v0_null_partitions_decode_as_none():
+    data = struct.pack(">hqhib", 0, 8, 0, 60_000, tl.EMPTY) + struct.pack(">i", -1) + struct.pack(">qq", 11, -1)
+    assert tl.decode_value(data).partitions == ()
+
+
+@pytest.mark.parametrize("value", _truncations(tl.encode_value(GOOD_TXN_V2, version=1)))
+def test_truncated_v1_values(value):
+    with pytest.raises(tl.TxnLogFormatError):
+        tl.decode_value(value)
 
 
 @pytest.mark.parametrize("value", _txn_value_mutations())

@@ -52,3 +52,13 @@ def test_for_version_maps_fenced():
     assert for_version(FENCED, ApiKey.EndTxn, 2) == FENCED
     assert for_version(FENCED, ApiKey.InitProducerId, 3) == EPOCH
     assert for_version(FENCED, ApiKey.InitProducerId, 5) == FENCED
+
+
+def test_transaction_abortable_only_for_clients_that_know_it():
+    # KIP-890 part 1: Produce v11+ and TxnOffsetCommit v4+; everyone else gets INVALID_TXN_STATE.
+    abortable = ErrorCode.transaction_abortable
+    assert [for_version(abortable, ApiKey.Produce, v) for v in (10, 11, 12)] == [
+        ErrorCode.invalid_txn_state, abortable, abortable]
+    assert [for_version(abortable, ApiKey.TxnOffsetCommit, v) for v in (3, 4)] == [
+        ErrorCode.invalid_txn_state, abortable]
+    assert for_version(abortable, ApiKey.EndTxn, 4) == ErrorCode.invalid_txn_state

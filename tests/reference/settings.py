@@ -25,8 +25,14 @@ def value(option: str):
     return SHARED[option][1]
 
 
-def minibroker_options() -> dict[str, object]:
-    return {opt: v for opt, (_prop, v) in SHARED.items()}
+# The transaction.version Kafka is formatted with (tests/reference/kafka.py's default): the
+# reference of transactions v1. A pair's minibroker finalizes the same level; tests of
+# transactions v2 ask both for 2.
+TRANSACTION_VERSION = 1
+
+
+def minibroker_options(transaction_version: int = TRANSACTION_VERSION) -> dict[str, object]:
+    return {**{opt: v for opt, (_prop, v) in SHARED.items()}, "transaction_version": transaction_version}
 
 
 def kafka_properties() -> dict[str, str]:
