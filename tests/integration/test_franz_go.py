@@ -42,10 +42,10 @@ def mbgo():
 
 
 def start_broker(level: int, name: str) -> MiniBroker:
-    """A started broker at transaction.version ``level`` (1 = the broker's default: no option).
+    """A started broker at transaction.version ``level`` (2 is the broker's default: no option).
 
     Level 2 is skipped only when the broker refuses the option (``franz_go.start_or_skip``)."""
-    args = [] if level == 1 else ["--transaction-version", str(level)]
+    args = [] if level == 2 else ["--transaction-version", str(level)]
     # A short abort check: a killed pipeline's open transaction (5 s timeout) is aborted at once.
     b = MiniBroker(name=f"{name}-tv{level}", args=args, num_partitions=3,
                    transaction_abort_check_interval_ms=200)

@@ -85,11 +85,15 @@ def test_java_commit_abort_commit(txn_broker, topic):
             if e.get("transactional_id") == tid]
     assert len(ends) == 3, [e["_line"] for e in ends]
 
-    # The path the Java client took at transaction.version 1 (issue 16: request counts):
-    # partitions registered with AddPartitionsToTxn, EndTxn below v5 (v5 is transactions v2's).
+    # The path the Java client took at transaction.version 2, the broker's default (issue 16: request
+    # counts): no AddPartitionsToTxn, Produce v12 registered the partitions, every EndTxn was v5.
     java = {(api, v) for api, v, software in requests_seen(b.log_text()) if software == "apache-kafka-java"}
-    assert {"InitProducerId", "AddPartitionsToTxn", "EndTxn", "Produce", "Fetch"} <= {api for api, _ in java}, java
-    assert all(v <= 4 for api, v in java if api == "EndTxn"), java
+    assert {"InitProducerId", "EndTxn", "Produce", "Fetch"} <= {api for api, _ in java}, java
+    assert "AddPartitionsToTxn" not in {api for api, _ in java}, java
+    assert {v for api, v in java if api == "EndTxn"} == {5}, java
+    assert min(v for api, v in java if api == "Produce") >= 12, java
+    # every EndTxn bumped the epoch: the three transactions ran at epochs 0, 1, 2
+    assert sorted(int(e["epoch"]) for e in ends) == [1, 2, 3], [e["_line"] for e in ends]
 
 
 def test_java_zombie_fencing(txn_broker, topic):
@@ -115,8 +119,24 @@ def test_java_zombie_fencing(txn_broker, topic):
 TIMEOUT_MS = 1500
 
 
-def test_java_transaction_timeout(txn_broker, topic):
-    b = txn_broker
+@pytest.fixture(scope="module")
+def txn_broker_tv1():
+    b = project_broker(TXN_BROKER_ARGS + ["--transaction-version", "1"], name="test_txn_java-tv1")
+    try:
+        b.start()
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_java_transaction_timeout(txn_broker, txn_broker_tv1, topic, level):
+    """The seeds' incident: a producer stalls past transaction.timeout.ms, the coordinator aborts its
+    transaction with a bumped epoch. At transaction.version 1 its commit then fails with
+    ProducerFencedException; at 2 (Kafka 4's default) the commit, one epoch behind, is taken for
+    a retry of a commit and answered INVALID_TXN_STATE, as Kafka 4.4 answers it
+    (tests/differential/test_transactions_v2.py) — InvalidTxnStateException in the client."""
+    b = txn_broker_tv1 if level == 1 else txn_broker
     create_topic(b.bootstrap_servers, topic, 1)
     tid = txn_id("java-stalled")
     # The producer stalls 2.5 s past its timeout: the coordinator (abort check every 200 ms) has
@@ -124,7 +144,8 @@ def test_java_transaction_timeout(txn_broker, topic):
     res = run_java_txn("timeout", b.bootstrap_servers, topic, tid, TIMEOUT_MS, TIMEOUT_MS + 2500)
     assert not res["errors"], res["errors"]
     assert res["a_sent"] == [[0, 0]], res
-    assert res["a_commit_error"] and res["a_commit_error"].startswith(FENCED + ":"), (
+    expected = FENCED if level == 1 else "org.apache.kafka.common.errors.InvalidTxnStateException"
+    assert res["a_commit_error"] and res["a_commit_error"].startswith(expected + ":"), (
         f"the stalled producer's commitTransaction: {res['a_commit_error']} "
         f"(cause {res['a_commit_error_cause']})")
     assert res["b_committed"] and res["b_sent"] == [[0, 2]], res
@@ -134,8 +155,12 @@ def test_java_transaction_timeout(txn_broker, topic):
     assert ev["timeout_ms"] == str(TIMEOUT_MS) and int(ev["age_ms"]) >= TIMEOUT_MS, ev["_line"]
     aborted = wait_for_event(b, "txn.aborted", 5, transactional_id=tid)
     assert "transaction.timeout.ms" in aborted["_line"], aborted["_line"]
-    refused = wait_for_event(b, "txn.request_fenced", 5, transactional_id=tid)
-    assert refused["api"] == "EndTxn", refused["_line"]
+    if level == 1:
+        refused = wait_for_event(b, "txn.request_fenced", 5, transactional_id=tid)
+        assert refused["api"] == "EndTxn", refused["_line"]
+    else:
+        refused = wait_for_event(b, "end_txn.refused", 5, transactional_id=tid)
+        assert refused["error"] == "invalid_txn_state", refused["_line"]
 
     assert values_by_partition(read_all(b, topic, [0], READ_COMMITTED)) == {0: [(2, b"after-timeout-0")]}
     assert values_by_partition(read_all(b, topic, [0], READ_UNCOMMITTED)) == {
