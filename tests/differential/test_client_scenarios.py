@@ -17,10 +17,11 @@ import pytest
 
 from minibroker.testing.broker import MiniBroker, topic_name
 from tests.reference import settings
+from tests.reference.checkout import checkout_path
 
 from .clients import programs
 from .clients.topics import create_topic
-from tests.reference.checkout import checkout_path
+from .levels import set_transaction_version
 
 CLIENTS = programs.CLIENTS
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
@@ -31,11 +32,23 @@ READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 ENV_CHECKOUT = "MINIBROKER_CLIENT_SCENARIOS_CHECKOUT"
 
 
+@pytest.fixture(scope="module", params=[1, 2], ids=["tv1", "tv2"])
+def level(request, kafka_reference):
+    """Every scenario at transaction.version 1 and 2: the session's Kafka is switched to 2 for the
+    second round (the Java client then takes transactions v2; librdkafka stays on v1) and back."""
+    set_transaction_version(kafka_reference.port, request.param)
+    try:
+        yield request.param
+    finally:
+        set_transaction_version(kafka_reference.port, settings.TRANSACTION_VERSION)
+
+
 @pytest.fixture(scope="module")
-def minibroker_ref():
+def minibroker_ref(level):
     checkout = os.environ.get(ENV_CHECKOUT)
     env = {"PYTHONPATH": checkout_path(checkout)} if checkout else None
-    with MiniBroker(name="client-scenarios", env=env, **settings.minibroker_options()) as mb:
+    with MiniBroker(name=f"client-scenarios-tv{level}", env=env,
+                    **settings.minibroker_options(transaction_version=level)) as mb:
         yield mb
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.reference import settings
+
 from .cases import CASES_V2, run_case
-from .test_features import _features, _settled, _update
+from .levels import set_transaction_version
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +22,11 @@ def tv2_pair(differential_pair):
     pair = differential_pair
     try:
         for side in pair.sides:
-            epoch0 = _features(side, 4)[0]
-            answer = _update(side, 1, [("transaction.version", 2, 1)], False)
-            assert answer.error_code == 0, (side.name, answer)
-            _epoch, finalized = _settled(side, epoch0, True)
-            assert finalized.get("transaction.version") == (2, 2), (side.name, finalized)
+            set_transaction_version(side.conn.address[1], 2)
         yield pair
     finally:
         for side in pair.sides:
-            _update(side, 1, [("transaction.version", 1, 2)], False)
+            set_transaction_version(side.conn.address[1], settings.TRANSACTION_VERSION)
 
 
 @pytest.mark.parametrize("name", sorted(CASES_V2))

@@ -26,7 +26,23 @@ def test_librdkafka_transaction_is_counted_by_api_version_and_software():
         assert "librdkafka" in software or "confluent-kafka" in software, software
         apis = {api for api, _, s in seen if s == software}
         assert {"ApiVersions", "InitProducerId", "AddPartitionsToTxn", "Produce", "EndTxn"} <= apis, seen
+        # librdkafka does not speak transactions v2: at the broker's default level 2 it stays on the
+        # classic path (AddPartitionsToTxn, EndTxn below v5, Produce below v12), as against Kafka 4.
+        assert _finalized_tv(b) == 2
+        versions = {(api, v) for api, v, s in seen if s == software}
+        assert max(v for api, v in versions if api == "EndTxn") <= 4, versions
+        assert max(v for api, v in versions if api == "Produce") <= 11, versions
         # librdkafka sends its first ApiVersions before it knows the broker's range, v3 or v4.
         assert any(api == "ApiVersions" and v >= 3 for api, v, _ in seen)
         assert b.stop() == 0
         assert "request.counts" in b.log_text()
+
+
+def _finalized_tv(b: MiniBroker) -> int:
+    """transaction.version as ApiVersions v3 finalizes it (confluent-kafka's admin has no feature
+    call; the raw request is the client's view)."""
+    from tests.reference.client import Connection, req
+
+    with Connection("127.0.0.1", b.port) as conn:
+        r = conn.call(req(18, 3, client_software_name="counts", client_software_version="1"))
+    return {f.name: f.max_version_level for f in r.finalized_features}.get("transaction.version", 0)
