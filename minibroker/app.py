@@ -21,6 +21,7 @@ from .config import Config, FsyncPolicy
 from .crash_points import CrashPoints
 from .dispatch import Dispatcher
 from .handlers.admin import AdminHandlers
+from .handlers.consumer_group import ConsumerGroupHandlers
 from .handlers.coordinator import CoordinatorHandlers
 from .handlers.features import FeatureHandlers
 from .handlers.fetch import FetchHandlers
@@ -58,6 +59,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
                     offsets_partition_for=broker.offsets_partition_for),
         TxnAdminHandlers(coordinator=txn, logs=logs),
         GroupHandlers(groups=broker.group_coordinator, logs=logs),
+        ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features),
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
     d = Dispatcher(broker.features, broker.request_counts)

@@ -23,7 +23,7 @@ from typing import cast
 
 import structlog
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
@@ -33,6 +33,7 @@ from .background import Background
 from .clock import SYSTEM_CLOCK, Clock
 from .config import Config
 from .coordinator import snapshot
+from .coordinator.consumer_group import ConsumerGroupSettings, TopicView
 from .coordinator.group import GroupCoordinator
 from .coordinator.group_store import BrokerOffsetsTopic
 from .coordinator.transaction import TransactionCoordinator
@@ -83,7 +84,12 @@ class Broker:
             offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
                                              self.offsets_partition_for),
             data_dir=config.data_dir, verify_produce=self.txn_coordinator.verify_produce,
-            clock=clock, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms)
+            clock=clock, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            topics=self._assignable_topics,
+            consumer_settings=ConsumerGroupSettings(
+                session_timeout_ms=config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                assignment_interval_ms=config.group_consumer_assignment_interval_ms))
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
         self._snapshot_writer = snapshot.Writer()
@@ -138,6 +144,11 @@ class Broker:
             self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
                                                   "segment.bytes": str(INTERNAL_SEGMENT_BYTES)})
         return self.get_log(topic, partition)
+
+    def _assignable_topics(self) -> list[TopicView]:
+        """What a consumer group's assignment is made of: every topic but the internal ones."""
+        return [TopicView(t.name, t.topic_id, t.partitions) for t in self.logs.topics()
+                if not is_internal(t.name)]
 
     def offsets_partition_for(self, group_id: str) -> int:
         """Kafka's GroupCoordinator.partitionFor: abs(groupId.hashCode) % partitions."""

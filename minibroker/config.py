@@ -87,6 +87,10 @@ class Config:
     transaction_state_partitions: int = 1
     offsets_topic_partitions: int = 1
     group_initial_rebalance_delay_ms: int = 3000
+    # KIP-848 consumer groups (Kafka's group.consumer.* defaults)
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_assignment_interval_ms: int = 1_000
     producer_id_expiration_check_interval_ms: int = 600_000
     max_request_bytes: int = 104_857_600
     # Kafka's queued.max.request.bytes idea: the bytes every connection's unfinished or unhandled
@@ -290,6 +294,18 @@ OPTIONS: tuple[Option, ...] = (
            _D.group_initial_rebalance_delay_ms,
            "how long a new group waits for more members before its first rebalance, Kafka's "
            "group.initial.rebalance.delay.ms"),
+    Option("--group-consumer-session-timeout-ms", _int(1, INT32_MAX),
+           _D.group_consumer_session_timeout_ms,
+           "a KIP-848 consumer group member without a heartbeat this long is fenced, Kafka's "
+           "group.consumer.session.timeout.ms"),
+    Option("--group-consumer-heartbeat-interval-ms", _int(1, INT32_MAX),
+           _D.group_consumer_heartbeat_interval_ms,
+           "how often KIP-848 consumer group members are told to heartbeat, Kafka's "
+           "group.consumer.heartbeat.interval.ms"),
+    Option("--group-consumer-assignment-interval-ms", _int(0, INT32_MAX),
+           _D.group_consumer_assignment_interval_ms,
+           "a consumer group's target assignment is recomputed at most this often, Kafka's "
+           "group.consumer.assignment.interval.ms"),
     Option("--message-max-bytes", _int(0, INT32_MAX, " (Kafka's message.max.bytes)"),
            _D.message_max_bytes, "largest record batch accepted, Kafka's message.max.bytes"),
     Option("--max-request-bytes", _int(1, INT32_MAX), _D.max_request_bytes,

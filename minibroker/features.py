@@ -41,7 +41,7 @@ class FeatureSpec:
 # Kafka 4.x defaults a new cluster to the newest level of each; minibroker's default is the
 # newest level it serves.
 TRANSACTION_VERSION = FeatureSpec("transaction.version", 0, 2, 2)
-GROUP_VERSION = FeatureSpec("group.version", 0, 0, 0)
+GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
 SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION)
 
 

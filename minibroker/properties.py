@@ -51,6 +51,9 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms":
         Mapping("--transactional-id-expiration-check-interval-ms"),
     "group.initial.rebalance.delay.ms": Mapping("--group-initial-rebalance-delay-ms"),
+    "group.consumer.session.timeout.ms": Mapping("--group-consumer-session-timeout-ms"),
+    "group.consumer.heartbeat.interval.ms": Mapping("--group-consumer-heartbeat-interval-ms"),
+    "group.consumer.assignment.interval.ms": Mapping("--group-consumer-assignment-interval-ms"),
     "message.max.bytes": Mapping("--message-max-bytes"),
     "socket.request.max.bytes": Mapping("--max-request-bytes"),
     "queued.max.request.bytes": Mapping("--queued-max-request-bytes"),

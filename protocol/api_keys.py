@@ -40,3 +40,5 @@ class ApiKey(IntEnum):
     DescribeProducers = 61
     DescribeTransactions = 65
     ListTransactions = 66
+    ConsumerGroupHeartbeat = 68
+    ConsumerGroupDescribe = 69

@@ -51,8 +51,10 @@ import os
 from collections.abc import Callable
 
 from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import is_internal
 
 from ..clock import SYSTEM_CLOCK, Clock
+from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics, TopicView
 from .group_machine import GroupMachine
 from .group_membership import Waiting
 from .group_model import Group, GroupError, Member, Offset
@@ -69,26 +71,30 @@ class GroupCoordinator:
     def __init__(self, broker=None, *, offsets_topic: OffsetsTopic | None = None,
                  data_dir: str | os.PathLike | None = None,
                  verify_produce: VerifyProduce | None = None, clock: Clock = SYSTEM_CLOCK,
-                 initial_rebalance_delay_ms: int = 3000) -> None:
+                 initial_rebalance_delay_ms: int = 3000, topics: Topics | None = None,
+                 consumer_settings: ConsumerGroupSettings | None = None) -> None:
         if broker is not None:
             # The older call, GroupCoordinator(broker, ...): take the collaborators from it.
-            offsets_topic, data_dir, verify_produce = _from_broker(broker)
+            offsets_topic, data_dir, verify_produce, topics = _from_broker(broker)
         if offsets_topic is None:
             raise TypeError("GroupCoordinator needs offsets_topic (or a broker)")
         self.clock = clock
         self.machine = GroupMachine(offsets_topic, clock=clock, data_dir=data_dir,
                                     verify_produce=verify_produce,
-                                    initial_rebalance_delay_ms=initial_rebalance_delay_ms)
+                                    initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+                                    topics=topics, consumer_settings=consumer_settings)
         self._waiting: dict[tuple[str, Member], asyncio.Future] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
 
     @classmethod
     def from_broker(cls, broker, *, clock: Clock = SYSTEM_CLOCK,
-                    initial_rebalance_delay_ms: int = 3000) -> GroupCoordinator:
-        offsets_topic, data_dir, verify_produce = _from_broker(broker)
+                    initial_rebalance_delay_ms: int = 3000,
+                    consumer_settings: ConsumerGroupSettings | None = None) -> GroupCoordinator:
+        offsets_topic, data_dir, verify_produce, topics = _from_broker(broker)
         return cls(offsets_topic=offsets_topic, data_dir=data_dir, verify_produce=verify_produce,
-                   clock=clock, initial_rebalance_delay_ms=initial_rebalance_delay_ms)
+                   clock=clock, initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+                   topics=topics, consumer_settings=consumer_settings)
 
     # -- what the broker and handlers read -------------------------------------------------
     @property
@@ -208,11 +214,24 @@ class GroupCoordinator:
         finally:
             self._settle()
 
+    # -- KIP-848 consumer groups -----------------------------------------------------------
+    @property
+    def consumer(self) -> ConsumerGroups:
+        return self.machine.consumer
+
+    def consumer_heartbeat(self, **kw) -> HeartbeatAnswer:
+        try:
+            return self.machine.consumer_heartbeat(**kw)
+        finally:
+            self._settle()
+
     # -- offsets ------------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                       instance_id: str | None, offsets: dict[tuple[str, int], Offset]) -> None:
+                       instance_id: str | None, offsets: dict[tuple[str, int], Offset],
+                       api_version: int = 0) -> None:
         try:
-            self.machine.commit_offsets(group_id, generation, member_id, instance_id, offsets)
+            self.machine.commit_offsets(group_id, generation, member_id, instance_id, offsets,
+                                        api_version)
         finally:
             self._settle()
 
@@ -227,8 +246,10 @@ class GroupCoordinator:
                                         member_id, instance_id, offsets)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
-                      require_stable: bool) -> tuple[ErrorCode, list]:
-        return self.machine.fetch_offsets(group_id, partitions, require_stable)
+                      require_stable: bool, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, list]:
+        return self.machine.fetch_offsets(group_id, partitions, require_stable, member_id,
+                                          member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict:
         return self.machine.delete_offsets(group_id, partitions)
@@ -241,13 +262,18 @@ class GroupCoordinator:
         return self.machine.delete_group(group_id)
 
 
-def _from_broker(broker) -> tuple[OffsetsTopic, os.PathLike, VerifyProduce]:
+def _from_broker(broker) -> tuple[OffsetsTopic, os.PathLike, VerifyProduce, Topics]:
     """The collaborators a broker holds: its log manager and internal-log appender for
-    ``__consumer_offsets``, its data directory, its transaction coordinator's check."""
+    ``__consumer_offsets``, its data directory, its transaction coordinator's check, and its
+    topics (what a consumer group's assignment is made of)."""
     topic = BrokerOffsetsTopic(broker.logs, broker.internal_log, broker.offsets_partition_for)
 
     def verify_produce(pid: int, epoch: int, topic_name: str, partition: int, add: bool = False):
         # late-bound: the transaction coordinator may be built after this one
         return broker.txn_coordinator.verify_produce(pid, epoch, topic_name, partition, add)
 
-    return topic, broker.config.data_dir, verify_produce
+    def topics() -> list[TopicView]:
+        return [TopicView(t.name, t.topic_id, t.partitions) for t in broker.logs.topics()
+                if not is_internal(t.name)]
+
+    return topic, broker.config.data_dir, verify_produce, topics

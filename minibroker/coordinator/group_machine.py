@@ -18,6 +18,7 @@ from minibroker_protocol import group_log as gl
 from minibroker_protocol.errors import ErrorCode
 
 from ..clock import SYSTEM_CLOCK, Clock
+from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics
 from .group_membership import Membership, Waiting
 from .group_model import Group, Member, Offset
 from .group_offsets import Offsets, VerifyProduce
@@ -32,7 +33,8 @@ class GroupMachine:
     def __init__(self, offsets_topic: OffsetsTopic, *, clock: Clock = SYSTEM_CLOCK,
                  data_dir: str | os.PathLike | None = None,
                  verify_produce: VerifyProduce | None = None,
-                 initial_rebalance_delay_ms: int = 3000) -> None:
+                 initial_rebalance_delay_ms: int = 3000, topics: Topics | None = None,
+                 consumer_settings: ConsumerGroupSettings | None = None) -> None:
         self.groups: dict[str, Group] = {}  # shared by the parts below, never replaced
         self.clock = clock
         self.timers = Deadlines(clock.monotonic)
@@ -42,6 +44,8 @@ class GroupMachine:
                                      persist=self.store.persist_group,
                                      initial_rebalance_delay_ms=initial_rebalance_delay_ms)
         self.offsets = Offsets(self.groups, self.store, self.membership.touch, verify_produce)
+        self.consumer = ConsumerGroups(self.groups, clock=clock, timers=self.timers,
+                                       topics=topics or (lambda: ()), settings=consumer_settings)
 
     # -- time and answers --------------------------------------------------------------
     def run_due(self) -> int:
@@ -84,10 +88,15 @@ class GroupMachine:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
         return self.membership.leave(group_id, members)
 
+    # -- KIP-848 consumer groups --------------------------------------------------------
+    def consumer_heartbeat(self, **kw) -> HeartbeatAnswer:
+        return self.consumer.heartbeat(**kw)
+
     # -- offsets -------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                       instance_id: str | None, offsets: dict[tuple[str, int], Offset]) -> None:
-        self.offsets.commit(group_id, generation, member_id, instance_id, offsets)
+                       instance_id: str | None, offsets: dict[tuple[str, int], Offset],
+                       api_version: int = 0) -> None:
+        self.offsets.commit(group_id, generation, member_id, instance_id, offsets, api_version)
 
     def verify_txn_producer(self, group_id: str, producer_id: int,
                             producer_epoch: int, add: bool = False) -> ErrorCode | None:
@@ -100,8 +109,9 @@ class GroupMachine:
                                 instance_id, offsets)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
-                      require_stable: bool) -> tuple[ErrorCode, list]:
-        return self.offsets.fetch(group_id, partitions, require_stable)
+                      require_stable: bool, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, list]:
+        return self.offsets.fetch(group_id, partitions, require_stable, member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> dict:
         return self.offsets.delete(group_id, partitions)
@@ -114,12 +124,12 @@ class GroupMachine:
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return ErrorCode.group_id_not_found
-        if g.state != GroupState.EMPTY or g.members:
+        if g.state != GroupState.EMPTY or g.members or (g.consumer is not None and g.consumer.members):
             return ErrorCode.non_empty_group
         records = [{"key": gl.offset_key(group_id, t, p), "value": None} for t, p in g.offsets]
         records.append({"key": gl.group_key(group_id), "value": None})
         self.store.append(group_id, records)
         transition(g, GroupState.DEAD)
         del self.groups[group_id]
-        log.info("group.deleted", group_id=group_id, offsets=len(g.offsets))
+        log.info("group.deleted", group_id=group_id, offsets=len(g.offsets), group_type=g.group_type)
         return ErrorCode.none

@@ -90,6 +90,14 @@ class Membership:
         g = self.groups.get(group_id)
         if g is None or g.state == S.DEAD:
             g = self.groups[group_id] = Group(group_id)
+        if g.consumer is not None:
+            if g.consumer.members:
+                # Kafka migrates classic members into a consumer group online
+                # (group.consumer.migration.policy); minibroker does not: the refusal Kafka
+                # gives with migration disabled (tests/differential/divergences.py).
+                raise GroupError(ErrorCode.inconsistent_group_protocol,
+                                 f"group {group_id} is a consumer group")
+            g.consumer = None  # an empty consumer group becomes a classic one
         if not g.members:
             # GroupMetadata.add: an empty group takes the first member's protocol type.
             g.protocol_type = protocol_type

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from minibroker_protocol.errors import ErrorCode
 
 from .group_state import GroupState
 from .group_timers import Deadline
+
+if TYPE_CHECKING:
+    from .consumer_group import ConsumerGroupState
 
 
 class GroupError(Exception):
@@ -72,6 +76,13 @@ class Group:
     # The group's last GroupMetadataValue in the log, as written: what a replay (and so
     # a coordinator snapshot) knows of its generation and members.
     persisted_value: bytes | None = None
+    # A KIP-848 consumer group's membership (consumer_group.py); None for a classic group or
+    # one that only stores offsets.
+    consumer: ConsumerGroupState | None = None
+
+    @property
+    def group_type(self) -> str:
+        return "consumer" if self.consumer is not None else "classic"
 
     def all_joined(self) -> bool:
         return not self.pending and all(m.awaiting_join for m in self.members.values())

@@ -20,6 +20,7 @@ from minibroker_protocol import group_log as gl
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 
+from .consumer_group import subscribed_by_consumer_group, validate_offset_commit, validate_offset_fetch
 from .group_model import Group, GroupError, Member, Offset
 from .group_state import GroupState
 
@@ -44,13 +45,27 @@ class Offsets:
         self.verify_produce = verify_produce
 
     def _check_commit_member(self, g: Group | None, generation: int, member_id: str,
-                             instance_id: str | None, transactional: bool = False) -> None:
-        """Kafka's GroupCoordinator.validateOffsetCommit."""
+                             instance_id: str | None, transactional: bool = False,
+                             api_version: int = 0) -> None:
+        """Kafka's GroupCoordinator.validateOffsetCommit (ConsumerGroup's for a consumer group)."""
+        if g is not None and g.consumer is not None:
+            try:
+                validate_offset_commit(g, member_id, instance_id, generation, transactional,
+                                       api_version)
+            except GroupError as e:
+                if transactional and e.code == ErrorCode.stale_member_epoch:
+                    # TxnOffsetCommit has no STALE_MEMBER_EPOCH (OffsetMetadataManager.
+                    # validateTransactionalOffsetCommit): a zombie's generation is illegal
+                    raise GroupError(ErrorCode.illegal_generation) from None
+                raise
+            return
         if g is None or not g.members:
             if generation < 0:
                 return  # the group only stores offsets (assign() consumers)
             if g is None or g.state == GroupState.DEAD:
-                raise GroupError(ErrorCode.illegal_generation)
+                # OffsetCommit v9+ names the missing group (Kafka 4.4, tests/differential)
+                raise GroupError(ErrorCode.group_id_not_found if api_version >= 9
+                                 else ErrorCode.illegal_generation)
         if generation >= 0 or member_id or instance_id is not None:
             if instance_id is not None and g.static.get(instance_id, member_id) != member_id:
                 raise GroupError(ErrorCode.fenced_instance_id)
@@ -65,14 +80,15 @@ class Offsets:
             raise GroupError(ErrorCode.unknown_member_id)
 
     def commit(self, group_id: str, generation: int, member_id: str,
-               instance_id: str | None, offsets: dict[tuple[str, int], Offset]) -> None:
+               instance_id: str | None, offsets: dict[tuple[str, int], Offset],
+               api_version: int = 0) -> None:
         g = self.groups.get(group_id)
-        self._check_commit_member(g, generation, member_id, instance_id)
+        self._check_commit_member(g, generation, member_id, instance_id, api_version=api_version)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
         self.store.write_offsets(group_id, offsets)
         g.offsets.update(offsets)
-        if member_id:
+        if member_id and g.consumer is None:
             m = g.members.get(member_id)
             if m is not None:
                 self._touch(g, m)
@@ -99,9 +115,13 @@ class Offsets:
         g.txn_offsets.setdefault(producer_id, {}).update(offsets)
 
     def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None,
-              require_stable: bool) -> tuple[ErrorCode, list]:
-        """[(topic, partition, Offset | None, error)], or all committed when partitions is None."""
+              require_stable: bool, member_id: str | None = None,
+              member_epoch: int = -1) -> tuple[ErrorCode, list]:
+        """[(topic, partition, Offset | None, error)], or all committed when partitions is None.
+        A consumer group's member asking (OffsetFetch v9+) must be at its epoch."""
         g = self.groups.get(group_id)
+        if g is not None and g.consumer is not None:
+            validate_offset_fetch(g, member_id, member_epoch)
         if partitions is None:
             partitions = sorted(g.offsets) if g is not None else []
         out: list[tuple[str, int, Offset | None, ErrorCode]] = []
@@ -118,7 +138,9 @@ class Offsets:
         if g is None:
             raise GroupError(ErrorCode.group_id_not_found)
         subscribed: set[str] = set()
-        if g.state != GroupState.EMPTY and g.members:
+        if g.consumer is not None:
+            subscribed = subscribed_by_consumer_group(g.consumer)
+        elif g.state != GroupState.EMPTY and g.members:
             if g.protocol_type != "consumer":
                 raise GroupError(ErrorCode.non_empty_group)
             subscribed = {t for m in g.members.values()

@@ -153,7 +153,8 @@ class GroupHandlers:
         if ok:
             try:
                 self.groups.commit_offsets(req.group_id, generation, req.member_id,
-                                           getattr(req, "group_instance_id", None), ok)
+                                           getattr(req, "group_instance_id", None), ok,
+                                           api_version=ctx.api_version)
             except GroupError as e:
                 errors.update({tp: e.code for tp in ok})
         return self._per_partition(R, T, P, req.topics, errors)
@@ -217,16 +218,21 @@ class GroupHandlers:
             P = nested(R, "OffsetFetchResponsePartitions")
             groups = []
             for grp in req.groups:
-                topics = self._fetch(grp.group_id, grp.topics, stable, T, P)
-                groups.append(build(G, group_id=grp.group_id, topics=topics,
-                                    error_code=ErrorCode.none))
+                try:
+                    topics = self._fetch(grp.group_id, grp.topics, stable, T, P,
+                                         getattr(grp, "member_id", None),
+                                         getattr(grp, "member_epoch", -1))
+                    code = ErrorCode.none
+                except GroupError as e:  # a consumer group member at another epoch (v9+)
+                    topics, code = (), e.code
+                groups.append(build(G, group_id=grp.group_id, topics=topics, error_code=code))
             return build(R, throttle_time=ZERO, groups=tuple(groups))
         T = nested(R, "OffsetFetchResponseTopic")
         P = nested(R, "OffsetFetchResponsePartition")
         topics = self._fetch(req.group_id, req.topics, stable, T, P)
         return build(R, throttle_time=ZERO, topics=topics, error_code=ErrorCode.none)
 
-    def _fetch(self, group_id, topics, stable, T, P):
+    def _fetch(self, group_id, topics, stable, T, P, member_id=None, member_epoch=-1):
         by_id = has_field(T, "topic_id")
         unknown: list[Any] = []  # v10 entries whose topic id no topic has
         wanted: list[tuple[str, int]] | None = None
@@ -238,7 +244,8 @@ class GroupHandlers:
                     unknown.append(t)
                 else:
                     wanted.extend((name, p) for p in t.partition_indexes)
-        _err, rows = self.groups.fetch_offsets(group_id, wanted, stable) if wanted != [] else (None, [])
+        _err, rows = (self.groups.fetch_offsets(group_id, wanted, stable, member_id, member_epoch)
+                      if wanted != [] else (None, []))
         by_topic: dict[str, list] = {}
         for topic, partition, off, code in rows:
             by_topic.setdefault(topic, []).append(build(
@@ -287,12 +294,14 @@ class GroupHandlers:
         types = {s.lower() for s in getattr(req, "types_filter", ())}
         out = []
         for g in self.groups.list_groups():
-            if states and g.state.lower() not in states:
+            state = g.consumer.state if g.consumer is not None else g.state
+            if states and state.lower() not in states:
                 continue
-            if types and "classic" not in types:
+            if types and g.group_type not in types:
                 continue
-            out.append(build(L, group_id=g.group_id, protocol_type=g.protocol_type or "",
-                             group_state=g.state, group_type="classic"))
+            out.append(build(L, group_id=g.group_id,
+                             protocol_type="consumer" if g.consumer is not None else g.protocol_type or "",
+                             group_state=state, group_type=g.group_type))
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, groups=tuple(out))
 
     @answers
@@ -303,11 +312,12 @@ class GroupHandlers:
         out = []
         for gid in req.groups:
             g = self.groups.groups.get(gid)
-            if g is None:
+            if g is None or g.consumer is not None:
                 # v6 (KIP-1043) says so; older versions describe an unknown group as Dead.
                 missing = ctx.api_version >= 6
+                why = f"Group {gid} not found." if g is None else f"Group {gid} is not a classic group."
                 out.append(build(D, error_code=ErrorCode.group_id_not_found if missing else ErrorCode.none,
-                                 error_message=f"Group {gid} not found." if missing else None,
+                                 error_message=why if missing else None,
                                  group_id=gid, group_state="Dead",
                                  protocol_type="", protocol_data="", members=(),
                                  authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))

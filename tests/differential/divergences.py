@@ -68,6 +68,23 @@ def applicable(api_key: int) -> list[Divergence]:
 # the finalized levels of these features and checks the others are absent.
 FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version")
 #
+# KIP-848 consumer groups (tests/differential/test_consumer_groups.py compares the rest exactly):
+# - Membership is not written to __consumer_offsets (Kafka writes ConsumerGroupMetadata, member,
+#   target and current-assignment records): after a restart minibroker knows a consumer group's
+#   committed offsets but not its members, so a member's heartbeat is answered UNKNOWN_MEMBER_ID
+#   and the client rejoins at epoch 0 (where Kafka would have gone on at the member's epoch).
+# - Online migration between protocols (group.consumer.migration.policy, Kafka's default
+#   bidirectional) is not done: a classic JoinGroup into a consumer group with members is
+#   INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHeartbeat into a classic group with members is
+#   GROUP_ID_NOT_FOUND ("Group X is not a consumer group."), as Kafka answers with migration
+#   disabled. Empty groups of either kind convert, as in Kafka.
+# - The uniform assignor places partitions walking members and topics in sorted order; Kafka walks
+#   hash maps. Balance and stickiness are the same; which member gets the extra partition may
+#   differ, so the differential scripts compare uniform placements only where they are determined.
+# - A subscription regex is resolved at the group's next heartbeat; Kafka resolves it in the
+#   background and applies it at the first heartbeat after that — the same answers unless a
+#   heartbeat comes within the milliseconds the resolution takes.
+#
 # The finalized features epoch: Kafka reports its metadata image's offset, which any metadata
 # record moves (a topic created, a controller's no-op record); minibroker has no metadata log
 # and counts feature changes, persisted in the data dir. Both are ≥ 0 and never go back, and both

@@ -401,3 +401,45 @@ def test_eos_pipeline_java(broker_factory, tmp_path):
             used[api] = max(version, used.get(api, -1))
     # (OffsetFetch/OffsetCommit v10 name topics by id, which only the KIP-848 consumer sends.)
     assert used.get("Metadata") == 13 and used.get("Fetch", 0) >= 17 and used.get("OffsetFetch") == 9, used
+
+
+def test_eos_pipeline_java_kip848_transactions_v2(broker_factory, tmp_path):
+    """The same under kill -9 with today's protocols on both sides: the consumer in a KIP-848
+    group (group.protocol=consumer; the dead instance's member is fenced by the broker's session
+    timeout, 6 s here) and the producer on transactions v2 (the broker's default level), whose
+    sendOffsetsToTransaction carries the consumer's member epoch as generation."""
+    tc = java_client.java_toolchain()
+    classes = java_client.compile_drivers(tc)
+
+    def command(bootstrap, input_topic, output_topic, group, tid):
+        return java_client.driver_command(tc, classes, "EosPipeline",
+                                          [bootstrap, input_topic, output_topic, group, tid, 60, BATCH,
+                                           "consumer"])
+
+    factory = _KipBrokerFactory(broker_factory)
+    run = _pipeline_test(factory, tmp_path, "eos-java-848", command)
+    assert run.final_rc in (0, 143), f"EosPipeline exited with {run.final_rc} on SIGTERM\n{run.report()}"
+    used: dict[str, set[int]] = defaultdict(set)
+    for api, version, software in requests_seen(broker_factory.brokers[-1].log_text()):
+        if software == "apache-kafka-java":
+            used[api].add(version)
+    assert "ConsumerGroupHeartbeat" in used and "JoinGroup" not in used, dict(used)
+    assert max(used["EndTxn"]) == 5 and max(used["Produce"]) >= 12, dict(used)
+    assert "AddPartitionsToTxn" not in used and "AddOffsetsToTxn" not in used, dict(used)
+    assert max(used["TxnOffsetCommit"]) == 5, dict(used)
+
+
+class _KipBrokerFactory:
+    """broker_factory with the consumer group session and heartbeat shortened (the client may
+    not set them under group.protocol=consumer)."""
+
+    def __init__(self, factory) -> None:
+        self.factory = factory
+
+    def __call__(self, args):
+        return self.factory(list(args) + ["--group-consumer-session-timeout-ms", str(SESSION_TIMEOUT_MS),
+                                          "--group-consumer-heartbeat-interval-ms", "1000"])
+
+    @property
+    def brokers(self):
+        return self.factory.brokers

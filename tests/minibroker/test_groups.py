@@ -661,9 +661,12 @@ async def test_simple_commits_and_commit_errors(gb):
                                ("sc", 1): E.offset_metadata_too_large}
     assert fetched(await c.call(fetch_req("g-simple", [("sc", 0), ("sc", 1)]))) == {
         ("sc", 0): (8, -1, "", 0), ("sc", 1): (4, -1, "", 0)}
-    # a generation >= 0 for a group that does not exist: ILLEGAL_GENERATION
-    r = await c.call(commit_req("g-nonexistent", {("sc", 0): (1, -1, "")}, gen=3, member="m"))
+    # a generation >= 0 for a group that does not exist: ILLEGAL_GENERATION before v9, then
+    # GROUP_ID_NOT_FOUND (Kafka's OffsetMetadataManager.validateOffsetCommit)
+    r = await c.call(commit_req("g-nonexistent", {("sc", 0): (1, -1, "")}, gen=3, member="m", v=8))
     assert set(commit_codes(r).values()) == {E.illegal_generation}
+    r = await c.call(commit_req("g-nonexistent", {("sc", 0): (1, -1, "")}, gen=3, member="m"))
+    assert set(commit_codes(r).values()) == {E.group_id_not_found}
     lst = await c.call(rq.req(16, 4, states_filter=()))
     assert ("g-simple", "", "Empty") in {
         (g.group_id, g.protocol_type, g.group_state) for g in lst.groups}

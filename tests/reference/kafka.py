@@ -114,16 +114,16 @@ class KafkaReference:
 
     def __init__(self, properties: dict[str, str] | None = None, *, libs: Path | None = None,
                  startup_timeout: float = 120.0, stop_timeout: float = 30.0,
-                 transaction_version: int | None = 1, group_version: int | None = 0,
+                 transaction_version: int | None = 1, group_version: int | None = 1,
                  jvm_flags: list[str] | None = None):
         self.libs = libs or libs_dir()
         self.jvm_flags = list(JVM_FLAGS if jvm_flags is None else jvm_flags)
         self.extra = dict(properties or {})
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
-        # Format Kafka at the feature levels minibroker serves by default (minibroker/features.py),
-        # so both advertise and run the same protocol: transactions v1 (not KIP-890 part 2) and
-        # group.version 0 (classic groups only, no KIP-848). None: the release's default level.
+        # Format Kafka at the feature levels the differential pair runs (tests/reference/settings.py):
+        # transactions v1 (tests of v2 switch both to 2) and group.version 1 (KIP-848 consumer groups
+        # beside classic ones, Kafka 4's and minibroker's default). None: the release's default.
         self.transaction_version = transaction_version
         self.group_version = group_version
         self.work_dir: Path | None = None

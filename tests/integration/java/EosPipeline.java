@@ -1,7 +1,10 @@
 // Integration-test driver: the exactly-once consume-transform-produce loop of
 // examples/eos_pipeline.py, written with the stock Java client (kafka-clients).
 //
-//   java -cp <classes>:<jars> EosPipeline BOOTSTRAP INPUT OUTPUT GROUP TXN_ID IDLE_EXIT_SECONDS [BATCH_SIZE]
+//   java -cp <classes>:<jars> EosPipeline BOOTSTRAP INPUT OUTPUT GROUP TXN_ID IDLE_EXIT_SECONDS [BATCH_SIZE [GROUP_PROTOCOL]]
+//
+// GROUP_PROTOCOL is the consumer's group.protocol: classic (the default) or consumer (KIP-848, where the
+// session timeout and heartbeat interval are the broker's, so the client may not set them).
 //
 // A KafkaConsumer (group GROUP, subscribe(INPUT), isolation.level=read_committed, no auto commit) and a
 // transactional KafkaProducer (transactional.id TXN_ID). Per poll batch: beginTransaction, send every record
@@ -66,7 +69,7 @@ public final class EosPipeline {
     }
 
     EosPipeline(String bootstrap, String input, String output, String group, String txnId, long idleExitMs,
-                int batchSize) {
+                int batchSize, String groupProtocol) {
         this.input = input;
         this.output = output;
         this.idleExitMs = idleExitMs;
@@ -79,8 +82,11 @@ public final class EosPipeline {
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         cp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, Integer.toString(batchSize));
-        cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
-        cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, groupProtocol);
+        if (groupProtocol.equals("classic")) {
+            cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
+            cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+        }
         cp.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, "30000");
         cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
         cp.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
@@ -255,7 +261,8 @@ public final class EosPipeline {
         }
         int batch = args.length > 6 ? Integer.parseInt(args[6]) : 500;
         EosPipeline p = new EosPipeline(args[0], args[1], args[2], args[3], args[4],
-                                        (long) (Double.parseDouble(args[5]) * 1000), batch);
+                                        (long) (Double.parseDouble(args[5]) * 1000), batch,
+                                        args.length > 7 ? args[7] : "classic");
         CountDownLatch done = new CountDownLatch(1);
         Thread hook = new Thread(() -> {
             p.running = false;
