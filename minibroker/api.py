@@ -59,6 +59,3 @@ class Api:
     # Answers a Response, or an awaitable of one (a request that waits: a long poll, a join).
     handler: Handler
     decoder: Callable[[Any, int], Any] | None = None  # custom body decoder (body, version) -> request
-    # (feature, level): advertised in ApiVersions only while the feature is finalized at that
-    # level or above, as Kafka hides ConsumerGroupHeartbeat below group.version 1
-    feature: tuple[str, int] | None = None

@@ -100,7 +100,6 @@ class Dispatcher:
         return tuple(
             ApiVersion(api_key=int(a.key), min_version=a.min_version, max_version=a.max_version)
             for a in sorted(self.apis.values(), key=lambda a: a.key)
-            if a.feature is None or self.features.level(a.feature[0]) >= a.feature[1]
         )
 
     def _api_versions(self, ctx: RequestContext, request: Any) -> Response:

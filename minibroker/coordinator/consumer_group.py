@@ -28,8 +28,9 @@ partitions pending revocation past its rebalance timeout. A static member
 out, so a restarted instance takes its place without a rebalance.
 
 A subscription by regex uses RE2 syntax, as Kafka's RE2J: resolved against the topics (internal
-ones excluded) at the group's next heartbeat, as Kafka resolves it asynchronously, and again
-whenever topics change.
+ones excluded) right after the heartbeat that brought it (a deadline due at once, as Kafka
+resolves it off the request path: the group epoch moves, the next heartbeat gets the
+assignment), and again at the first heartbeat after topics changed.
 
 The group lives in the coordinator's shared ``groups`` dict as a
 :class:`~.group_model.Group` whose ``consumer`` holds this state, so committed offsets,
@@ -114,6 +115,7 @@ class ConsumerGroupState:
     topics_fingerprint: int | None = None
     last_assignment_ms: int | None = None
     regex_topics: dict[str, frozenset[str]] = field(default_factory=dict)
+    regex_pending: set[str] = field(default_factory=set)
     session: dict[str, Deadline] = field(default_factory=dict)
     rebalance: dict[str, Deadline] = field(default_factory=dict)
 
@@ -295,6 +297,12 @@ class ConsumerGroups:
                      state=str(after.state), assigned=_show(after.assigned),
                      revoking=_show(after.pending_revocation))
         self._arm_session_timeout(group_id, cg, member_id)
+        regex = after.subscribed_regex
+        if regex and regex not in cg.regex_topics and regex not in cg.regex_pending:
+            # Kafka resolves a new regex off the request path: the group epoch moves without a
+            # heartbeat, and the next heartbeat gets the assignment.
+            cg.regex_pending.add(regex)
+            self.timers.call_later(0, self._resolve_in_background, group_id)
         if is_new:
             log.info("consumer_group.member_joined", group_id=group_id, member_id=member_id,
                      instance_id=after.instance_id, member_epoch=after.member_epoch,
@@ -517,6 +525,7 @@ class ConsumerGroups:
         wanted = {m.subscribed_regex for m in cg.members.values() if m.subscribed_regex}
         for gone in set(cg.regex_topics) - wanted:
             del cg.regex_topics[gone]
+        cg.regex_pending &= wanted
         changed = False
         topics: list[str] | None = None
         for regex in sorted(wanted):
@@ -530,6 +539,18 @@ class ConsumerGroups:
                 changed = True
             cg.regex_topics[regex] = resolved
         return changed
+
+    def _resolve_in_background(self, group_id: str) -> None:
+        g = self.groups.get(group_id)
+        cg = g.consumer if g is not None else None
+        if cg is None or not cg.regex_pending:
+            return
+        cg.regex_pending.clear()
+        if self._resolve_regexes(cg, skip=None, refresh=False):
+            cg.group_epoch += 1
+            cg.subscription_metadata = self._subscription_metadata(cg)
+            log.info("consumer_group.epoch_bumped", group_id=group_id, group_epoch=cg.group_epoch,
+                     reason="regex resolved")
 
     def _maybe_assign(self, group_id: str, cg: ConsumerGroupState, now: int) -> None:
         if cg.group_epoch <= cg.assignment_epoch:

@@ -1,7 +1,9 @@
 """KIP-848 consumer groups on the wire: ConsumerGroupHeartbeat and ConsumerGroupDescribe.
 
-Both are served only while ``group.version`` is finalized at 1 or above, as Kafka 4 does:
-below it ApiVersions leaves them out and a request gets UNSUPPORTED_VERSION.
+Both work only while ``group.version`` is finalized at 1 or above; below it, as Kafka 4.4 does,
+ApiVersions still lists them and every request is answered UNSUPPORTED_VERSION (checked by
+tests/differential/test_consumer_groups.py), which clients report as the broker not supporting
+``group.protocol=consumer``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from minibroker_storage.manager import LogManager
 from ..api import Api, RequestContext
 from ..coordinator.consumer_group import ConsumerGroupError
 from ..coordinator.group import GroupCoordinator
-from ..features import GROUP_VERSION, Features
+from ..features import Features
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.group")
@@ -37,10 +39,9 @@ class ConsumerGroupHandlers:
         self.features = features
 
     def apis(self) -> list[Api]:
-        gate = (GROUP_VERSION.name, CONSUMER_PROTOCOL_LEVEL)
         return [
-            Api(ApiKey.ConsumerGroupHeartbeat, 0, 1, self.heartbeat, feature=gate),
-            Api(ApiKey.ConsumerGroupDescribe, 0, 1, self.describe, feature=gate),
+            Api(ApiKey.ConsumerGroupHeartbeat, 0, 1, self.heartbeat),
+            Api(ApiKey.ConsumerGroupDescribe, 0, 1, self.describe),
         ]
 
     def _enabled(self) -> bool:
@@ -50,8 +51,7 @@ class ConsumerGroupHandlers:
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         if not self._enabled():
-            return _refusal(R, ErrorCode.unsupported_version,
-                            "The new consumer group protocol is not enabled (group.version < 1).")
+            return _refusal(R, ErrorCode.unsupported_version, None)
         owned: dict[uuid.UUID, frozenset[int]] | None = None
         if req.topic_partitions is not None:
             owned = {}

@@ -1,4 +1,4 @@
-"""Switching a broker's finalized transaction.version at runtime, as an operator does with
+"""Switching a broker's finalized transaction.version (or group.version) at runtime, as an operator does with
 ``kafka-features.sh``: UpdateFeatures, then wait until the broker's ApiVersions shows the level
 (Kafka answers once its controller committed the change; its broker sees it a moment later)."""
 
@@ -18,16 +18,20 @@ def finalized(conn: Connection) -> dict[str, int]:
 
 
 def set_transaction_version(port: int, level: int, timeout: float = 15.0) -> None:
+    set_feature_level(port, "transaction.version", level, timeout)
+
+
+def set_feature_level(port: int, feature: str, level: int, timeout: float = 15.0) -> None:
     with Connection("127.0.0.1", port) as conn:
-        current = finalized(conn).get("transaction.version", 0)
+        current = finalized(conn).get(feature, 0)
         if current == level:
             return
-        key = part((UPDATE_FEATURES, 1), "FeatureUpdateKey", feature="transaction.version",
+        key = part((UPDATE_FEATURES, 1), "FeatureUpdateKey", feature=feature,
                    max_version_level=level, upgrade_type=UPGRADE if level > current else SAFE_DOWNGRADE,
                    allow_downgrade=False)
         answer = conn.call(req(UPDATE_FEATURES, 1, feature_updates=(key,), validate_only=False))
         assert answer.error_code == 0, answer
         deadline = time.monotonic() + timeout
-        while finalized(conn).get("transaction.version", 0) != level:
-            assert time.monotonic() < deadline, f"transaction.version {level} not visible on :{port}"
+        while finalized(conn).get(feature, 0) != level:
+            assert time.monotonic() < deadline, f"{feature} {level} not visible on :{port}"
             time.sleep(0.05)

@@ -21,7 +21,9 @@ import uuid
 
 import pytest
 
-from tests.reference.client import part, req
+from tests.reference.client import api_versions, part, req
+
+from .levels import set_feature_level
 
 HEARTBEAT, DESCRIBE = 68, 69
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS = 16, 15, 42
@@ -344,8 +346,34 @@ def test_regex_subscription(script):
     # RE2 syntax, matched against whole names: a class for t1's last character, t2 by name
     regex = f"{s.t('t1')[:-1]}[0-9a-f]|{s.t('t2')}"
     s.hb("regex join", "r1", names=None, regex=regex)
-    s.describe("regex not yet resolved")
+    # Both resolve it off the request path, within milliseconds: wait for that, then compare.
+    for side in s.pair.sides:
+        deadline = time.monotonic() + 10
+        while side.call(req(DESCRIBE, 1, group_ids=(s.group,),
+                            include_authorized_operations=False)).groups[0].group_epoch < 2:
+            assert time.monotonic() < deadline, f"{side.name}: the regex was never resolved"
+            time.sleep(0.02)
+    s.describe("regex resolved in the background, not yet assigned")
     time.sleep(INTERVAL)
     s.hb("regex resolved", "r1", 1)
     s.describe("regex resolved")
     s.hb("a regex matching nothing", "r2", group=_uid("cgx"), names=None, regex="^nomatch$")
+
+
+def test_group_version_0_refuses_the_consumer_protocol(script, differential_pair):
+    """At group.version 0 (UpdateFeatures, as kafka-features.sh downgrades it) both brokers still
+    list ConsumerGroupHeartbeat/ConsumerGroupDescribe in ApiVersions (Kafka 4.4 does, formatted at
+    0 or downgraded) and refuse them with UNSUPPORTED_VERSION; back at 1 a member joins again."""
+    s = script(t1=1)
+    pair = differential_pair
+    try:
+        for side in pair.sides:
+            set_feature_level(side.conn.address[1], "group.version", 0)
+        listed = [{k for k in api_versions(side.conn) if k in (HEARTBEAT, DESCRIBE)} for side in pair.sides]
+        assert listed == [{HEARTBEAT, DESCRIBE}] * 2, listed
+        s.hb("a heartbeat at group.version 0", "m1")
+        s.describe("a describe at group.version 0")
+    finally:
+        for side in pair.sides:
+            set_feature_level(side.conn.address[1], "group.version", 1)
+    s.hb("a heartbeat at group.version 1 again", "m1")
