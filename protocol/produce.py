@@ -2,13 +2,14 @@
 
 kio would copy every partition's records into a new ``bytes``; this decoder
 hands them out as memoryviews of the request frame, so a batch is copied once,
-into the segment. Layout from Kafka's ProduceRequest.json, v3-v12 (v9+
-flexible; v13 replaces topic names by ids and is not decoded here).
+into the segment. Layout from Kafka's ProduceRequest.json, v3-v13 (v9+
+flexible; v13 names each topic by its id instead of its name, KIP-516).
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from .header import HeaderError, read_uvarint, skip_tagged_fields
@@ -18,8 +19,9 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 MIN_VERSION = 3
-MAX_VERSION = 12
+MAX_VERSION = 13
 FLEXIBLE_FROM = 9
+TOPIC_IDS_FROM = 13
 
 
 class ProduceDecodeError(Exception):
@@ -34,8 +36,9 @@ class ProducePartition:
 
 @dataclass(slots=True)
 class ProduceTopic:
-    name: str
+    name: str  # "" from v13 until the broker resolves topic_id
     partitions: list[ProducePartition]
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(slots=True)
@@ -119,14 +122,22 @@ def _decode_flexible(body, version: int) -> ProduceRequest:
     if ntopics < 0 or ntopics > len(body):
         raise ProduceDecodeError("invalid topic count")
     topics = []
+    by_id = version >= TOPIC_IDS_FROM
     for _ in range(ntopics):
-        nlen, pos = read_uvarint(body, pos)
-        if nlen == 0:
-            raise ProduceDecodeError("null topic name")
-        end = pos + nlen - 1
-        _check(body, end)
-        name = bytes(body[pos:end]).decode()
-        pos = end
+        topic_id = None
+        if by_id:
+            _check(body, pos + 16)
+            topic_id = uuid.UUID(bytes=bytes(body[pos:pos + 16]))
+            name = ""
+            pos += 16
+        else:
+            nlen, pos = read_uvarint(body, pos)
+            if nlen == 0:
+                raise ProduceDecodeError("null topic name")
+            end = pos + nlen - 1
+            _check(body, end)
+            name = bytes(body[pos:end]).decode()
+            pos = end
         nparts, pos = read_uvarint(body, pos)
         nparts -= 1
         if nparts < 0 or nparts > len(body):
@@ -145,7 +156,7 @@ def _decode_flexible(body, version: int) -> ProduceRequest:
             pos = skip_tagged_fields(body, pos)
             parts.append(ProducePartition(index, records))
         pos = skip_tagged_fields(body, pos)
-        topics.append(ProduceTopic(name, parts))
+        topics.append(ProduceTopic(name, parts, topic_id))
     pos = skip_tagged_fields(body, pos)
     if pos != len(body):
         raise ProduceDecodeError(f"{len(body) - pos} trailing bytes")

@@ -45,27 +45,36 @@ class ProduceHandlers:
 
     def apis(self) -> list[Api]:
         # v12 is v11 whose transactional batches join their transaction implicitly
-        # (transactions v2, KIP-890); v13 names topics by id.
-        return [Api(ApiKey.Produce, wire.MIN_VERSION, 12, self.produce, decoder=wire.decode_produce)]
+        # (transactions v2, KIP-890); v13 names topics by id (KIP-516).
+        return [Api(ApiKey.Produce, wire.MIN_VERSION, wire.MAX_VERSION, self.produce,
+                    decoder=wire.decode_produce)]
 
     def produce(self, ctx: RequestContext, req: wire.ProduceRequest) -> Response:
         acks = req.acks
-        results: list[tuple[str, list[PartitionResult]]] = []
+        results: list[tuple[wire.ProduceTopic, list[PartitionResult]]] = []
         any_error = False
         if acks not in (0, 1, -1):
             for t in req.topics:
-                results.append((t.name, [(p.index, ErrorCode.invalid_required_acks, -1, -1,
-                                           "Invalid required acks") for p in t.partitions]))
+                results.append((t, [(p.index, ErrorCode.invalid_required_acks, -1, -1,
+                                     "Invalid required acks") for p in t.partitions]))
             any_error = True
         else:
             for t in req.topics:
                 parts = []
+                name: str | None = t.name
+                if t.topic_id is not None:
+                    info = self.logs.topic_by_id(t.topic_id)
+                    name = info.name if info is not None else None
                 for p in t.partitions:
-                    res = self._append(t.name, p, implicit_add=ctx.api_version >= 12)
+                    if name is None:
+                        res: PartitionResult = (p.index, ErrorCode.unknown_topic_id, -1, -1,
+                                                "This server does not host this topic ID.")
+                    else:
+                        res = self._append(name, p, implicit_add=ctx.api_version >= 12)
                     if res[1] != ErrorCode.none:
                         any_error = True
                     parts.append(res)
-                results.append((t.name, parts))
+                results.append((t, parts))
         if acks == 0:
             if any_error:
                 # Kafka closes the connection so an acks=0 producer notices (KafkaApis.handleProduceRequest).
@@ -76,7 +85,7 @@ class ProduceHandlers:
         P = nested(R, "PartitionProduceResponse")
         E = nested(R, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
         topics = []
-        for name, parts in results:
+        for t, parts in results:
             entries = []
             for index, error, base_offset, log_start, message in parts:
                 # The code this request version understands (TRANSACTION_ABORTABLE since v11).
@@ -90,7 +99,7 @@ class ProduceHandlers:
                     record_errors=record_errors,
                     error_message=message if error != ErrorCode.none else None,
                 ))
-            topics.append(build(T, name=name, partition_responses=tuple(entries)))
+            topics.append(build(T, name=t.name, topic_id=t.topic_id, partition_responses=tuple(entries)))
         return Response.of(ctx.correlation_id,
                            build(R, responses=tuple(topics), throttle_time=ZERO))
 

@@ -157,3 +157,27 @@ def test_offset_commit_and_fetch_v10_by_topic_id(differential_pair, topic):
     for side, answer in zip(pair.sides, (k, m)):
         ids = [t.topic_id for t in answer.groups[0].topics]
         assert ids[0] == side.topic_ids[topic], (side.name, ids)
+
+
+def test_produce_v13_by_topic_id(differential_pair, topic):
+    """Produce v13 (KIP-516) names topics by id: a batch to the topic's id, and one to an id no
+    topic has (UNKNOWN_TOPIC_ID), answered per topic id."""
+    pair = differential_pair
+    _served(pair, PRODUCE, 13)
+    from minibroker_protocol.records import build_batch
+
+    batch = build_batch([(None, b"v13-%d" % i) for i in range(2)])
+    unknown = uuid.uuid4()
+    base = (PRODUCE, 13)
+
+    def make(s):
+        return req(PRODUCE, 13, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10),
+                   topic_data=tuple(part(base, "TopicProduceData", topic_id=tid, partition_data=(
+                       part(base, "PartitionProduceData", index=1, records=batch),))
+                       for tid in (s.topic_ids[topic], unknown)))
+
+    answers = pair.both(make)
+    for s, r in zip(pair.sides, answers):
+        assert r.responses[0].topic_id == s.topic_ids[topic], (s.name, r)
+        assert r.responses[1].topic_id == unknown, (s.name, r)
+    pair.check("Produce v13", answers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import uuid
 import struct
 
 import pytest
@@ -60,12 +61,17 @@ def kio_request(version, transactional_id, acks, timeout_ms, topics):
         acks=acks,
         timeout=datetime.timedelta(milliseconds=timeout_ms),
         topic_data=tuple(
-            Topic(name=name, partition_data=tuple(
+            Topic(**_topic_key(version, name), partition_data=tuple(
                 Partition(index=index, records=records) for index, records in parts
             ))
             for name, parts in topics
         ),
     )
+
+
+def _topic_key(version: int, name: str) -> dict:
+    # v13 names a topic by its id (KIP-516): a test id made from the name
+    return {"topic_id": uuid.uuid5(uuid.NAMESPACE_DNS, name)} if version >= 13 else {"name": name}
 
 
 def check_decoded(req: ProduceRequest, body: memoryview, version, transactional_id, acks,
@@ -78,7 +84,10 @@ def check_decoded(req: ProduceRequest, body: memoryview, version, transactional_
     assert len(req.topics) == len(topics)
     for got, (name, parts) in zip(req.topics, topics):
         assert isinstance(got, ProduceTopic)
-        assert got.name == name
+        if version >= 13:
+            assert (got.name, got.topic_id) == ("", uuid.uuid5(uuid.NAMESPACE_DNS, name))
+        else:
+            assert (got.name, got.topic_id) == (name, None)
         assert len(got.partitions) == len(parts)
         for gp, (index, records) in zip(got.partitions, parts):
             assert isinstance(gp, ProducePartition)
@@ -291,12 +300,13 @@ def _tags(fields) -> bytes:
     return out
 
 
-def flexible_body(tid, acks, timeout_ms, topics, tags=()) -> bytes:
+def flexible_body(tid, acks, timeout_ms, topics, tags=(), version=12) -> bytes:
     tags = list(tags)
     out = _compact_str(tid) + struct.pack(">hi", acks, timeout_ms)
     out += write_uvarint(len(topics) + 1)
     for name, parts in topics:
-        out += _compact_str(name) + write_uvarint(len(parts) + 1)
+        key = (uuid.uuid5(uuid.NAMESPACE_DNS, name).bytes if version >= 13 else _compact_str(name))
+        out += key + write_uvarint(len(parts) + 1)
         for index, records in parts:
             out += struct.pack(">i", index)
             out += b"\x00" if records is None else write_uvarint(len(records) + 1) + records
@@ -310,7 +320,7 @@ TOPICS_FOR_TAGS = [("a", [(0, BATCHES[0]), (5, None)]), ("b", [(1, BATCHES[1])])
 
 @pytest.mark.parametrize("version", FLEXIBLE)
 def test_reference_encoder_matches_kio(version):
-    ref = flexible_body("tx", -1, 1500, TOPICS_FOR_TAGS)
+    ref = flexible_body("tx", -1, 1500, TOPICS_FOR_TAGS, version=version)
     assert ref == codec.encode_body(kio_request(version, "tx", -1, 1500, TOPICS_FOR_TAGS))
 
 
@@ -320,7 +330,7 @@ def test_reference_encoder_matches_kio(version):
     [[(0, b"")], [(1, b"abc"), (200, b"\x00" * 130)], [(2**20, b"\xff\xff")]],
 )
 def test_unknown_tagged_fields_are_skipped(version, tags):
-    body = memoryview(flexible_body("tx", -1, 1500, TOPICS_FOR_TAGS, tags))
+    body = memoryview(flexible_body("tx", -1, 1500, TOPICS_FOR_TAGS, tags, version=version))
     req = decode_produce(body, version)
     check_decoded(req, body, version, "tx", -1, 1500, TOPICS_FOR_TAGS)
 
@@ -350,6 +360,6 @@ def test_flexible_malformed(version, body):
 
 
 def test_version_constants():
-    assert (MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM) == (3, 12, 9)
+    assert (MIN_VERSION, MAX_VERSION, FLEXIBLE_FROM) == (3, 13, 9)
     for v in VERSIONS:
         assert load_request_schema(0, v).__flexible__ == (v >= FLEXIBLE_FROM)
