@@ -27,12 +27,15 @@ class Response:
 
     chunks: Sequence[bytes | bytearray | memoryview]
     size: int  # bytes in ``chunks``; -1 when nothing is sent
+    # The kio entity it was encoded from (None for hand-encoded answers): the request log
+    # reads its error code; a reference, no copy.
+    entity: Any = None
 
     @classmethod
     def of(cls, correlation_id: int, entity: Any) -> Response:
         """A kio response entity, encoded with its response header."""
         data = codec.encode_response(correlation_id, entity)
-        return cls((data,), len(data))
+        return cls((data,), len(data), entity)
 
     @classmethod
     def encoded(cls, chunks: Sequence[bytes | bytearray | memoryview], size: int) -> Response:

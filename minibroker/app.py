@@ -11,12 +11,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from minibroker_storage.errors import StorageError
 
 from .broker import Broker
+from .clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .config import Config, FsyncPolicy
 from .crash_points import CrashPoints
 from .dispatch import Dispatcher
@@ -36,7 +38,7 @@ from .server import Acceptor, KafkaConnection, RequestMemory
 log = structlog.get_logger("minibroker")
 
 
-def build_dispatcher(broker: Broker) -> Dispatcher:
+def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Dispatcher:
     """Every handler family, each handed the broker's parts it uses (the broker owns them)."""
     logs = broker.logs
     txn = broker.txn_coordinator
@@ -48,7 +50,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
     families = (
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
-                        max_message_bytes=broker.max_message_bytes),
+                        max_message_bytes=broker.max_message_bytes, crash=broker.crash_points),
         FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
                          create_topic=broker.create_topic, endpoint=endpoint),
@@ -62,7 +64,8 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features),
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
-    d = Dispatcher(broker.features, broker.request_counts)
+    d = Dispatcher(broker.features, broker.request_counts, injector=injector,
+                   request_log=request_log, node_id=broker.node_id)
     for family in families:
         for api in family.apis():
             d.register(api)
@@ -75,6 +78,7 @@ class RunningBroker:
     servers: list[Acceptor]
     listeners: tuple[BoundListener, ...]
     connections: set = field(default_factory=set)
+    control: Any = None  # control.http.ControlPlane, with --control-listener
 
     @property
     def port(self) -> int:
@@ -84,6 +88,8 @@ class RunningBroker:
     async def close(self) -> None:
         log.info("broker.stopping", connections=len(self.connections))
         self.broker.request_counts.log_table()
+        if self.control is not None:
+            await self.control.close()
         for server in self.servers:
             server.close()
         for conn in list(self.connections):
@@ -157,8 +163,19 @@ def _bound_sockets(host: str, port: int) -> list[socket.socket]:
 
 async def start(config: Config) -> RunningBroker:
     # The one place the test-only crash hooks are read from the environment.
-    broker = Broker(config, crash_points=CrashPoints.from_env())
-    dispatcher = build_dispatcher(broker)
+    crash_points = CrashPoints.from_env()
+    controlled = config.control_listener is not None or config.clock == "virtual"
+    clock: Clock = ControlledClock(config.clock == "virtual") if controlled else SYSTEM_CLOCK
+    injector = request_log = None
+    if config.control_listener is not None or config.faults is not None:
+        from .faults.actions import Injector
+        from .faults.rules import FaultBook, read_rules_file
+        injector = Injector(FaultBook(read_rules_file(config.faults) if config.faults else ()))
+    if config.control_listener is not None:
+        from .request_log import RequestLog
+        request_log = RequestLog(broker=config.node_id)
+    broker = Broker(config, clock=clock, crash_points=crash_points)
+    dispatcher = build_dispatcher(broker, injector=injector, request_log=request_log)
     connections: set[KafkaConnection] = set()
     # One budget for every listener's connections, as Kafka's SocketServer has one pool.
     memory = RequestMemory(config.queued_max_request_bytes)
@@ -189,10 +206,33 @@ async def start(config: Config) -> RunningBroker:
         raise
     everything = tuple(bound)
     broker.set_bound_port(bound[0].port)
+    control = None
+    if config.control_listener is not None:
+        assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
+        control = await _start_control(config.control_listener, broker, clock, injector, request_log)
     broker.start_background()
+    # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
+    crash_points.arm(injector.book if injector is not None else None)
     for server in servers:
         await server.start_serving()
-    return RunningBroker(broker, servers, everything, connections)
+    return RunningBroker(broker, servers, everything, connections, control)
+
+
+async def _start_control(address: tuple[str, int], broker: Broker, clock: ControlledClock,
+                         injector: Any, request_log: Any) -> Any:
+    from .control.http import ControlPlane
+    host, port = address
+    sock = _listening_socket(host, port)
+    socks = [sock] if sock is not None else _bound_sockets(host, port)
+    for extra in socks[1:]:
+        extra.close()
+    plane = ControlPlane(node_id=broker.node_id, clock=clock, injector=injector,
+                         request_log=request_log, counts=broker.request_counts,
+                         clock_advanced=broker.clock_advanced)
+    await plane.start(socks[0])
+    log.info("control.listening", host=host, port=plane.port, clock="virtual" if clock.virtual else "system",
+             faults=len(injector.book.rules))
+    return plane
 
 
 def _write_ready_file(path: Path, listeners: tuple[BoundListener, ...]) -> None:

@@ -37,7 +37,7 @@ from .coordinator.consumer_group import ConsumerGroupSettings, TopicView
 from .coordinator.group import GroupCoordinator
 from .coordinator.group_store import BrokerOffsetsTopic
 from .coordinator.transaction import TransactionCoordinator
-from .crash_points import NO_CRASH_POINTS, CrashPoints
+from .crash_points import CrashPoints
 from .features import load_features
 from .fetch_waiters import FetchWaiters
 from .request_counts import RequestCounts
@@ -49,11 +49,14 @@ INTERNAL_SEGMENT_BYTES = 100 * 1024 * 1024
 
 class Broker:
     def __init__(self, config: Config, *, clock: Clock = SYSTEM_CLOCK,
-                 crash_points: CrashPoints = NO_CRASH_POINTS) -> None:
+                 crash_points: CrashPoints | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         self.host, self.port = config.advertised(config.port)
         self.clock = clock
+        # Its own: the points are armed (and given the fault book) once this broker serves.
+        crash_points = crash_points if crash_points is not None else CrashPoints()
+        self.crash_points = crash_points
         config.data_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
@@ -184,6 +187,21 @@ class Broker:
 
     async def wait_for_append(self, partitions: list[tuple[str, int]], timeout: float) -> None:
         await self.fetch_waiters.wait(partitions, timeout)
+
+    # -- the control plane's clock -------------------------------------------------------
+    def clock_advanced(self, by_ms: float) -> dict[str, int]:
+        """The clock jumped: run now what the background loops would have run had that time
+        passed (group session and rebalance deadlines, transaction timeouts, transactional-id
+        and producer-id expiration, retention), so a test need not wait for their intervals."""
+        now = self.clock.wall_ms()
+        self.group_coordinator.poll()
+        aborted = self.txn_coordinator.abort_timed_out(now)
+        expired_ids = self.txn_coordinator.expire_ids(now)
+        expired_producers = self.logs.expire_producers(now)
+        deleted = self.logs.apply_retention(now)
+        return {"transactions_aborted": aborted, "transactional_ids_expired": expired_ids,
+                "producers_expired": expired_producers,
+                "segments_deleted": deleted}
 
     # -- background work and shutdown --------------------------------------------------
     def start_background(self) -> None:

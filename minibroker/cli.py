@@ -18,12 +18,16 @@ TOOLS = {
     "health": ("minibroker.health", "main"),
     "audit": ("minibroker.spark.audit", "main"),
     "scrub": ("minibroker.scrub_cli", "main"),
+    "faults": ("minibroker.control.cli", "faults_main"),
+    "clock": ("minibroker.control.cli", "clock_main"),
+    "requests": ("minibroker.control.cli", "requests_main"),
 }
 SUBCOMMANDS = ("serve", *TOOLS)
 
 USAGE = """\
 minibroker [serve] [OPTIONS] [server.properties]
        minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
+       minibroker {faults,clock,requests} ... --control HOST:PORT
        minibroker --version"""
 
 DESCRIPTION = """\
@@ -35,7 +39,10 @@ commands:
   dump-log    print a segment, index or snapshot the way kafka-dump-log.sh does
   health      one ApiVersions round trip; exit 0 when a broker answers
   audit       check a data directory for exactly-once violations (needs the [spark] extra)
-  scrub       verify the checksums of every segment in a data directory"""
+  scrub       verify the checksums of every segment in a data directory
+  faults      add, list, release and clear fault rules of a running broker (--control-listener)
+  clock       advance a running broker's clock (transaction and session timeouts fire)
+  requests    the requests a running broker served: API, version, client, latency, error"""
 
 EPILOG = """\
 Every option can also be set by the environment variable named after it (MINIBROKER_PORT=9093),

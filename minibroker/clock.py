@@ -58,4 +58,44 @@ class ManualClock:
         self._monotonic += ms / 1000.0
 
 
+class ControlledClock:
+    """The clock an operator moves over the control plane (``minibroker clock advance``).
+
+    ``virtual``: time stands still from start-up and moves only when advanced, so what a test
+    provokes happens exactly when it says. Otherwise the system clock plus every advance so
+    far: time runs as usual and jumps on demand. Either way it never goes back.
+    """
+
+    __slots__ = ("virtual", "_offset_ms", "_wall0", "_mono0", "_base")
+
+    def __init__(self, virtual: bool, base: Clock | None = None) -> None:
+        self._base = base if base is not None else SystemClock()
+        self.virtual = virtual
+        self._offset_ms = 0.0
+        self._wall0 = self._base.wall_ms()
+        self._mono0 = self._base.monotonic()
+
+    @property
+    def offset_ms(self) -> float:
+        """How far this clock is ahead of the real one."""
+        if not self.virtual:
+            return self._offset_ms
+        return self.wall_ms() - self._base.wall_ms()
+
+    def wall_ms(self) -> int:
+        if self.virtual:
+            return self._wall0 + int(self._offset_ms)
+        return self._base.wall_ms() + int(self._offset_ms)
+
+    def monotonic(self) -> float:
+        if self.virtual:
+            return self._mono0 + self._offset_ms / 1000.0
+        return self._base.monotonic() + self._offset_ms / 1000.0
+
+    def advance(self, ms: float) -> None:
+        if ms < 0:
+            raise ValueError("a clock does not go back")
+        self._offset_ms += ms
+
+
 SYSTEM_CLOCK = SystemClock()

@@ -107,6 +107,10 @@ class Config:
     listeners: tuple[Listener, ...] = ()
     ready_file: Path | None = None
     ephemeral: bool = False
+    # The control plane (fault injection, clock, request log): off unless a listener is set.
+    control_listener: tuple[str, int] | None = None
+    clock: str = "system"
+    faults: Path | None = None
 
     def effective_listeners(self) -> tuple[Listener, ...]:
         if self.listeners:
@@ -196,6 +200,16 @@ def _fsync(text: str) -> FsyncPolicy:
 
 
 _PORT = _int(0, 65535)
+
+
+def _control_address(text: str) -> tuple[str, int]:
+    """HOST:PORT or PORT (loopback); [::1]:PORT for an IPv6 address."""
+    text = text.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "127.0.0.1"
+    return host, _PORT(port)
 
 
 @dataclass(frozen=True)
@@ -322,6 +336,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("--group-version", _int(0, GROUP_VERSION.max_supported), _D.group_version,
            f"finalize the group.version feature at this level at start-up (0-{GROUP_VERSION.max_supported}; "
            f"default: the level UpdateFeatures last set, else {GROUP_VERSION.default_level})"),
+    Option("--control-listener", _control_address, None,
+           "serve the control plane (fault rules, the clock, the request log: HTTP JSON) on "
+           "HOST:PORT; a bare PORT listens on 127.0.0.1; off unless set", metavar="HOST:PORT"),
+    Option("--clock", _choice("system", "virtual"), _D.clock,
+           "'virtual': the broker's time stands still and moves only when advanced over the "
+           "control plane (minibroker clock advance 90s); 'system': real time, which the control "
+           "plane may still move ahead"),
+    Option("--faults", _path, None,
+           "load fault rules from this JSON file at start-up ({\"rules\": [...]}, as POST "
+           "/v1/faults takes them), for a reproducible run; needs --control-listener to change "
+           "them later", metavar="FILE"),
     Option("--scrub-bytes-per-sec", _int(0), _D.scrub_bytes_per_sec,
            "verify the checksums of closed segments in the background at this many bytes per "
            "second; 0 turns the background scrub off"),

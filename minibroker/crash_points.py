@@ -1,12 +1,16 @@
-"""Test-only fault hooks, handed to the coordinators by the wiring.
+"""Named points of the broker's work where a crash rule may kill it, handed to the
+coordinators and the produce path by the wiring.
 
 Crash tests make the broker SIGKILL itself at a named step of EndTxn
-(``txn.after_prepare``, ``txn.after_first_marker``, ``txn.before_complete``) to prove
-the roll-forward at start-up, and lower the coordinator snapshot interval to a few
-records. Nothing in the product reads the environment for these: the broker process
-builds one ``CrashPoints`` at start-up (:meth:`from_env`, called only by
-``minibroker/app.py``) and passes it down; in-process tests pass their own. The
-fault-injection issue replaces the environment with a proper interface.
+(``txn.after_prepare``, ``txn.after_first_marker``, ``txn.before_complete``) or of Produce
+(``produce.after_append``: the batch is in the log, the answer not sent) to prove the
+roll-forward at start-up. The points fire for the ``crash`` rules of the fault book
+(minibroker/faults/rules.py: over the control plane or from ``--faults FILE``; the test
+handle's ``MiniBroker(crash_at=...)`` writes such a file). The one test hook still read from
+the environment (only by ``minibroker/app.py``, through :meth:`from_env`) lowers the
+coordinator snapshot interval to a few records. Points fire only
+once the broker serves (:meth:`arm`): the roll-forward of a prepared transaction at start-up
+passes the same steps, and a broker that killed itself there could never start again.
 """
 
 from __future__ import annotations
@@ -15,19 +19,30 @@ import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
-log = structlog.get_logger("minibroker.fault_injection")
+if TYPE_CHECKING:
+    from .faults.rules import FaultBook
 
-CRASH_AT_VARIABLE = "MINIBROKER_CRASH_AT"
+log = structlog.get_logger("minibroker.faults")
+
 SNAPSHOT_RECORDS_VARIABLE = "MINIBROKER_TEST_SNAPSHOT_RECORDS"
 
 
-@dataclass(frozen=True)
+@dataclass
 class CrashPoints:
-    crash_at: str = ""
     snapshot_records: int | None = None  # None: the product's interval
+    faults: FaultBook | None = None
+    armed: bool = False
+    # The transaction whose markers are being written (the marker writer does not know it).
+    current_txn: str | None = None
+
+    def arm(self, faults: FaultBook | None = None) -> None:
+        if faults is not None:
+            self.faults = faults
+        self.armed = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> CrashPoints:
@@ -41,12 +56,20 @@ class CrashPoints:
             if records is None:
                 log.warning("snapshot.test_hook_ignored", variable=SNAPSHOT_RECORDS_VARIABLE,
                             value=raw, reason="not a positive integer")
-        return cls(environ.get(CRASH_AT_VARIABLE, ""), records)
+        return cls(records)
 
-    def hit(self, point: str) -> None:
-        """Die here, as a kill -9 would, if the test asked for this point."""
-        if self.crash_at == point:
-            log.warning("fault_injection.crash", point=point)
+    def hit(self, point: str, transactional_id: str | None = None, topic: str | None = None,
+            partition: int | None = None) -> None:
+        """Die here, as a kill -9 would, if a crash rule asks for this point."""
+        if not self.armed:
+            return
+        if self.faults is None or not self.faults:
+            return
+        rule = self.faults.at_point(point, transactional_id or self.current_txn, topic, partition)
+        if rule is not None:
+            log.warning("fault.crash", id=rule.id, point=point, transactional_id=transactional_id
+                        or self.current_txn, topic=topic, partition=partition, pid=os.getpid(),
+                        reason="a crash rule fired: the broker kills itself as kill -9 would")
             os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -9,8 +9,10 @@ unsupported version or unparsable body closes the connection.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -23,6 +25,10 @@ from minibroker_protocol.header import HeaderError, peek_header, read_request_he
 from .api import Answer, Api, RequestContext, Response
 from .features import Features
 from .request_counts import UNKNOWN, RequestCounts
+
+if TYPE_CHECKING:
+    from .faults.actions import Injector
+    from .request_log import RequestLog, RequestRecord
 
 __all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
@@ -43,10 +49,16 @@ class Disconnect(Exception):
 
 
 class Dispatcher:
-    def __init__(self, features: Features | None = None, counts: RequestCounts | None = None) -> None:
+    def __init__(self, features: Features | None = None, counts: RequestCounts | None = None,
+                 *, injector: Injector | None = None, request_log: RequestLog | None = None,
+                 node_id: int = 1) -> None:
         self.apis: dict[int, Api] = {}
         self.features = features if features is not None else Features()
         self.counts = counts if counts is not None else RequestCounts()
+        # Both only with the control plane on: without them a request costs nothing more.
+        self.injector = injector
+        self.request_log = request_log
+        self.node_id = node_id
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:
@@ -90,9 +102,70 @@ class Dispatcher:
             # per connection too). Malformed names are refused by the handler, and counted as sent.
             connection.client_software = (request.client_software_name or UNKNOWN,
                                           request.client_software_version or UNKNOWN)
-        self.counts.count(api_key, version, getattr(connection, "client_software", _UNKNOWN_SOFTWARE),
-                          header.client_id)
-        return api.handler(ctx, request)
+        software = getattr(connection, "client_software", _UNKNOWN_SOFTWARE)
+        self.counts.count(api_key, version, software, header.client_id)
+        if self.request_log is None and not (self.injector is not None and self.injector.book):
+            return api.handler(ctx, request)
+        return self._observed(api, ctx, request, software)
+
+    # -- with the control plane: recorded, and open to fault rules -------------------------
+    def _observed(self, api: Api, ctx: RequestContext, request: Any, software: tuple[str, str]) -> Answer:
+        from .faults import subjects
+        from .faults.rules import RequestFacts
+
+        txn_ids = subjects.transactional_ids(ctx.api_key, request)
+        groups = subjects.groups(ctx.api_key, request)
+        tps = subjects.topic_partitions(request)
+        record = None
+        if self.request_log is not None:
+            record = self.request_log.begin(ctx, software, txn_ids, groups, {t for t, _ in tps})
+        rule = None
+        injector = self.injector
+        if injector is not None and injector.book:
+            rule = injector.book.decide(RequestFacts(
+                ctx.api_key, ctx.api_version, ctx.client_id, software[0], txn_ids, groups, tps,
+                self.node_id))
+        try:
+            if rule is not None:
+                assert injector is not None  # a rule comes from its book
+                if record is not None:
+                    record.fault = rule.id
+                answer = injector.apply(rule, lambda: api.handler(ctx, request), ctx, request)
+            else:
+                answer = api.handler(ctx, request)
+        except Disconnect:
+            if record is not None:
+                self._finish(record, None, "disconnected")
+            raise
+        if record is None:
+            return answer
+        if isinstance(answer, Response):
+            self._finish(record, answer)
+            return answer
+        return self._observe(record, answer)
+
+    async def _observe(self, record: RequestRecord, answer: Awaitable[Response]) -> Response:
+        try:
+            response = await answer
+        except Disconnect:
+            self._finish(record, None, "disconnected")
+            raise
+        except asyncio.CancelledError:
+            self._finish(record, None, "cancelled")
+            raise
+        self._finish(record, response)
+        return response
+
+    @staticmethod
+    def _finish(record: RequestRecord, response: Response | None, outcome: str | None = None) -> None:
+        from .request_log import RequestLog, first_error
+        if response is None:
+            RequestLog.finish(record, outcome or "disconnected")
+        elif response.silent:
+            RequestLog.finish(record, "no_answer")
+        else:
+            RequestLog.finish(record, "answered",
+                              first_error(response.entity) if response.entity is not None else None)
 
     # -- ApiVersions -----------------------------------------------------------
     def _api_keys(self, cls: Any) -> tuple[Any, ...]:

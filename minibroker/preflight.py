@@ -81,4 +81,12 @@ def problems(config: Config) -> list[str]:
         out.append(check_data_dir(config.data_dir))
     if config.ready_file is not None:
         out.append(check_ready_file(config.ready_file))
+    if config.control_listener is not None:
+        out.append(check_listen_host("--control-listener", config.control_listener[0]))
+    if config.faults is not None:
+        from .faults.rules import FaultError, read_rules_file
+        try:
+            read_rules_file(config.faults)
+        except FaultError as e:
+            out.append(str(e))
     return [p for p in out if p]

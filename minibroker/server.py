@@ -163,6 +163,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Why reading is paused: "write" (the client does not read its answers) and/or
         # "memory" (a frame waits for the request budget). Reading resumes when both clear.
         self.paused: set[str] = set()
+        # A fault rule dropped an answer: the connection stays open but reads and answers
+        # nothing more, as across a partition, until the client gives up on it.
+        self.muted = False
+
+    def mute(self, why: str) -> None:
+        if self.muted or self.closed:
+            return
+        self.muted = True
+        log.info("connection.muted", conn=self.conn_id, peer=self.peer, reason=why)
+        self._pause("fault")
 
     # -- asyncio callbacks -------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -323,7 +333,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _write(self, response: Response) -> None:
         chunks, size = response.chunks, response.size
-        if self.closed:
+        if self.closed or self.muted:
             return
         assert self.transport is not None  # answers only follow requests, read after connection_made
         if len(chunks) == 1:

@@ -415,14 +415,18 @@ class TransactionMachine:
         if meta.state != TxnState.ONGOING and meta.start_ms < 0:
             changes["start_ms"] = self.clock.wall_ms()  # an empty abort starts and ends now
         self._persist(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, **changes)
-        self.crash.hit("txn.after_prepare")
+        self.crash.hit("txn.after_prepare", meta.transactional_id)
         self._complete(meta, reason=reason)
 
     def _complete(self, meta: TxnMetadata, reason: str = "roll forward") -> None:
         commit = meta.state == TxnState.PREPARE_COMMIT
-        errors = self.markers(meta.producer_id, meta.producer_epoch, commit,
-                                    COORDINATOR_EPOCH, sorted(meta.partitions))
-        self.crash.hit("txn.before_complete")
+        self.crash.current_txn = meta.transactional_id
+        try:
+            errors = self.markers(meta.producer_id, meta.producer_epoch, commit,
+                                  COORDINATOR_EPOCH, sorted(meta.partitions))
+        finally:
+            self.crash.current_txn = None
+        self.crash.hit("txn.before_complete", meta.transactional_id)
         failed = {tp: e for tp, e in errors.items() if e != ErrorCode.none}
         duration = self.clock.wall_ms() - meta.start_ms if meta.start_ms > 0 else -1
         count = len(meta.partitions)

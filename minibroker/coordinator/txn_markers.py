@@ -55,5 +55,5 @@ class MarkerWriter:
                 continue
             out[(topic, partition)] = ErrorCode.none
             self.marker_written(topic, partition, pid, commit)
-            self.crash.hit("txn.after_first_marker")
+            self.crash.hit("txn.after_first_marker", topic=topic, partition=partition)
         return out

@@ -22,6 +22,7 @@ from minibroker_storage.errors import ProducerStateError, StorageError
 from minibroker_storage.manager import LogManager
 
 from ..api import NO_RESPONSE, Api, RequestContext, Response
+from ..crash_points import CrashPoints
 from ..dispatch import Disconnect
 from .common import ZERO, partition_log, response_cls
 
@@ -35,8 +36,11 @@ class ProduceHandlers:
     def __init__(self, *, logs: LogManager,
                  verify_produce: Callable[[int, int, str, int, bool], ErrorCode | None],
                  notify_append: Callable[[str, int], None],
-                 max_message_bytes: Callable[[TopicInfo], int]) -> None:
+                 max_message_bytes: Callable[[TopicInfo], int],
+                 crash: CrashPoints | None = None) -> None:
         self.logs = logs
+        # crash rules at produce.after_append (the batch is in the log, the answer not sent)
+        self.crash = crash if crash is not None else CrashPoints()
         # the transaction coordinator's check that a transactional batch is in its transaction
         self.verify_produce = verify_produce
         # wakes the fetch waiters of the partition
@@ -162,4 +166,5 @@ class ProduceHandlers:
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         if not appended.duplicate:
             self.notify_append(topic, p.index)
+            self.crash.hit("produce.after_append", None, topic, p.index)
         return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)

@@ -28,6 +28,7 @@ import uuid
 import warnings
 from pathlib import Path
 
+from .control import Control
 from .ports import listening_ports
 
 __all__ = ["MiniBroker", "MiniBrokerError", "topic_name", "TEST_DEFAULTS"]
@@ -97,9 +98,15 @@ class _PortTaken(Exception):
     pass
 
 
-# minibroker/crash_points.py reads these in the broker process (not imported here: this module
+def _free_port(host: str) -> int:
+    import socket
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# minibroker/crash_points.py reads this in the broker process (not imported here: this module
 # stays standard-library only).
-_CRASH_AT_VARIABLE = "MINIBROKER_CRASH_AT"
 _SNAPSHOT_RECORDS_VARIABLE = "MINIBROKER_TEST_SNAPSHOT_RECORDS"
 
 
@@ -127,11 +134,16 @@ class MiniBroker:
     start() also checks (on Linux, from /proc) that the listening socket on that
     port belongs to the process it started, so a test never talks to a stranger.
 
-    Test-only hooks (for crash tests; the fault-injection API will replace them):
-    ``crash_at="txn.after_prepare"`` makes the broker SIGKILL itself at that step
-    (minibroker/crash_points.py names the points), ``snapshot_records=6`` writes a
-    coordinator snapshot every 6 records. ``restart(args=[...])`` restarts with
-    other raw arguments, ``restart(crash_at=None)`` without the crash point.
+    ``control=True`` turns the control plane on (``--control-listener`` on a free loopback
+    port, kept across restarts): :attr:`control` adds fault rules, advances the clock and
+    reads the request log.
+
+    Test-only hooks (older crash tests; a ``crash`` fault rule does the same):
+    ``crash_at="txn.after_prepare"`` makes the broker SIGKILL itself at that step (a crash
+    rule passed with ``--faults``; minibroker/faults/rules.py names the points);
+    ``snapshot_records=6`` writes a coordinator snapshot every 6 records.
+    ``restart(args=[...])`` restarts with other raw arguments, ``restart(crash_at=None)``
+    without the crash point.
 
     :meth:`from_command_line` starts ``python -m minibroker ARGS`` exactly as a CI
     script would (no host, port or data dir added), for tests of the command line
@@ -154,6 +166,7 @@ class MiniBroker:
         keep: bool | None = None,
         crash_at: str | None = None,
         snapshot_records: int | None = None,
+        control: bool = False,
         **options: object,
     ) -> None:
         if "advertised_port" in options and not port:
@@ -170,6 +183,8 @@ class MiniBroker:
         self.env = dict(env or {})
         self.crash_at = crash_at
         self.snapshot_records = snapshot_records
+        # The control plane's port: chosen at the first start, kept across restarts.
+        self.control_port: int | None = _free_port(host) if control else None
         self._command_line_only = False
         self.ready_seconds: float | None = None
         self._log_start = 0
@@ -244,7 +259,24 @@ class MiniBroker:
         for key, value in self.options.items():
             if value is not None:
                 cmd += _flag(key, value)
+        if self.control_port is not None:
+            cmd += ["--control-listener", f"{self.host}:{self.control_port}"]
+        if self.crash_at:
+            # A crash rule of the fault-injection API (minibroker/faults/rules.py), from a file.
+            faults = self.work_dir / "crash-at.json"
+            import json
+            faults.write_text(json.dumps({"rules": [{"action": "crash", "point": self.crash_at,
+                                                     "count": -1}]}) + "\n")
+            cmd += ["--faults", str(faults)]
         return cmd + self.args
+
+    @property
+    def control(self) -> Control:
+        """The broker's control plane (``MiniBroker(control=True)``): fault rules, the clock,
+        the request log (minibroker/testing/control.py)."""
+        if self.control_port is None:
+            raise MiniBrokerError(f"{self!r} was made without control=True")
+        return Control(f"{self.host}:{self.control_port}")
 
     def log_text(self) -> str:
         try:
@@ -339,8 +371,6 @@ class MiniBroker:
         env["PYTHONUNBUFFERED"] = "1"
         _child_pythonpath(env)
         env.update(self.env)
-        if self.crash_at:
-            env[_CRASH_AT_VARIABLE] = self.crash_at
         if self.snapshot_records is not None:
             env[_SNAPSHOT_RECORDS_VARIABLE] = str(self.snapshot_records)
         try:

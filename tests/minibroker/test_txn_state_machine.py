@@ -222,7 +222,7 @@ def test_crash_points_are_a_collaborator_not_the_environment(monkeypatch):
     hit = []
 
     class Recording(CrashPoints):
-        def hit(self, point: str) -> None:
+        def hit(self, point: str, transactional_id=None, topic=None, partition=None) -> None:
             hit.append(point)
 
     m, _clock, _log, _ = machine(crash=Recording())
@@ -231,7 +231,6 @@ def test_crash_points_are_a_collaborator_not_the_environment(monkeypatch):
     m.end_txn("t", pid, epoch, commit=True)  # the environment is not read: no kill
     assert hit == ["txn.after_prepare", "txn.before_complete"]
     assert CrashPoints.from_env({"MINIBROKER_CRASH_AT": "txn.after_prepare",
-                                 "MINIBROKER_TEST_SNAPSHOT_RECORDS": "6"}) == \
-        CrashPoints("txn.after_prepare", 6)
+                                 "MINIBROKER_TEST_SNAPSHOT_RECORDS": "6"}) == CrashPoints(6)
     assert CrashPoints.from_env({"MINIBROKER_TEST_SNAPSHOT_RECORDS": "no"}).snapshot_records \
         is None

@@ -144,13 +144,15 @@ def test_the_bound_port_is_kept_when_another_is_advertised() -> None:
 def test_restart_with_other_arguments_and_crash_hooks() -> None:
     with MiniBroker(name="hooks", crash_at="txn.after_prepare", snapshot_records=6) as b:
         env = _environ(b.pid)
-        assert env["MINIBROKER_CRASH_AT"] == "txn.after_prepare"
+        first = b.log_text().split("===== start #1: ")[1].splitlines()[0]
+        assert "--faults " in first and "crash-at.json" in first  # the crash point is a fault rule
+        assert "fault.added" in b.log_text() and "txn.after_prepare" in b.log_text()
         assert env["MINIBROKER_TEST_SNAPSHOT_RECORDS"] == "6"
         b.restart(args=["--num-partitions", "3"], crash_at=None)
         env = _environ(b.pid)
-        assert "MINIBROKER_CRASH_AT" not in env and env["MINIBROKER_TEST_SNAPSHOT_RECORDS"] == "6"
+        assert env["MINIBROKER_TEST_SNAPSHOT_RECORDS"] == "6"
         second = b.log_text().split("===== start #2: ")[1].splitlines()[0]
-        assert second.endswith("--num-partitions 3")
+        assert second.endswith("--num-partitions 3") and "--faults" not in second
 
 
 def test_from_command_line_adds_nothing_but_the_ready_file() -> None:
