@@ -88,7 +88,7 @@ def wait_crashed(b, point: str, timeout: float = 15.0) -> None:
         time.sleep(0.05)
     assert not b.running, f"the broker did not crash at {point} within {timeout} s"
     assert b.proc.returncode == -9, f"broker exit code {b.proc.returncode}, expected -9 (SIGKILL)"
-    assert any(e.get("point") == point for e in log_events(b, "fault_injection.crash")), b.log_tail(20)
+    assert any(e.get("point") == point for e in log_events(b, "fault.crash")), b.log_tail(20)
 
 
 def start_with_baseline(broker_factory, topic: str, crash_at: str | None):
