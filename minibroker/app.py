@@ -69,6 +69,9 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
     for family in families:
         for api in family.apis():
             d.register(api)
+    if broker.config.as_version is not None:
+        from .as_version import cap
+        cap(d.apis, broker.config.as_version)
     return d
 
 

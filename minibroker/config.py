@@ -108,6 +108,8 @@ class Config:
     ready_file: Path | None = None
     ephemeral: bool = False
     # The control plane (fault injection, clock, request log): off unless a listener is set.
+    # Serve only what this Kafka release served (minibroker/as_version.py).
+    as_version: str | None = None
     control_listener: tuple[str, int] | None = None
     clock: str = "system"
     faults: Path | None = None
@@ -200,6 +202,11 @@ def _fsync(text: str) -> FsyncPolicy:
 
 
 _PORT = _int(0, 65535)
+
+
+def _release(text: str) -> str:
+    from .as_version import parse_release
+    return parse_release(text)
 
 
 def _control_address(text: str) -> tuple[str, int]:
@@ -336,6 +343,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--group-version", _int(0, GROUP_VERSION.max_supported), _D.group_version,
            f"finalize the group.version feature at this level at start-up (0-{GROUP_VERSION.max_supported}; "
            f"default: the level UpdateFeatures last set, else {GROUP_VERSION.default_level})"),
+    Option("--as-version", _release, None,
+           "advertise and accept only the API versions this Apache Kafka release served (2.1 to "
+           "4.4, e.g. 2.8 or 3.9), so clients take their older paths; before 4.0 also no "
+           "finalized transaction.version or group.version", metavar="X.Y"),
     Option("--control-listener", _control_address, None,
            "serve the control plane (fault rules, the clock, the request log: HTTP JSON) on "
            "HOST:PORT; a bare PORT listens on 127.0.0.1; off unless set", metavar="HOST:PORT"),
@@ -576,6 +587,14 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
         notes.append(("config.kafka_properties_applied", {"properties": sorted(used)}))
     if overridden:
         notes.append(("config.values_overridden", {"values": overridden}))
+    release = cast("str | None", values.get("as_version"))
+    if release is not None and int(release.split(".")[0]) < 4:
+        # A pre-4.0 broker finalized neither feature (minibroker/as_version.py).
+        for name in ("transaction_version", "group_version"):
+            if values.get(name):
+                problems.append(f"--{name.replace('_', '-')} {values[name]}: Kafka {release} had no "
+                                f"such feature level; with --as-version {release} it is 0")
+            values[name] = 0
     try:
         config = _build(values)
     except ListenerError as e:

@@ -125,3 +125,31 @@ def test_kafkajs_retriable_coordinator_errors(broker_factory, topic):
                  "--partitions", "1", "--per-partition", "1", "--transactional-id", tid + "-2",
                  "--plan", "commit", timeout=90)
     assert r.returncode != 0 and "KafkaJSProtocolError" in r.stderr and "Object.commit" in r.stderr, r.stderr
+
+
+def test_as_version_2_8_clients_fall_back_and_still_work(broker_factory, topic):
+    """Against ``--as-version 2.8`` the Java client 4.4 and librdkafka take Kafka 2.8's paths
+    (AddPartitionsToTxn, EndTxn <= v3, Produce <= v9: no transactions v2) and commit as before."""
+    from .test_txn_support import produce_sync, txn_producer
+
+    b = broker_factory([*TXN_BROKER_ARGS, "--as-version", "2.8"], control=True)
+    create_topic(b.bootstrap_servers, topic, PARTS)
+    tid = txn_id("java-2.8")
+    res = run_java_txn("commit-abort", b.bootstrap_servers, topic, PARTS, PER_PART, tid, timeout=120)
+    assert not res["errors"], res["errors"]
+    assert _committed_values(b, topic) == _expected()
+
+    lib_tid = txn_id("rdkafka-2.8")
+    p = txn_producer(b.bootstrap_servers, lib_tid)
+    p.init_transactions(20)
+    p.begin_transaction()
+    produce_sync(p, topic + "-lib", [(0, b"old|1")])
+    p.commit_transaction(20)
+
+    for who in (tid, lib_tid):
+        used = {(r["api"], r["api_version"]) for r in b.control.requests(transactional_id=who)}
+        apis = {api for api, _ in used}
+        assert {"InitProducerId", "AddPartitionsToTxn", "EndTxn", "Produce"} <= apis, used
+        assert max(v for api, v in used if api == "EndTxn") <= 3, used
+        assert max(v for api, v in used if api == "Produce") <= 9, used
+        assert max(v for api, v in used if api == "InitProducerId") <= 4, used

@@ -1,0 +1,67 @@
+"""``--as-version X.Y``: advertise and accept only what that Apache Kafka release's broker served,
+so a client's fallback paths (transactions v1, classic groups, older Produce and Fetch) can be
+tested against this one binary.
+
+Each API minibroker serves is capped to the release's range (minibroker/kafka_releases.py, read
+from that release's own kafka-clients jar); an API the release did not serve is left out of
+ApiVersions and refused like any unknown key. Before 4.0 the KIP-848 consumer group APIs are left
+out too: 3.7–3.9 brokers served them only with ``group.coordinator.rebalance.protocols``
+including ``consumer``, not their default. The finalized features a pre-4.0 broker had are none:
+``transaction.version`` and ``group.version`` are 0 (config.py refuses setting them higher).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import structlog
+
+from minibroker_protocol.api_keys import ApiKey
+
+from .api import Api
+
+log = structlog.get_logger("minibroker")
+
+_CONSUMER_GROUP_APIS = (ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe)
+
+
+def releases() -> list[str]:
+    from .kafka_releases import RELEASES
+    return list(RELEASES)
+
+
+def parse_release(text: str) -> str:
+    """``X.Y`` (a patch part is ignored: ``3.9.1`` is 3.9) of a release the table knows."""
+    from .kafka_releases import RELEASES
+    parts = text.strip().split(".")
+    release = ".".join(parts[:2])
+    if len(parts) < 2 or release not in RELEASES:
+        raise ValueError(f"must be a Kafka release: {', '.join(RELEASES)}")
+    return release
+
+
+def before_4(release: str) -> bool:
+    return int(release.split(".")[0]) < 4
+
+
+def cap(apis: dict[int, Api], release: str) -> None:
+    """Cap ``apis`` (a dispatcher's registrations) in place to what ``release`` served."""
+    from .kafka_releases import RELEASES
+    read_from, table = RELEASES[release]
+    capped, dropped = [], []
+    for key, api in list(apis.items()):
+        served = table.get(int(key))
+        if served is None or (before_4(release) and key in _CONSUMER_GROUP_APIS):
+            if key != ApiKey.ApiVersions:
+                del apis[key]
+                dropped.append(api.key.name)
+            continue
+        lo, hi = max(api.min_version, served[0]), min(api.max_version, served[1])
+        if lo > hi:
+            del apis[key]
+            dropped.append(api.key.name)
+        elif (lo, hi) != (api.min_version, api.max_version):
+            apis[key] = dataclasses.replace(api, min_version=lo, max_version=hi)
+            capped.append(f"{api.key.name} {lo}-{hi}")
+    log.info("broker.as_version", release=release, read_from=f"kafka-clients {read_from}",
+             capped=capped, left_out=dropped)
