@@ -196,10 +196,13 @@ class ControlPlane:
         q = request.query
         try:
             api = parse_api(q["api"]) if q.get("api") else None
+        except FaultError as e:
+            return _bad(str(e))
+        try:
             since = int(q.get("since", "0"))
             limit = int(q["limit"]) if q.get("limit") else None
-        except (FaultError, ValueError) as e:
-            return _bad(str(e))
+        except ValueError:
+            return _bad("since and limit must be integers")
         records = self.request_log.query(api=api, client=q.get("client") or None,
                                          transactional_id=q.get("transactional_id") or None,
                                          group=q.get("group") or None, topic=q.get("topic") or None,
