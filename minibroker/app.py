@@ -72,6 +72,9 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
     if broker.config.as_version is not None:
         from .as_version import cap
         cap(d.apis, broker.config.as_version)
+    if broker.config.max_api_versions:
+        from .as_version import cap_versions
+        cap_versions(d.apis, dict(broker.config.max_api_versions))
     return d
 
 

@@ -40,6 +40,46 @@ def parse_release(text: str) -> str:
     return release
 
 
+def parse_max_versions(text: str) -> dict[int, int]:
+    """``EndTxn=3,Produce=9`` (Kafka's API names or keys) -> {api key: newest version}."""
+    out: dict[int, int] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, version = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r}: write API=VERSION, e.g. EndTxn=3")
+        key = next((k for k in ApiKey if k.name.lower() == name.strip().lower()), None)
+        if key is None and name.strip().isdigit():
+            key = next((k for k in ApiKey if int(k) == int(name)), None)
+        if key is None:
+            raise ValueError(f"{name.strip()!r} is not an API name as Kafka spells them (EndTxn, Produce, ...)")
+        try:
+            out[int(key)] = int(version)
+        except ValueError:
+            raise ValueError(f"{item!r}: the version must be an integer") from None
+        if out[int(key)] < 0:
+            raise ValueError(f"{item!r}: the version must be >= 0")
+    return out
+
+
+def cap_versions(apis: dict[int, Api], maxima: dict[int, int]) -> None:
+    """Cap single APIs (``--max-api-versions``), after any ``--as-version``; an API whose
+    maximum falls below the oldest version served is left out."""
+    capped, dropped = [], []
+    for key, newest in maxima.items():
+        api = apis.get(key)
+        if api is None or newest >= api.max_version:
+            continue
+        if newest < api.min_version:
+            del apis[key]
+            dropped.append(api.key.name)
+        else:
+            apis[key] = dataclasses.replace(api, max_version=newest)
+            capped.append(f"{api.key.name} {api.min_version}-{newest}")
+    log.info("broker.max_api_versions", capped=capped, left_out=dropped)
+
+
 def before_4(release: str) -> bool:
     return int(release.split(".")[0]) < 4
 

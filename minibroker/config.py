@@ -110,6 +110,7 @@ class Config:
     # The control plane (fault injection, clock, request log): off unless a listener is set.
     # Serve only what this Kafka release served (minibroker/as_version.py).
     as_version: str | None = None
+    max_api_versions: tuple[tuple[int, int], ...] | None = None
     control_listener: tuple[str, int] | None = None
     clock: str = "system"
     faults: Path | None = None
@@ -207,6 +208,11 @@ _PORT = _int(0, 65535)
 def _release(text: str) -> str:
     from .as_version import parse_release
     return parse_release(text)
+
+
+def _max_versions(text: str) -> tuple[tuple[int, int], ...]:
+    from .as_version import parse_max_versions
+    return tuple(sorted(parse_max_versions(text).items()))
 
 
 def _control_address(text: str) -> tuple[str, int]:
@@ -347,6 +353,9 @@ OPTIONS: tuple[Option, ...] = (
            "advertise and accept only the API versions this Apache Kafka release served (2.1 to "
            "4.4, e.g. 2.8 or 3.9), so clients take their older paths; before 4.0 also no "
            "finalized transaction.version or group.version", metavar="X.Y"),
+    Option("--max-api-versions", _max_versions, None,
+           "cap single APIs at a version, e.g. EndTxn=3,Produce=9 (after --as-version): a "
+           "client's fallback for one API", metavar="API=V,..."),
     Option("--control-listener", _control_address, None,
            "serve the control plane (fault rules, the clock, the request log: HTTP JSON) on "
            "HOST:PORT; a bare PORT listens on 127.0.0.1; off unless set", metavar="HOST:PORT"),

@@ -255,3 +255,19 @@ def test_crash_after_append_before_the_ack_then_the_retry_is_deduplicated(broker
     assert p.flush(60) == 0 and not errors, errors
     assert sorted(acked) == sorted(b"a|%d" % i for i in range(10))
     assert _values(read_all(b, topic, [0], READ_UNCOMMITTED)) == [b"a|%d" % i for i in range(10)]
+
+
+def test_max_api_versions_caps_one_api(broker_factory, topic):
+    """``--max-api-versions Produce=7,Fetch=10``: librdkafka produces with Produce v7 and reads
+    with Fetch v10, and its transaction commits as before."""
+    b = broker_factory([*TXN_BROKER_ARGS, "--max-api-versions", "Produce=7,Fetch=10"], control=True)
+    tid = txn_id("capped")
+    p = txn_producer(b.bootstrap_servers, tid)
+    p.init_transactions(20)
+    p.begin_transaction()
+    produce_sync(p, topic, [(0, b"cap|1")])
+    p.commit_transaction(20)
+    assert _values(read_all(b, topic, [0], READ_COMMITTED)) == [b"cap|1"]
+    used = {(r["api"], r["api_version"]) for r in b.control.requests()}
+    assert {v for api, v in used if api == "Produce"} == {7}, used
+    assert {v for api, v in used if api == "Fetch"} == {10}, used

@@ -51,3 +51,21 @@ def test_before_4_0_the_features_are_0_and_cannot_be_raised():
         _load("--as-version", "1.1")
     assert "must be a Kafka release" in info.value.problems[0]
     assert _load("--as-version", "4.0").config.transaction_version is None
+
+
+def test_single_apis_capped(tmp_path):
+    cfg = _load("--as-version", "4.0", "--max-api-versions", "EndTxn=3, produce=9,68=0").config
+    assert cfg.max_api_versions == ((0, 9), (26, 3), (68, 0))
+    broker = Broker(Config(data_dir=tmp_path, port=0, as_version="4.0",
+                           max_api_versions=cfg.max_api_versions))
+    try:
+        apis = {a.key: (a.min_version, a.max_version) for a in build_dispatcher(broker).apis.values()}
+    finally:
+        broker.logs.close_all()
+    assert apis[ApiKey.EndTxn] == (0, 3) and apis[ApiKey.Produce] == (3, 9)
+    assert apis[ApiKey.ConsumerGroupHeartbeat] == (0, 0)
+    for bad, words in [("EndTxn", "write API=VERSION"), ("Nope=1", "not an API name"),
+                       ("EndTxn=x", "must be an integer")]:
+        with pytest.raises(ConfigError) as info:
+            _load("--max-api-versions", bad)
+        assert words in info.value.problems[0], info.value.problems
