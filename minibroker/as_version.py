@@ -53,7 +53,8 @@ def parse_max_versions(text: str) -> dict[int, int]:
         if key is None and name.strip().isdigit():
             key = next((k for k in ApiKey if int(k) == int(name)), None)
         if key is None:
-            raise ValueError(f"{name.strip()!r} is not an API name as Kafka spells them (EndTxn, Produce, ...)")
+            raise ValueError(f"{name.strip()!r} is not an API name as Kafka spells them "
+                             "(EndTxn, Produce, ...)")
         try:
             out[int(key)] = int(version)
         except ValueError:
