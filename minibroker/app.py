@@ -47,16 +47,25 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         # read per request: the port is known once the first listener is bound
         return broker.host, broker.port
 
+    cluster = broker.cluster
+
+    def node_endpoints() -> dict[int, tuple[str, int]]:
+        return broker.node_endpoints
+
     families = (
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
-                        max_message_bytes=broker.max_message_bytes, crash=broker.crash_points),
-        FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append),
+                        max_message_bytes=broker.max_message_bytes, crash=broker.crash_points,
+                        cluster=cluster),
+        FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
-                         create_topic=broker.create_topic, endpoint=endpoint),
+                         create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,
+                         node_endpoints=node_endpoints if cluster is not None else None),
         AdminHandlers(logs=logs, config=broker.config, create_topic=broker.create_topic,
                       delete_topic=broker.delete_topic),
-        CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint),
+        CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint,
+                            coordinator_node=broker.coordinator_node if cluster is not None else None,
+                            node_endpoints=node_endpoints if cluster is not None else None),
         TxnHandlers(coordinator=txn, logs=logs, producer_ids=broker.producer_ids,
                     offsets_partition_for=broker.offsets_partition_for),
         TxnAdminHandlers(coordinator=txn, logs=logs),
@@ -65,7 +74,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
-                   request_log=request_log, node_id=broker.node_id)
+                   request_log=request_log, node_id=broker.node_id,
+                   coordinator_node=broker.coordinator_node if cluster is not None else None)
     for family in families:
         for api in family.apis():
             d.register(api)
@@ -85,6 +95,42 @@ class RunningBroker:
     listeners: tuple[BoundListener, ...]
     connections: set = field(default_factory=set)
     control: Any = None  # control.http.ControlPlane, with --control-listener
+    # --brokers N: each virtual broker's listener spec, connection factory and bound listener
+    node_binds: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
+    stopped: set[int] = field(default_factory=set)
+
+    async def stop_node(self, node: int) -> list[str]:
+        """Stop one virtual broker: its listener closes, its connections drop, its partitions'
+        leadership and its coordinators move to the next in-sync replica."""
+        cluster = self.broker.cluster
+        assert cluster is not None  # only with --brokers N
+        moved = cluster.stop(node)  # refuses an unknown, stopped or last broker
+        _spec, _factory, bound = self.node_binds[node]
+        for server in self.servers:
+            if server.sockets and server.sockets[0].fileno() >= 0 and \
+                    server.sockets[0].getsockname()[1] == bound.port:
+                server.close()
+                self.servers.remove(server)
+                break
+        for conn in list(self.connections):
+            if getattr(conn.listener, "node_id", None) == node and conn.transport is not None:
+                conn.transport.close()
+        self.stopped.add(node)
+        return moved
+
+    async def start_node(self, node: int) -> list[str]:
+        cluster = self.broker.cluster
+        assert cluster is not None  # only with --brokers N
+        if node not in self.stopped:
+            from .cluster import ClusterError
+            raise ClusterError(f"broker {node} is already up" if node in self.node_binds
+                               else f"no broker {node}")
+        spec, factory, bound = self.node_binds[node]
+        server, _port = _bind_listener(spec, bound.port, factory)
+        await server.start_serving()
+        self.servers.append(server)
+        self.stopped.discard(node)
+        return cluster.start(node)
 
     @property
     def port(self) -> int:
@@ -187,23 +233,29 @@ async def start(config: Config) -> RunningBroker:
     memory = RequestMemory(config.queued_max_request_bytes)
     servers: list[Acceptor] = []
     bound: list[BoundListener] = []
+    nodes = [config.node_id + i for i in range(config.brokers)]
+    node_binds: dict[int, tuple[Any, Any, Any]] = {}  # virtual broker -> (spec, factory, bound)
     try:
         # Bind every listener before any serves: a connection must never see a half-made
         # broker or a partial listener list (DescribeConfigs shows them all).
         for spec in config.effective_listeners():
-            slot: list[BoundListener] = []
+            for i, node in enumerate(nodes):
+                slot: list[BoundListener] = []
 
-            def factory(slot=slot):
-                return KafkaConnection(dispatcher, config.max_request_bytes, connections,
-                                       slot[0], everything, memory)
-            sock = _listening_socket(spec.host, spec.port)
-            socks = [sock] if sock is not None else _bound_sockets(spec.host or "0.0.0.0", spec.port)
-            server = Acceptor(socks, factory, spec.name, backlog=1024)
-            servers.append(server)
-            port = socks[0].getsockname()[1]
-            host, adv_port = spec.advertised(port)
-            slot.append(BoundListener(spec.name, spec.host, port, host, adv_port))
-            bound.append(slot[0])
+                def factory(slot=slot):
+                    return KafkaConnection(dispatcher, config.max_request_bytes, connections,
+                                           slot[0], everything, memory)
+                # Virtual brokers listen on consecutive ports (each a free one with port 0).
+                port_asked = spec.port + i if spec.port else 0
+                server, port = _bind_listener(spec, port_asked, factory)
+                servers.append(server)
+                host, adv_port = spec.advertised(port)
+                slot.append(BoundListener(spec.name, spec.host, port, host, adv_port,
+                                          node if config.brokers > 1 else None))
+                bound.append(slot[0])
+                if config.brokers > 1:
+                    broker.node_endpoints[node] = (host, adv_port)
+                    node_binds[node] = (spec, factory, slot[0])
     except OSError:
         for server in servers:
             server.close()
@@ -221,7 +273,17 @@ async def start(config: Config) -> RunningBroker:
     crash_points.arm(injector.book if injector is not None else None)
     for server in servers:
         await server.start_serving()
-    return RunningBroker(broker, servers, everything, connections, control)
+    running = RunningBroker(broker, servers, everything, connections, control)
+    running.node_binds = node_binds
+    if control is not None and broker.cluster is not None:
+        control.cluster_ops = running
+    return running
+
+
+def _bind_listener(spec: Any, port: int, factory: Any) -> tuple[Acceptor, int]:
+    sock = _listening_socket(spec.host, port)
+    socks = [sock] if sock is not None else _bound_sockets(spec.host or "0.0.0.0", port)
+    return Acceptor(socks, factory, spec.name, backlog=1024), socks[0].getsockname()[1]
 
 
 async def _start_control(address: tuple[str, int], broker: Broker, clock: ControlledClock,

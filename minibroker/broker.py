@@ -23,7 +23,7 @@ from typing import cast
 
 import structlog
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, is_internal
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
@@ -31,6 +31,7 @@ from minibroker_storage.producer_ids import ProducerIdAllocator
 
 from .background import Background
 from .clock import SYSTEM_CLOCK, Clock
+from .cluster import Cluster
 from .config import Config
 from .coordinator import snapshot
 from .coordinator.consumer_group import ConsumerGroupSettings, TopicView
@@ -40,6 +41,7 @@ from .coordinator.transaction import TransactionCoordinator
 from .crash_points import CrashPoints
 from .features import load_features
 from .fetch_waiters import FetchWaiters
+from .java_hash import java_string_hash
 from .request_counts import RequestCounts
 
 log = structlog.get_logger("minibroker.broker")
@@ -74,6 +76,12 @@ class Broker:
                               background=True),
         )
         self.logs = LogManager(config.data_dir, self.default_log_config)
+        # None with one broker: every placement check is skipped.
+        self.cluster: Cluster | None = None
+        if config.brokers > 1:
+            self.cluster = Cluster([config.node_id + i for i in range(config.brokers)], config.data_dir)
+            for t in self.logs.topics():
+                self.cluster.observe(t.name, t.partitions)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.fetch_waiters = FetchWaiters()
         self.txn_coordinator = TransactionCoordinator(
@@ -111,6 +119,8 @@ class Broker:
                  ms=round((time.perf_counter() - t0) * 1000, 1))
 
         self.bound_port = config.port
+        # Virtual brokers: each node's advertised (host, port), once its listener is bound.
+        self.node_endpoints: dict[int, tuple[str, int]] = {}
 
     def set_bound_port(self, port: int) -> None:
         self.bound_port = port
@@ -127,10 +137,14 @@ class Broker:
         return self.logs.topic_by_id(topic_id)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     reason: str = "create_topics"):
+                     reason: str = "create_topics", replication_factor: int = 1):
         # storage logs the creation with the topic id; the reason is only worth a debug line
         log.debug("topic.create", topic=name, reason=reason)
-        return self.logs.create_topic(name, partitions, configs or {})
+        info = self.logs.create_topic(name, partitions, configs or {})
+        if self.cluster is not None:
+            self.cluster.set_replication(name, replication_factor)
+            self.cluster.observe(name, partitions)
+        return info
 
     # -- internal topics -------------------------------------------------------------
     def existing_log(self, topic: str, partition: int):
@@ -146,12 +160,31 @@ class Broker:
             # snapshot bounds what storage replays of the history at start-up.
             self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
                                                   "segment.bytes": str(INTERNAL_SEGMENT_BYTES)})
+            if self.cluster is not None:
+                # Kafka's offsets.topic.replication.factor / transaction.state.log.replication.factor
+                # (3), as far as there are brokers: a coordinator moves when its broker stops.
+                self.cluster.set_replication(topic, min(3, self.cluster.size))
+                self.cluster.observe(topic, count)
         return self.get_log(topic, partition)
 
     def _assignable_topics(self) -> list[TopicView]:
         """What a consumer group's assignment is made of: every topic but the internal ones."""
         return [TopicView(t.name, t.topic_id, t.partitions) for t in self.logs.topics()
                 if not is_internal(t.name)]
+
+    def transaction_partition_for(self, transactional_id: str) -> int:
+        """Kafka's TransactionStateManager.partitionFor, for placing the coordinator."""
+        self.internal_log(TRANSACTION_STATE_TOPIC, 0)
+        return (java_string_hash(transactional_id) & 0x7FFFFFFF) % self.config.transaction_state_partitions
+
+    def coordinator_node(self, key_type: int, key: str) -> int | None:
+        """The node coordinating a group (0) or transactional id (1); None while its
+        partition has no leader. With one broker, that broker."""
+        if self.cluster is None:
+            return self.node_id
+        if key_type == 1:
+            return self.cluster.leader(TRANSACTION_STATE_TOPIC, self.transaction_partition_for(key))
+        return self.cluster.leader(GROUP_METADATA_TOPIC, self.offsets_partition_for(key))
 
     def offsets_partition_for(self, group_id: str) -> int:
         """Kafka's GroupCoordinator.partitionFor: abs(groupId.hashCode) % partitions."""
@@ -170,6 +203,8 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)
+        if self.cluster is not None:
+            self.cluster.forget(name)
         self.fetch_waiters.notify_topic(name)
 
     def get_log(self, topic: str, partition: int):
@@ -217,12 +252,3 @@ class Broker:
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (UTF-16 code units), as Kafka hashes group ids."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h

@@ -21,13 +21,14 @@ TOOLS = {
     "faults": ("minibroker.control.cli", "faults_main"),
     "clock": ("minibroker.control.cli", "clock_main"),
     "requests": ("minibroker.control.cli", "requests_main"),
+    "cluster": ("minibroker.control.cli", "cluster_main"),
 }
 SUBCOMMANDS = ("serve", *TOOLS)
 
 USAGE = """\
 minibroker [serve] [OPTIONS] [server.properties]
        minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
-       minibroker {faults,clock,requests} ... --control HOST:PORT
+       minibroker {faults,clock,requests,cluster} ... --control HOST:PORT
        minibroker --version"""
 
 DESCRIPTION = """\
@@ -42,7 +43,8 @@ commands:
   scrub       verify the checksums of every segment in a data directory
   faults      add, list, release and clear fault rules of a running broker (--control-listener)
   clock       advance a running broker's clock (transaction and session timeouts fire)
-  requests    the requests a running broker served: API, version, client, latency, error"""
+  requests    the requests a running broker served: API, version, client, latency, error
+  cluster     stop/start virtual brokers, move partition leaders and coordinators (--brokers N)"""
 
 EPILOG = """\
 Every option can also be set by the environment variable named after it (MINIBROKER_PORT=9093),

@@ -70,6 +70,7 @@ class Config:
     advertised_port: int | None = None
     data_dir: Path = Path("minibroker-data")
     node_id: int = 1
+    brokers: int = 1
     num_partitions: int = 1
     auto_create_topics: bool = True
     fsync: FsyncPolicy = FsyncPolicy("interval", 1000)
@@ -276,6 +277,10 @@ OPTIONS: tuple[Option, ...] = (
            "listener, its advertised host:port, the first listener first", metavar="FILE"),
     Option("--node-id", _int(0, INT32_MAX), _D.node_id,
            "broker id reported in Metadata, Kafka's node.id"),
+    Option("--brokers", _int(1, 64), _D.brokers,
+           "virtual brokers in this process: node ids --node-id, --node-id+1, ..., each with its own "
+           "listener (--port, --port+1, ...; free ports with --port 0), partition leaders and "
+           "coordinators spread over them as Kafka spreads them; the data is one copy"),
     Option("--num-partitions", _int(1, INT32_MAX, " (Kafka's num.partitions)"), _D.num_partitions,
            "partitions of auto-created topics, Kafka's num.partitions"),
     Option("--auto-create-topics", _bool, _D.auto_create_topics,

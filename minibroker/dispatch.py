@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -51,7 +51,8 @@ class Disconnect(Exception):
 class Dispatcher:
     def __init__(self, features: Features | None = None, counts: RequestCounts | None = None,
                  *, injector: Injector | None = None, request_log: RequestLog | None = None,
-                 node_id: int = 1) -> None:
+                 node_id: int = 1, coordinator_node: Callable[[int, str], int | None] | None = None
+                 ) -> None:
         self.apis: dict[int, Api] = {}
         self.features = features if features is not None else Features()
         self.counts = counts if counts is not None else RequestCounts()
@@ -59,6 +60,8 @@ class Dispatcher:
         self.injector = injector
         self.request_log = request_log
         self.node_id = node_id
+        # Virtual brokers: where a coordinator request must go (None: one broker, no check).
+        self.coordinator_node = coordinator_node
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:
@@ -104,7 +107,8 @@ class Dispatcher:
                                           request.client_software_version or UNKNOWN)
         software = getattr(connection, "client_software", _UNKNOWN_SOFTWARE)
         self.counts.count(api_key, version, software, header.client_id)
-        if self.request_log is None and not (self.injector is not None and self.injector.book):
+        if self.request_log is None and self.coordinator_node is None and not (
+                self.injector is not None and self.injector.book):
             return api.handler(ctx, request)
         return self._observed(api, ctx, request, software)
 
@@ -130,9 +134,9 @@ class Dispatcher:
                 assert injector is not None  # a rule comes from its book
                 if record is not None:
                     record.fault = rule.id
-                answer = injector.apply(rule, lambda: api.handler(ctx, request), ctx, request)
+                answer = injector.apply(rule, lambda: self._routed(api, ctx, request), ctx, request)
             else:
-                answer = api.handler(ctx, request)
+                answer = self._routed(api, ctx, request)
         except Disconnect:
             if record is not None:
                 self._finish(record, None, "disconnected")
@@ -143,6 +147,20 @@ class Dispatcher:
             self._finish(record, answer)
             return answer
         return self._observe(record, answer)
+
+    def _routed(self, api: Api, ctx: RequestContext, request: Any) -> Answer:
+        """The handler's answer, or NOT_COORDINATOR when the request reached a virtual broker
+        that does not coordinate its group or transactional id (KafkaApis answers so)."""
+        if self.coordinator_node is not None:
+            from .cluster import connection_node, coordinator_key
+            key = coordinator_key(ctx.api_key, request)
+            node = connection_node(ctx)
+            if key is not None and node is not None and self.coordinator_node(*key) != node:
+                from .faults.error_answers import error_entity
+                return Response.of(ctx.correlation_id, error_entity(
+                    ctx.api_key, ctx.api_version, request, ErrorCode.not_coordinator,
+                    "This is not the correct coordinator."))
+        return api.handler(ctx, request)
 
     async def _observe(self, record: RequestRecord, answer: Awaitable[Response]) -> Response:
         try:

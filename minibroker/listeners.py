@@ -63,6 +63,7 @@ class BoundListener:
     port: int
     advertised_host: str
     advertised_port: int
+    node_id: int | None = None  # the (virtual) broker it belongs to; None: the only one
 
     @property
     def advertised(self) -> tuple[str, int]:

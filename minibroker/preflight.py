@@ -83,6 +83,13 @@ def problems(config: Config) -> list[str]:
         out.append(check_ready_file(config.ready_file))
     if config.control_listener is not None:
         out.append(check_listen_host("--control-listener", config.control_listener[0]))
+    if config.brokers > 1:
+        if len(config.effective_listeners()) > 1:
+            out.append(f"--brokers {config.brokers}: virtual brokers take one listener (--host/--port "
+                       "or a single --listeners entry), each broker on the next port")
+        elif config.effective_listeners()[0].advertised_port is not None:
+            out.append(f"--brokers {config.brokers}: each virtual broker advertises its own port; "
+                       "a fixed --advertised-port cannot be")
     if config.faults is not None:
         from .faults.rules import FaultError, read_rules_file
         try:

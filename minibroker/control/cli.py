@@ -220,3 +220,49 @@ def requests_main(argv: list[str]) -> int:
               f"{r['client_software_name']:<20} conn={r['connection']} {latency:>8} "
               f"{r['outcome']}{error}{fault} {named}".rstrip())
     return 0
+
+
+# -- cluster (--brokers N) ---------------------------------------------------------------------
+def cluster_main(argv: list[str]) -> int:
+    p = _parser("minibroker cluster")
+    sub = p.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("show", help="the virtual brokers, up or stopped")
+    stop = sub.add_parser("stop", help="stop a virtual broker (its leaders and coordinators move)")
+    stop.add_argument("broker", type=int)
+    start = sub.add_parser("start", help="start a stopped virtual broker again")
+    start.add_argument("broker", type=int)
+    lead = sub.add_parser("move-leader", help="make BROKER the leader of TOPIC's PARTITION")
+    lead.add_argument("topic")
+    lead.add_argument("partition", type=int)
+    lead.add_argument("broker", type=int)
+    coord = sub.add_parser("move-coordinator", help="move a transactional id's or group's coordinator")
+    coord.add_argument("broker", type=int)
+    who = coord.add_mutually_exclusive_group(required=True)
+    who.add_argument("--transactional-id")
+    who.add_argument("--group")
+    for s in (show, stop, start, lead, coord):
+        s.add_argument("--control", default=argparse.SUPPRESS)
+        s.add_argument("--json", action="store_true")
+    ns = p.parse_args(argv)
+    control = _need_control(p, ns)
+    try:
+        if ns.command == "show":
+            out = call(control, "GET", "/v1/cluster")
+            lines = [f"broker {b['node_id']} at {b['host']}:{b['port']} "
+                     f"{'up' if b['up'] else 'stopped'}" for b in out["brokers"]]
+        elif ns.command in ("stop", "start"):
+            out = call(control, "POST", f"/v1/brokers/{ns.broker}/{ns.command}")
+            lines = [f"broker {ns.broker} {'started' if out['up'] else 'stopped'}; leaders moved: "
+                     f"{', '.join(out['leaders_moved']) or 'none'}"]
+        elif ns.command == "move-leader":
+            out = call(control, "POST", "/v1/partitions/leader",
+                       {"topic": ns.topic, "partition": ns.partition, "broker": ns.broker})
+            lines = [f"{ns.topic}-{ns.partition} led by broker {ns.broker}"]
+        else:
+            body = {"broker": ns.broker, "transactional_id": ns.transactional_id, "group": ns.group}
+            out = call(control, "POST", "/v1/coordinators/move", body)
+            lines = [f"coordinator ({out['partition']}) moved to broker {out['coordinator']}"]
+    except ControlError as e:
+        return _fail(str(e))
+    print(json.dumps(out) if ns.json else "\n".join(lines))
+    return 0

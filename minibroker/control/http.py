@@ -17,6 +17,10 @@ only when the listener is on, so a broker without it starts as fast as before.
     GET    /v1/requests                ?api=&client=&transactional_id=&group=&topic=&since=&limit=
     GET    /v1/requests/counts         requests per API, version and client software since start
     DELETE /v1/requests                forget the recorded requests
+    GET    /v1/cluster                 (--brokers N) the virtual brokers, up or stopped, and addresses
+    POST   /v1/brokers/{id}/stop|start stop or start one virtual broker (leaders and coordinators move)
+    POST   /v1/partitions/leader       {"topic", "partition", "broker"}: move a partition's leader
+    POST   /v1/coordinators/move       {"transactional_id" or "group", "broker"}: move a coordinator
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class ControlPlane:
         self.clock_advanced = clock_advanced
         self.runner: web.AppRunner | None = None
         self.port = 0
+        # app.RunningBroker with --brokers N: stops, starts and moves virtual brokers' work.
+        self.cluster_ops: Any = None
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._errors])
@@ -82,6 +88,11 @@ class ControlPlane:
         r.add_get("/v1/requests", self.requests)
         r.add_get("/v1/requests/counts", self.request_counts)
         r.add_delete("/v1/requests", self.clear_requests)
+        r.add_get("/v1/cluster", self.show_cluster)
+        r.add_post("/v1/brokers/{id}/stop", self.stop_broker)
+        r.add_post("/v1/brokers/{id}/start", self.start_broker)
+        r.add_post("/v1/partitions/leader", self.move_leader)
+        r.add_post("/v1/coordinators/move", self.move_coordinator)
         return app
 
     @web.middleware
@@ -216,3 +227,80 @@ class ControlPlane:
         n = len(self.request_log.records)
         self.request_log.clear()
         return web.json_response({"cleared": n})
+
+    # -- virtual brokers -----------------------------------------------------------------------
+    def _ops(self) -> Any:
+        if self.cluster_ops is None:
+            raise web.HTTPBadRequest(text=json.dumps({"error": "one broker: start with --brokers N"}),
+                                     content_type="application/json")
+        return self.cluster_ops
+
+    async def show_cluster(self, request: web.Request) -> web.Response:
+        ops = self._ops()
+        cluster = ops.broker.cluster
+        out = cluster.describe()
+        for b in out["brokers"]:
+            host, port = ops.broker.node_endpoints[b["node_id"]]
+            b["host"], b["port"] = host, port
+        return web.json_response(out)
+
+    async def _broker_op(self, request: web.Request, op: str) -> web.Response:
+        from ..cluster import ClusterError
+        ops = self._ops()
+        try:
+            node = int(request.match_info["id"])
+            moved = await (ops.stop_node(node) if op == "stop" else ops.start_node(node))
+        except ValueError as e:  # ClusterError is one
+            return _bad(str(e) if isinstance(e, ClusterError) else "the broker id must be an integer")
+        return web.json_response({"broker": node, "up": op == "start", "leaders_moved": moved})
+
+    async def stop_broker(self, request: web.Request) -> web.Response:
+        return await self._broker_op(request, "stop")
+
+    async def start_broker(self, request: web.Request) -> web.Response:
+        return await self._broker_op(request, "start")
+
+    async def move_leader(self, request: web.Request) -> web.Response:
+        from ..cluster import ClusterError
+        ops = self._ops()
+        body = await _json_body(request)
+        try:
+            topic, partition, node = str(body["topic"]), int(body["partition"]), int(body["broker"])
+        except (KeyError, TypeError, ValueError):
+            return _bad('post {"topic": T, "partition": P, "broker": B}')
+        info = ops.broker.logs.topic(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return _bad(f"no partition {topic}-{partition}", 404)
+        try:
+            moved = ops.broker.cluster.move_leader(topic, partition, node)
+        except ClusterError as e:
+            return _bad(str(e))
+        return web.json_response({"topic": topic, "partition": partition, "leader": node,
+                                  "leaders_moved": moved})
+
+    async def move_coordinator(self, request: web.Request) -> web.Response:
+        from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+
+        from ..cluster import ClusterError
+        ops = self._ops()
+        body = await _json_body(request)
+        try:
+            node = int(body["broker"])
+        except (KeyError, TypeError, ValueError):
+            return _bad('post {"transactional_id": ID or "group": G, "broker": B}')
+        broker = ops.broker
+        if body.get("transactional_id"):
+            key = str(body["transactional_id"])
+            topic, partition = TRANSACTION_STATE_TOPIC, broker.transaction_partition_for(key)
+        elif body.get("group"):
+            key = str(body["group"])
+            topic, partition = GROUP_METADATA_TOPIC, broker.offsets_partition_for(key)
+        else:
+            return _bad('post {"transactional_id": ID or "group": G, "broker": B}')
+        try:
+            moved = broker.cluster.move_leader(topic, partition, node)
+        except ClusterError as e:
+            return _bad(str(e))
+        log.info("cluster.coordinator_moved", key=key, partition=f"{topic}-{partition}", broker=node)
+        return web.json_response({"coordinator": node, "partition": f"{topic}-{partition}",
+                                  "leaders_moved": moved})

@@ -98,7 +98,8 @@ def _topics(request: Any) -> list[tuple[str | None, uuid.UUID | None, list[int]]
 
 
 _ECHOING = (ApiKey.Produce, ApiKey.AddPartitionsToTxn, ApiKey.TxnOffsetCommit, ApiKey.OffsetCommit,
-            ApiKey.ListOffsets, ApiKey.FindCoordinator, ApiKey.Metadata, ApiKey.Fetch)
+            ApiKey.ListOffsets, ApiKey.FindCoordinator, ApiKey.Metadata, ApiKey.Fetch,
+            ApiKey.OffsetFetch)
 
 
 def error_shape_problem(api_key: int) -> str | None:
@@ -176,6 +177,10 @@ def error_entity(api_key: int, version: int, request: Any, code: int, message: s
                                                       "records": None})
                                            for p in getattr(t, "partitions", None) or ())})
             for t in getattr(request, "topics", None) or ())
+    elif api_key == ApiKey.OffsetFetch and _has(cls, "groups"):
+        G = nested(cls, "OffsetFetchResponseGroup")
+        top["groups"] = tuple(_blank(G, {"group_id": getattr(g, "group_id", ""), "error_code": error})
+                              for g in getattr(request, "groups", None) or ())
     elif api_key == ApiKey.Metadata and getattr(request, "topics", None):
         # As Kafka's MetadataRequest.getErrorResponse: each topic asked about with the error.
         T = nested(cls, "MetadataResponseTopic")

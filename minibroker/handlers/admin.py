@@ -49,15 +49,18 @@ class AdminHandlers:
             error, message, partitions = self._check_create(t, names)
             configs = {c.name: c.value for c in t.configs}
             topic_id = None
+            rf = (len(t.assignments[0].broker_ids) if t.assignments
+                  else 1 if t.replication_factor == -1 else t.replication_factor)
             if error == ErrorCode.none and not req.validate_only:
-                info = self.create_topic(t.name, partitions, configs, reason="create_topics")
+                info = self.create_topic(t.name, partitions, configs, reason="create_topics",
+                                         replication_factor=rf)
                 topic_id = info.topic_id
             ok = error == ErrorCode.none
             results.append(build(
                 Result, name=t.name, topic_id=topic_id, error_code=error, error_message=message,
                 topic_config_error_code=0,
                 num_partitions=partitions if ok else -1,
-                replication_factor=1 if ok else -1,
+                replication_factor=rf if ok else -1,
                 configs=self._creation_configs(Cfg, configs) if ok and Cfg is not None else None,
             ))
         return build(R, throttle_time=ZERO, topics=tuple(results))
@@ -79,11 +82,14 @@ class AdminHandlers:
             indexes = sorted(a.partition_index for a in t.assignments)
             if indexes != list(range(len(indexes))):
                 return ErrorCode.invalid_replica_assignment, "Partitions should be numbered 0 to N-1", -1
+            nodes = set(range(self.config.node_id, self.config.node_id + self.config.brokers))
+            width = len(t.assignments[0].broker_ids)
             for a in t.assignments:
-                if list(a.broker_ids) != [self.config.node_id]:
+                if not a.broker_ids or not set(a.broker_ids) <= nodes or len(a.broker_ids) != width \
+                        or len(set(a.broker_ids)) != len(a.broker_ids):
                     return (ErrorCode.invalid_replica_assignment,
-                            f"Replica assignment {list(a.broker_ids)} names brokers other than "
-                            f"the single broker {self.config.node_id}", -1)
+                            f"Replica assignment {list(a.broker_ids)} must name distinct registered "
+                            f"brokers ({sorted(nodes)}), as many for every partition", -1)
             partitions = len(indexes)
         else:
             partitions = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
@@ -91,11 +97,12 @@ class AdminHandlers:
                 return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
             if t.replication_factor == 0 or t.replication_factor < -1:
                 return ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.", -1
-            if t.replication_factor > 1:
+            if t.replication_factor > self.config.brokers:
                 return (ErrorCode.invalid_replication_factor,
                         f"Unable to replicate the partition {t.replication_factor} time(s): "
                         "The target replication factor of "
-                        f"{t.replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                        f"{t.replication_factor} cannot be reached because only {self.config.brokers} "
+                        "broker(s) are registered.",
                         -1)
         for c in t.configs:
             why = tc.validate_topic_config(c.name, c.value)

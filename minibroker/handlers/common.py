@@ -61,7 +61,7 @@ class CreateTopic(Protocol):
     """Broker.create_topic: a topic made with the broker's defaults, logged with why."""
 
     def __call__(self, name: str, partitions: int, configs: dict[str, str] | None = ...,
-                 reason: str = ...) -> TopicInfo: ...
+                 reason: str = ..., replication_factor: int = ...) -> TopicInfo: ...
 
 
 # The broker's own advertised (host, port), read per request: it is known only once the

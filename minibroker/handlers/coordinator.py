@@ -7,6 +7,7 @@ producing too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from minibroker_protocol.api_keys import ApiKey
@@ -21,38 +22,48 @@ KEY_TRANSACTION = 1
 
 
 class CoordinatorHandlers:
-    def __init__(self, *, node_id: int, endpoint: Endpoint) -> None:
+    def __init__(self, *, node_id: int, endpoint: Endpoint,
+                 coordinator_node: Callable[[int, str], int | None] | None = None,
+                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
         self.node_id = node_id
         self.endpoint = endpoint
+        # virtual brokers: the node leading the key's internal partition, and its address
+        self.coordinator_node = coordinator_node
+        self.node_endpoints = node_endpoints
 
     def apis(self) -> list[Api]:
         # v6 adds share-group keys (KIP-932), which this broker does not serve.
         return [Api(ApiKey.FindCoordinator, 0, 5, self.find_coordinator)]
 
-    def _answer(self, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
+    def _answer(self, ctx: RequestContext, key_type: int, key: str
+                ) -> tuple[ErrorCode, str | None, int, tuple[str, int]]:
         if key_type not in (KEY_GROUP, KEY_TRANSACTION):
-            return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}"
+            return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, ("", -1)
         if key_type == KEY_TRANSACTION and not key:
-            return ErrorCode.invalid_request, "Transactional id must not be empty"
-        return ErrorCode.none, None
+            return ErrorCode.invalid_request, "Transactional id must not be empty", -1, ("", -1)
+        if self.coordinator_node is None or self.node_endpoints is None:
+            return ErrorCode.none, None, self.node_id, advertised_endpoint(ctx, self.endpoint)
+        node = self.coordinator_node(key_type, key)
+        endpoint = self.node_endpoints().get(node) if node is not None else None
+        if node is None or endpoint is None:
+            return ErrorCode.coordinator_not_available, "The coordinator is not available.", -1, ("", -1)
+        return ErrorCode.none, None, node, endpoint
 
     @answers
     def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
-        node_id = self.node_id
         key_type = getattr(req, "key_type", KEY_GROUP)
-        host, port = advertised_endpoint(ctx, self.endpoint)
         if ctx.api_version >= 4:
             C = nested(R, "Coordinator")
             out = []
             for key in req.coordinator_keys:
-                error, message = self._answer(key_type, key)
+                error, message, node_id, (host, port) = self._answer(ctx, key_type, key)
                 ok = error == ErrorCode.none
                 out.append(build(C, key=key, node_id=node_id if ok else -1,
                                  host=host if ok else "", port=port if ok else -1,
                                  error_code=error, error_message=message))
             return build(R, throttle_time=ZERO, coordinators=tuple(out))
-        error, message = self._answer(key_type, req.key)
+        error, message, node_id, (host, port) = self._answer(ctx, key_type, req.key)
         ok = error == ErrorCode.none
         return build(R, throttle_time=ZERO, error_code=error, error_message=message,
                      node_id=node_id if ok else -1, host=host if ok else "",

@@ -23,6 +23,7 @@ from minibroker_storage.manager import LogManager
 from minibroker_storage.verify import CorruptBatch
 
 from ..api import Api, RequestContext, Response
+from ..cluster import Cluster, connection_node
 from .common import ZERO, answers, partition_log, response_cls
 
 log = structlog.get_logger("minibroker.fetch")
@@ -43,8 +44,10 @@ _SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIES
 
 class FetchHandlers:
     def __init__(self, *, logs: LogManager,
-                 wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]]) -> None:
+                 wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]],
+                 cluster: Cluster | None = None) -> None:
         self.logs = logs
+        self.cluster = cluster  # virtual brokers: only the leader serves a partition
         # the fetch waiters: returns when one of the partitions is appended to, or at the timeout
         self.wait_for_append = wait_for_append
 
@@ -57,7 +60,7 @@ class FetchHandlers:
     # -- Fetch -------------------------------------------------------------------
     def fetch(self, ctx: RequestContext, req: Any) -> Response | Awaitable[Response]:
         version = ctx.api_version
-        topics, total, any_error = self._read(req, version)
+        topics, total, any_error = self._read(req, version, connection_node(ctx))
         max_wait_ms = int(req.max_wait.total_seconds() * 1000)
         if total >= req.min_bytes or max_wait_ms <= 0 or any_error or not topics:
             return self._encode(ctx, topics)
@@ -73,10 +76,10 @@ class FetchHandlers:
             if remaining <= 0:
                 break
             await self.wait_for_append(watched, remaining)
-            topics, total, any_error = self._read(req, version)
+            topics, total, any_error = self._read(req, version, connection_node(ctx))
             if total >= req.min_bytes or any_error:
                 return self._encode(ctx, topics)
-        topics, _total, _err = self._read(req, version)
+        topics, _total, _err = self._read(req, version, connection_node(ctx))
         return self._encode(ctx, topics)
 
     def _encode(self, ctx: RequestContext, topics: list) -> Response:
@@ -97,7 +100,7 @@ class FetchHandlers:
                         t.partitions))
         return out
 
-    def _read(self, req, version):
+    def _read(self, req, version, node: int | None = None):
         b = self.logs
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         remaining = req.max_bytes if version >= 3 else 2**31 - 1
@@ -124,6 +127,11 @@ class FetchHandlers:
                     any_error = True
                     continue
                 ft.partitions.append(fp)
+                if self.cluster is not None and self.cluster.not_leader(node, info.name, p.partition):
+                    fp.error_code = ErrorCode.not_leader_or_follower
+                    fp.aborted, fp.records = [], b""
+                    any_error = True
+                    continue
                 plog = partition_log(b, info.name, p.partition)
                 hw = plog.high_watermark
                 lso = plog.last_stable_offset
@@ -205,6 +213,12 @@ class FetchHandlers:
                 if info is None or not 0 <= p.partition_index < info.partitions:
                     parts.append(build(P, partition_index=p.partition_index,
                                        error_code=ErrorCode.unknown_topic_or_partition,
+                                       timestamp=-1, offset=-1, leader_epoch=-1))
+                    continue
+                if self.cluster is not None and self.cluster.not_leader(
+                        connection_node(ctx), t.name, p.partition_index):
+                    parts.append(build(P, partition_index=p.partition_index,
+                                       error_code=ErrorCode.not_leader_or_follower,
                                        timestamp=-1, offset=-1, leader_epoch=-1))
                     continue
                 if ctx.api_version < _SINCE_VERSION.get(p.timestamp, 0):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -14,6 +15,7 @@ from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
+from ..cluster import Cluster
 from ..config import Config
 from .common import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -35,8 +37,12 @@ _CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 class MetadataHandlers:
     def __init__(self, *, logs: LogManager, config: Config, cluster_id: str,
-                 create_topic: CreateTopic, endpoint: Endpoint) -> None:
+                 create_topic: CreateTopic, endpoint: Endpoint, cluster: Cluster | None = None,
+                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
         self.logs = logs
+        # virtual brokers: who leads what, and each node's advertised address
+        self.cluster = cluster
+        self.node_endpoints = node_endpoints
         self.config = config
         self.cluster_id = cluster_id
         # topics created on demand (auto.create.topics.enable)
@@ -59,15 +65,26 @@ class MetadataHandlers:
         node = self.config.node_id
         include_ops = getattr(req, "include_topic_authorized_operations", False)
 
+        cluster = self.cluster
+
+        def partition_entry(name, i):
+            if cluster is None:
+                return build(Partition, error_code=ErrorCode.none, partition_index=i, leader_id=node,
+                             leader_epoch=0, replica_nodes=(node,), isr_nodes=(node,),
+                             offline_replicas=())
+            leader = cluster.leader(name, i)
+            replicas = cluster.replicas(name, i)
+            return build(Partition, partition_index=i,
+                         error_code=ErrorCode.none if leader is not None else ErrorCode.leader_not_available,
+                         leader_id=-1 if leader is None else leader,
+                         leader_epoch=cluster.leader_epoch(name, i), replica_nodes=tuple(replicas),
+                         isr_nodes=tuple(cluster.isr(name, i)),
+                         offline_replicas=tuple(r for r in replicas if r not in cluster.up))
+
         def topic_entry(name, info=None, error=ErrorCode.none, topic_id=None):
             parts = ()
             if info is not None:
-                parts = tuple(
-                    build(Partition, error_code=ErrorCode.none, partition_index=i, leader_id=node,
-                          leader_epoch=0, replica_nodes=(node,), isr_nodes=(node,),
-                          offline_replicas=())
-                    for i in range(info.partitions)
-                )
+                parts = tuple(partition_entry(info.name, i) for i in range(info.partitions))
                 topic_id = info.topic_id
             return build(Topic, error_code=error, name=name, topic_id=topic_id,
                          is_internal=bool(name and is_internal(name)), partitions=parts,
@@ -125,9 +142,10 @@ class MetadataHandlers:
             R,
             throttle_time=ZERO,
             error_code=ErrorCode.none,  # v13 (KIP-1102): a top-level error, only for rebootstrap
-            brokers=(build(Broker, node_id=node, host=host, port=port, rack=None),),
+            brokers=tuple(build(Broker, node_id=n, host=h, port=pt, rack=None)
+                          for n, (h, pt) in self._brokers(host, port)),
             cluster_id=self.cluster_id,
-            controller_id=node,
+            controller_id=node if cluster is None else cluster.controller(),
             topics=tuple(topics),
             cluster_authorized_operations=_CLUSTER_OPS if getattr(
                 req, "include_cluster_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED,
@@ -147,13 +165,22 @@ class MetadataHandlers:
                          brokers=(), cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         return build(
             R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
-            endpoint_type=1, cluster_id=self.cluster_id, controller_id=self.config.node_id,
-            # v2's include_fenced_brokers changes nothing: the only broker is never fenced.
-            brokers=(build(B, broker_id=self.config.node_id, host=host, port=port, rack=None,
-                           is_fenced=False),),
+            endpoint_type=1, cluster_id=self.cluster_id,
+            controller_id=self.config.node_id if self.cluster is None else self.cluster.controller(),
+            # v2's include_fenced_brokers changes nothing: a stopped virtual broker is not listed.
+            brokers=tuple(build(B, broker_id=n, host=h, port=pt, rack=None, is_fenced=False)
+                          for n, (h, pt) in self._brokers(host, port)),
             cluster_authorized_operations=_CLUSTER_OPS if req.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )
+
+
+    def _brokers(self, host: str, port: int) -> list[tuple[int, tuple[str, int]]]:
+        """The brokers up, each at its address on the asking client's listener."""
+        if self.cluster is None or self.node_endpoints is None:
+            return [(self.config.node_id, (host, port))]
+        endpoints = self.node_endpoints()
+        return [(n, endpoints[n]) for n in sorted(self.cluster.up) if n in endpoints]
 
 
 def _has_id(topic_id: Any) -> bool:

@@ -22,6 +22,7 @@ from minibroker_storage.errors import ProducerStateError, StorageError
 from minibroker_storage.manager import LogManager
 
 from ..api import NO_RESPONSE, Api, RequestContext, Response
+from ..cluster import Cluster, connection_node
 from ..crash_points import CrashPoints
 from ..dispatch import Disconnect
 from .common import ZERO, partition_log, response_cls
@@ -37,8 +38,9 @@ class ProduceHandlers:
                  verify_produce: Callable[[int, int, str, int, bool], ErrorCode | None],
                  notify_append: Callable[[str, int], None],
                  max_message_bytes: Callable[[TopicInfo], int],
-                 crash: CrashPoints | None = None) -> None:
+                 crash: CrashPoints | None = None, cluster: Cluster | None = None) -> None:
         self.logs = logs
+        self.cluster = cluster  # virtual brokers: only the partition's leader appends
         # crash rules at produce.after_append (the batch is in the log, the answer not sent)
         self.crash = crash if crash is not None else CrashPoints()
         # the transaction coordinator's check that a transactional batch is in its transaction
@@ -73,6 +75,10 @@ class ProduceHandlers:
                     if name is None:
                         res: PartitionResult = (p.index, ErrorCode.unknown_topic_id, -1, -1,
                                                 "This server does not host this topic ID.")
+                    elif self.cluster is not None and self.cluster.not_leader(
+                            connection_node(ctx), name, p.index):
+                        res = (p.index, ErrorCode.not_leader_or_follower, -1, -1,
+                               "This is not the correct leader for this partition.")
                     else:
                         res = self._append(name, p, implicit_add=ctx.api_version >= 12)
                     if res[1] != ErrorCode.none:

@@ -99,3 +99,26 @@ class Control:
 
     def clear_requests(self) -> int:
         return self._call("DELETE", "/v1/requests")["cleared"]
+
+    # -- virtual brokers (--brokers N)
+    def cluster(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/cluster")
+
+    def stop_broker(self, node_id: int) -> dict[str, Any]:
+        return self._call("POST", f"/v1/brokers/{node_id}/stop")
+
+    def start_broker(self, node_id: int) -> dict[str, Any]:
+        return self._call("POST", f"/v1/brokers/{node_id}/start")
+
+    def move_leader(self, topic: str, partition: int, broker: int) -> dict[str, Any]:
+        return self._call("POST", "/v1/partitions/leader",
+                          {"topic": topic, "partition": partition, "broker": broker})
+
+    def move_coordinator(self, broker: int, *, transactional_id: str | None = None,
+                         group: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"broker": broker}
+        if transactional_id is not None:
+            body["transactional_id"] = transactional_id
+        if group is not None:
+            body["group"] = group
+        return self._call("POST", "/v1/coordinators/move", body)

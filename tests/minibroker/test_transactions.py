@@ -348,7 +348,7 @@ async def test_add_offsets_marks_the_offsets_partition(broker):
 
 
 def test_java_string_hash_matches_java():
-    from minibroker.broker import java_string_hash
+    from minibroker.java_hash import java_string_hash
     # String.hashCode() values from Java ("polygenelubricants" is the classic Integer.MIN_VALUE)
     assert java_string_hash("") == 0
     assert java_string_hash("a") == 97

@@ -1,0 +1,216 @@
+"""Virtual brokers (``--brokers N``): one process, one copy of the data, N node ids with
+their own listeners, partition leaders and coordinators spread over them as a Kafka cluster
+spreads them.
+
+Theory of operation. Every connection belongs to the node whose listener accepted it.
+The cluster says, for each partition, its replicas (``replication.factor`` of the node ids,
+Kafka's round-robin from a start that moves with the partition), its in-sync replicas (the
+replicas whose node is up) and its leader (the preferred replica, unless moved or down: then
+the next in-sync replica); the group and transaction coordinators are the leaders of the
+``__consumer_offsets`` / ``__transaction_state`` partitions of their key, as in Kafka. Requests
+that reach a node which is not the leader (Produce, Fetch, ListOffsets) or not the coordinator
+(the transaction and group APIs) are answered NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR exactly as
+from a Kafka cluster, and clients find the new one through Metadata / FindCoordinator.
+
+The data is one copy whatever the replication factor: a stopped node makes its partitions
+move, not their records disappear. Replication factors are kept in the data dir
+(``cluster.json``); leader moves and stopped nodes are not (a restart elects the preferred
+leaders again, as a whole Kafka cluster restarting would). No I/O here but that file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from .java_hash import java_string_hash
+
+log = structlog.get_logger("minibroker.cluster")
+
+STATE_FILE = "cluster.json"
+
+
+def connection_node(ctx) -> int | None:
+    """The node whose listener a request came in on (None: a single broker's)."""
+    return getattr(getattr(ctx.connection, "listener", None), "node_id", None)
+
+
+# Which coordinator each API goes to (KafkaApis): the transaction coordinator (key type 1) or
+# the group coordinator (0). TxnOffsetCommit is the group's; AddOffsetsToTxn the transaction's.
+_TXN_APIS = frozenset({22, 24, 25, 26})          # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+_GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68})
+# OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, TxnOffsetCommit,
+# OffsetDelete, ConsumerGroupHeartbeat
+
+
+def coordinator_key(api_key: int, request) -> tuple[int, str] | None:
+    """(key type, key) of the coordinator a request must reach, None for other requests."""
+    if api_key in _TXN_APIS:
+        tid = getattr(request, "transactional_id", None) or getattr(
+            request, "v3_and_below_transactional_id", None)
+        return (1, tid) if tid else None
+    if api_key in _GROUP_APIS:
+        gid = getattr(request, "group_id", None)
+        if gid is None:
+            groups = list(getattr(request, "groups", None) or ())
+            gid = getattr(groups[0], "group_id", None) if len(groups) == 1 else None
+        return (0, gid) if gid else None
+    return None
+
+
+class ClusterError(ValueError):
+    """An operation the cluster cannot do; the message is one line."""
+
+
+@dataclass
+class Cluster:
+    node_ids: list[int]
+    data_dir: Path | None = None
+    up: set[int] = field(default_factory=set)
+    replication: dict[str, int] = field(default_factory=dict)
+    moved: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.up = set(self.node_ids)
+        if self.data_dir is not None:
+            try:
+                saved = json.loads((self.data_dir / STATE_FILE).read_text())
+                self.replication = {str(k): int(v) for k, v in saved.get("replication", {}).items()}
+            except (OSError, ValueError, AttributeError):
+                self.replication = {}
+
+    @property
+    def size(self) -> int:
+        return len(self.node_ids)
+
+    # -- placement -------------------------------------------------------------------
+    def set_replication(self, topic: str, factor: int) -> None:
+        if factor == self.replication.get(topic, 1):
+            return
+        self.replication[topic] = factor
+        self._save()
+
+    def forget(self, topic: str) -> None:
+        if self.replication.pop(topic, None) is not None:
+            self._save()
+        self.moved = {tp: n for tp, n in self.moved.items() if tp[0] != topic}
+
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        factor = min(self.replication.get(topic, 1), self.size)
+        # Kafka starts each topic's round-robin at a random broker; a hash keeps it stable here.
+        start = (java_string_hash(topic) & 0x7FFFFFFF) + partition
+        return [self.node_ids[(start + i) % self.size] for i in range(factor)]
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        return [n for n in self.replicas(topic, partition) if n in self.up]
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The partition's leader, None while every replica is down (LEADER_NOT_AVAILABLE)."""
+        moved = self.moved.get((topic, partition))
+        if moved is not None and moved in self.up:
+            return moved
+        isr = self.isr(topic, partition)
+        return isr[0] if isr else None
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        # Moves and stops are what change a leader here; both are counted per partition.
+        return self._epochs.get((topic, partition), 0)
+
+    @property
+    def _epochs(self) -> dict[tuple[str, int], int]:
+        if not hasattr(self, "_epoch_map"):
+            self._epoch_map: dict[tuple[str, int], int] = {}
+        return self._epoch_map
+
+    def not_leader(self, node: int | None, topic: str, partition: int) -> bool:
+        """A partition request to ``node`` that Kafka would answer NOT_LEADER_OR_FOLLOWER."""
+        return node is not None and self.leader(topic, partition) != node
+
+    def controller(self) -> int:
+        return min(self.up) if self.up else -1
+
+    # -- operations (the control plane's) --------------------------------------------
+    def _check_node(self, node: int) -> None:
+        if node not in self.node_ids:
+            raise ClusterError(f"no broker {node} (brokers: {', '.join(map(str, self.node_ids))})")
+
+    def _leaders(self) -> dict[tuple[str, int], int | None]:
+        return {tp: self.leader(*tp) for tp in self._known}
+
+    @property
+    def _known(self) -> set[tuple[str, int]]:
+        if not hasattr(self, "_known_tps"):
+            self._known_tps: set[tuple[str, int]] = set()
+        return self._known_tps
+
+    def observe(self, topic: str, partitions: int) -> None:
+        """Partitions whose leader changes are counted in their leader epoch."""
+        for p in range(partitions):
+            self._known.add((topic, p))
+
+    def _bump_changed(self, before: dict[tuple[str, int], int | None]) -> list[str]:
+        changed = []
+        for tp, old in before.items():
+            new = self.leader(*tp)
+            if new != old:
+                self._epochs[tp] = self._epochs.get(tp, 0) + 1
+                changed.append(f"{tp[0]}-{tp[1]}: {old} -> {new}")
+        return changed
+
+    def stop(self, node: int) -> list[str]:
+        self._check_node(node)
+        if node not in self.up:
+            raise ClusterError(f"broker {node} is already stopped")
+        if len(self.up) == 1:
+            raise ClusterError(f"broker {node} is the last one up")
+        before = self._leaders()
+        self.up.discard(node)
+        changed = self._bump_changed(before)
+        # The new leaders keep leading when the broker comes back (Kafka moves leadership back
+        # only by a preferred-leader election: here, an explicit move).
+        for tp, old in before.items():
+            new = self.leader(*tp)
+            if new is not None and new != old:
+                self.moved[tp] = new
+        log.warning("cluster.broker_stopped", broker=node, leaders_moved=changed)
+        return changed
+
+    def start(self, node: int) -> list[str]:
+        self._check_node(node)
+        if node in self.up:
+            raise ClusterError(f"broker {node} is already up")
+        before = self._leaders()
+        self.up.add(node)
+        changed = self._bump_changed(before)
+        log.info("cluster.broker_started", broker=node, leaders_moved=changed)
+        return changed
+
+    def move_leader(self, topic: str, partition: int, node: int) -> list[str]:
+        self._check_node(node)
+        if node not in self.replicas(topic, partition):
+            raise ClusterError(f"broker {node} is not a replica of {topic}-{partition} "
+                               f"(replicas: {self.replicas(topic, partition)})")
+        if node not in self.up:
+            raise ClusterError(f"broker {node} is stopped")
+        self._known.add((topic, partition))
+        before = self._leaders()
+        self.moved[(topic, partition)] = node
+        changed = self._bump_changed(before)
+        log.info("cluster.leader_moved", topic=topic, partition=partition, broker=node, changed=changed)
+        return changed
+
+    def describe(self) -> dict:
+        return {"brokers": [{"node_id": n, "up": n in self.up} for n in self.node_ids],
+                "controller": self.controller()}
+
+    def _save(self) -> None:
+        if self.data_dir is None:
+            return
+        path = self.data_dir / STATE_FILE
+        tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"replication": self.replication}, sort_keys=True) + "\n")
+        os.replace(tmp, path)

@@ -1,0 +1,213 @@
+"""``--brokers 3``: three virtual brokers in one process, driven over the control plane — topics
+with replication factor 3, a coordinator that moves in the middle of a commit, a partition
+leader that fails over while an idempotent producer has batches in flight (librdkafka)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from .clients import create_topic
+from .test_txn_support import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TXN_BROKER_ARGS,
+    consumer,
+    produce_sync,
+    txn_id,
+    txn_producer,
+)
+
+ARGS = [*TXN_BROKER_ARGS, "--brokers", "3"]
+
+
+def _boot(b) -> str:
+    """Every virtual broker's address: the first one may be the broker a test stops."""
+    return ",".join(b.addresses)
+
+
+def _metadata(bootstrap: str, topic: str):
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return md, {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in md.topics[topic].partitions.values()}
+
+
+def read_all(b, topic: str, partitions, isolation: str, timeout: float = 30.0):
+    """Every record up to the end, each partition read from its leader (the test helper of the
+    single-broker tests asks the bootstrap broker, which is not every partition's leader here)."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    c = consumer(_boot(b), isolation)
+    out = {p: [] for p in partitions}
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        done = {p for p in partitions if ends[p] == 0}
+        while len(done) < len(partitions) and time.monotonic() < deadline:
+            for m in c.consume(num_messages=1000, timeout=0.2):
+                if m.error() is not None:
+                    if m.offset() is not None and m.offset() >= ends[m.partition()]:
+                        done.add(m.partition())
+                    continue
+                out[m.partition()].append((m.offset(), m.key(), m.value()))
+                if m.offset() + 1 >= ends[m.partition()]:
+                    done.add(m.partition())
+    finally:
+        c.close()
+    assert len(done) == len(partitions), (ends, {p: len(v) for p, v in out.items()})
+    return out
+
+
+def _wait(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached within {timeout} s")
+
+
+def test_three_brokers_replication_factor_3(broker_factory, topic):
+    b = broker_factory(ARGS, control=True)
+    assert len(b.addresses) == 3
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": _boot(b)})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(15)
+    too_many = admin.create_topics([NewTopic(topic + "-4", 1, 4)])[topic + "-4"]
+    try:
+        too_many.result(15)
+        raise AssertionError("replication factor 4 on 3 brokers was accepted")
+    except Exception as e:  # noqa: BLE001 - the client's KafkaException
+        assert "only 3 broker(s) are registered" in str(e), e
+    md, parts = _metadata(_boot(b), topic)
+    assert sorted(md.brokers) == [1, 2, 3]
+    assert {leader for leader, _r, _i in parts.values()} == {1, 2, 3}, parts  # spread
+    assert all(sorted(r) == [1, 2, 3] and sorted(i) == [1, 2, 3] for _l, r, i in parts.values())
+    acked = produce_sync(Producer({"bootstrap.servers": _boot(b), "acks": "all"}), topic,
+                         [(p, b"rf3|%d|%d" % (p, i)) for p in range(3) for i in range(5)])
+    assert len(acked) == 15
+    got = read_all(b, topic, range(3), READ_UNCOMMITTED)
+    assert all(len(got[p]) == 5 for p in range(3))
+    # Each partition's records were served by its own leader's listener.
+    brokers = {r["broker"] for r in b.control.requests(api="Produce", topic=topic)}
+    assert brokers == {1, 2, 3}, brokers
+
+
+def test_coordinator_moves_mid_commit(broker_factory, topic):
+    """EndTxn is applied by the coordinator and its answer lost; meanwhile the coordinator moves
+    to another broker. The client times out, asks FindCoordinator again, sends EndTxn to the new
+    coordinator, which answers the retry of the completed commit with success."""
+    b = broker_factory(ARGS, control=True)
+    tid = txn_id("moving")
+    p = txn_producer(_boot(b), tid, **{"socket.timeout.ms": 1500})
+    p.init_transactions(20)
+    p.begin_transaction()
+    produce_sync(p, topic, [(0, b"mv|1"), (0, b"mv|2")])
+    first = b.control.requests(api="InitProducerId", transactional_id=tid)[-1]["broker"]
+    b.control.add_fault(api="EndTxn", action="drop-response", transactional_id=tid)
+    done = threading.Event()
+    errors: list[str] = []
+
+    def commit():
+        try:
+            p.commit_transaction(30)
+        except Exception as e:  # noqa: BLE001 - recorded for the assertion below
+            errors.append(repr(e))
+        done.set()
+
+    threading.Thread(target=commit, daemon=True).start()
+    _wait(lambda: b.control.requests(api="EndTxn", transactional_id=tid), what="EndTxn sent")
+    other = next(n for n in (1, 2, 3) if n != first)
+    moved = b.control.move_coordinator(other, transactional_id=tid)
+    assert moved["coordinator"] == other
+    assert done.wait(40) and not errors, errors
+    end_txns = b.control.requests(api="EndTxn", transactional_id=tid)
+    assert end_txns[0]["broker"] == first and end_txns[0]["outcome"] == "no_answer", end_txns
+    assert end_txns[-1]["broker"] == other and end_txns[-1]["error_code"] == 0, end_txns
+    finds = [r for r in b.control.requests(api="FindCoordinator", transactional_id=tid)]
+    assert len(finds) >= 2, finds  # found again after the move
+    got = read_all(b, topic, [0], READ_COMMITTED)
+    assert [v for _o, _k, v in got[0]] == [b"mv|1", b"mv|2"]
+
+
+def test_coordinator_moved_before_commit_answers_not_coordinator(broker_factory, topic):
+    b = broker_factory(ARGS, control=True)
+    tid = txn_id("moved")
+    p = txn_producer(_boot(b), tid)
+    p.init_transactions(20)
+    first = b.control.requests(api="InitProducerId", transactional_id=tid)[-1]["broker"]
+    p.begin_transaction()
+    produce_sync(p, topic, [(0, b"nc|1")])
+    other = next(n for n in (1, 2, 3) if n != first)
+    b.control.move_coordinator(other, transactional_id=tid)
+    p.commit_transaction(30)
+    end_txns = b.control.requests(api="EndTxn", transactional_id=tid)
+    assert end_txns[0]["broker"] == first and end_txns[0]["error_code"] == 16, end_txns  # NOT_COORDINATOR
+    assert end_txns[-1]["broker"] == other and end_txns[-1]["error_code"] == 0, end_txns
+
+
+def _idempotent_stream(b, topic: str, n: int, fail_over) -> list[bytes]:
+    p = Producer({"bootstrap.servers": _boot(b), "enable.idempotence": True, "linger.ms": 2,
+                  "batch.num.messages": 20, "max.in.flight.requests.per.connection": 5,
+                  "socket.timeout.ms": 3000, "message.timeout.ms": 60000, "retry.backoff.ms": 20,
+                  "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    acked: list[bytes] = []
+    errors: list[str] = []
+
+    def on_delivery(err, msg):
+        (errors.append(err.str()) if err else acked.append(msg.value()))
+
+    for i in range(n):
+        p.produce(topic, value=b"seq|%05d" % i, partition=0, on_delivery=on_delivery)
+        if i == n // 3:
+            p.flush(30)  # the first third acknowledged by the first leader
+        if i == n // 2:
+            p.poll(0.01)  # batches on the wire, some acknowledged, some not: then the failover
+            fail_over()
+        if i % 50 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0 and not errors, errors[:5]
+    return acked
+
+
+def test_leader_fails_over_during_idempotent_producing(broker_factory, topic):
+    b = broker_factory(ARGS, control=True)
+    create_topic(_boot(b), topic, 1)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": _boot(b)})
+    rf3 = topic + "-rf3"
+    admin.create_topics([NewTopic(rf3, num_partitions=1, replication_factor=3)])[rf3].result(15)
+    leader = _metadata(_boot(b), rf3)[1][0][0]
+    n = 3000
+    acked = _idempotent_stream(b, rf3, n, lambda: b.control.stop_broker(leader))
+    assert len(acked) == n
+    new_leader = _metadata(_boot(b), rf3)[1][0][0]
+    assert new_leader != leader
+    values = [v for _o, _k, v in read_all(b, rf3, [0], READ_UNCOMMITTED)[0]]
+    assert values == [b"seq|%05d" % i for i in range(n)]  # no duplicate, no gap, in order
+    brokers = {r["broker"] for r in b.control.requests(api="Produce", topic=rf3)}
+    assert {leader, new_leader} <= brokers, brokers
+    b.control.start_broker(leader)
+    assert _metadata(_boot(b), rf3)[1][0][0] == new_leader  # no move back by itself
+
+
+def test_leader_moved_during_idempotent_producing(broker_factory, topic):
+    """A moved leader (a preferred-leader election): the old one answers NOT_LEADER_OR_FOLLOWER,
+    the client refreshes its metadata and goes on with the new one, same sequence numbers."""
+    b = broker_factory(ARGS, control=True)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": _boot(b)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(15)
+    leader = _metadata(_boot(b), topic)[1][0][0]
+    target = next(x for x in (1, 2, 3) if x != leader)
+    n = 2000
+    acked = _idempotent_stream(b, topic, n, lambda: b.control.move_leader(topic, 0, target))
+    assert len(acked) == n
+    values = [v for _o, _k, v in read_all(b, topic, [0], READ_UNCOMMITTED)[0]]
+    assert values == [b"seq|%05d" % i for i in range(n)]
+    produces = b.control.requests(api="Produce", topic=topic)
+    assert any(r["error_code"] == 6 and r["broker"] == leader for r in produces) or \
+        {r["broker"] for r in produces} == {leader, target}, produces
