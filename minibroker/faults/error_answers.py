@@ -177,6 +177,13 @@ def error_entity(api_key: int, version: int, request: Any, code: int, message: s
                                                       "records": None})
                                            for p in getattr(t, "partitions", None) or ())})
             for t in getattr(request, "topics", None) or ())
+    elif api_key == ApiKey.OffsetFetch and _has(cls, "topics"):
+        # v1-7: every partition asked about carries the error (v2+ also at the top)
+        T, P = nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition")
+        top["topics"] = tuple(
+            _blank(T, {"name": name or "", "partitions": tuple(
+                _blank(P, {"partition_index": i, "error_code": error, "metadata": None}) for i in parts)})
+            for name, _tid, parts in _topics(request))
     elif api_key == ApiKey.OffsetFetch and _has(cls, "groups"):
         G = nested(cls, "OffsetFetchResponseGroup")
         top["groups"] = tuple(_blank(G, {"group_id": getattr(g, "group_id", ""), "error_code": error})
