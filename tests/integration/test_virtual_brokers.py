@@ -211,3 +211,28 @@ def test_leader_moved_during_idempotent_producing(broker_factory, topic):
     produces = b.control.requests(api="Produce", topic=topic)
     assert any(r["error_code"] == 6 and r["broker"] == leader for r in produces) or \
         {r["broker"] for r in produces} == {leader, target}, produces
+
+
+def test_java_client_follows_a_coordinator_moved_mid_commit(broker_factory, topic):
+    """The Java client 4.4 (transactions v2): the first commit's answer is lost and the
+    coordinator moves meanwhile; after request.timeout.ms it finds the new coordinator and the
+    three transactions (commit, abort, commit) end as planned."""
+    from .test_txn_support import finish_java_txn, start_java_txn
+
+    b = broker_factory(ARGS, control=True)
+    create_topic(_boot(b), topic, 2)
+    tid = txn_id("java-moving")
+    b.control.add_fault(api="EndTxn", action="drop-response", transactional_id=tid)
+    proc = start_java_txn("commit-abort", _boot(b), topic, 2, 4, tid)
+    try:
+        _wait(lambda: b.control.requests(api="EndTxn", transactional_id=tid), timeout=60, what="EndTxn")
+        first = b.control.requests(api="EndTxn", transactional_id=tid)[0]["broker"]
+        other = next(n for n in (1, 2, 3) if n != first)
+        b.control.move_coordinator(other, transactional_id=tid)
+    finally:
+        res = finish_java_txn(proc, timeout=120)
+    assert not res["errors"], res["errors"]
+    end_txns = b.control.requests(api="EndTxn", transactional_id=tid)
+    assert end_txns[0]["outcome"] == "no_answer" and {r["broker"] for r in end_txns[1:]} == {other}, end_txns
+    got = read_all(b, topic, [0, 1], READ_COMMITTED)
+    assert [len(got[p]) for p in (0, 1)] == [8, 8]  # transactions 0 and 2, four records each
