@@ -126,9 +126,10 @@ class Dispatcher:
         rule = None
         injector = self.injector
         if injector is not None and injector.book:
+            node = getattr(getattr(ctx.connection, "listener", None), "node_id", None)
             rule = injector.book.decide(RequestFacts(
                 ctx.api_key, ctx.api_version, ctx.client_id, software[0], txn_ids, groups, tps,
-                self.node_id))
+                node if node is not None else self.node_id))
         try:
             if rule is not None:
                 assert injector is not None  # a rule comes from its book

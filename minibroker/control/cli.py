@@ -240,6 +240,9 @@ def cluster_main(argv: list[str]) -> int:
     who = coord.add_mutually_exclusive_group(required=True)
     who.add_argument("--transactional-id")
     who.add_argument("--group")
+    coord.add_argument("--load-in-progress", type=int, default=0, metavar="N",
+                       help="the new coordinator answers its next N requests of each coordinator API "
+                            "with COORDINATOR_LOAD_IN_PROGRESS, as while it loads")
     for s in (show, stop, start, lead, coord):
         s.add_argument("--control", default=argparse.SUPPRESS)
         s.add_argument("--json", action="store_true")
@@ -259,7 +262,8 @@ def cluster_main(argv: list[str]) -> int:
                        {"topic": ns.topic, "partition": ns.partition, "broker": ns.broker})
             lines = [f"{ns.topic}-{ns.partition} led by broker {ns.broker}"]
         else:
-            body = {"broker": ns.broker, "transactional_id": ns.transactional_id, "group": ns.group}
+            body = {"broker": ns.broker, "transactional_id": ns.transactional_id, "group": ns.group,
+                    "load_in_progress": ns.load_in_progress}
             out = call(control, "POST", "/v1/coordinators/move", body)
             lines = [f"coordinator ({out['partition']}) moved to broker {out['coordinator']}"]
     except ControlError as e:

@@ -20,7 +20,9 @@ only when the listener is on, so a broker without it starts as fast as before.
     GET    /v1/cluster                 (--brokers N) the virtual brokers, up or stopped, and addresses
     POST   /v1/brokers/{id}/stop|start stop or start one virtual broker (leaders and coordinators move)
     POST   /v1/partitions/leader       {"topic", "partition", "broker"}: move a partition's leader
-    POST   /v1/coordinators/move       {"transactional_id" or "group", "broker"}: move a coordinator
+    POST   /v1/coordinators/move       {"transactional_id" or "group", "broker"[, "load_in_progress": N]}:
+                                       move a coordinator; N: its next N requests of each coordinator
+                                       API are answered COORDINATOR_LOAD_IN_PROGRESS (as while loading)
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ from ..request_log import RequestLog
 from .durations import DurationError, parse_duration_ms
 
 log = structlog.get_logger("minibroker.control")
+
+
+_TXN_COORDINATOR_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn")
+_GROUP_COORDINATOR_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
+                           "OffsetFetch", "TxnOffsetCommit", "ConsumerGroupHeartbeat")
 
 
 def _bad(message: str, status: int = 400) -> web.Response:
@@ -298,9 +305,22 @@ class ControlPlane:
         else:
             return _bad('post {"transactional_id": ID or "group": G, "broker": B}')
         try:
+            loading = int(body.get("load_in_progress", 0))
+        except (TypeError, ValueError):
+            return _bad("load_in_progress must be an integer")
+        try:
             moved = broker.cluster.move_leader(topic, partition, node)
         except ClusterError as e:
             return _bad(str(e))
-        log.info("cluster.coordinator_moved", key=key, partition=f"{topic}-{partition}", broker=node)
+        rules = []
+        if loading > 0:
+            # Kafka's new coordinator loads the partition first: its answers say so meanwhile.
+            field = "transactional_id" if topic == TRANSACTION_STATE_TOPIC else "group"
+            apis = _TXN_COORDINATOR_APIS if field == "transactional_id" else _GROUP_COORDINATOR_APIS
+            rules = [self.injector.book.add({"api": api, "action": "error", field: key, "broker": node,
+                                             "error": "COORDINATOR_LOAD_IN_PROGRESS", "count": loading}).id
+                     for api in apis]
+        log.info("cluster.coordinator_moved", key=key, partition=f"{topic}-{partition}", broker=node,
+                 load_in_progress=loading)
         return web.json_response({"coordinator": node, "partition": f"{topic}-{partition}",
-                                  "leaders_moved": moved})
+                                  "leaders_moved": moved, "fault_rules": rules})

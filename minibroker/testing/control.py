@@ -115,8 +115,10 @@ class Control:
                           {"topic": topic, "partition": partition, "broker": broker})
 
     def move_coordinator(self, broker: int, *, transactional_id: str | None = None,
-                         group: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"broker": broker}
+                         group: str | None = None, load_in_progress: int = 0) -> dict[str, Any]:
+        """Move the coordinator; ``load_in_progress=N``: the new one answers its next N requests
+        of each coordinator API with COORDINATOR_LOAD_IN_PROGRESS, as while it loads."""
+        body: dict[str, Any] = {"broker": broker, "load_in_progress": load_in_progress}
         if transactional_id is not None:
             body["transactional_id"] = transactional_id
         if group is not None:

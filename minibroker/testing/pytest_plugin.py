@@ -7,6 +7,9 @@
 - ``minibroker_factory`` (function): ``minibroker_factory(**options)`` starts a broker of
   its own (``MiniBroker`` options) and returns its handle (``restart()``, ``kill9()``,
   ``start()``, ``stop()``); every one is closed when the test ends, pass or fail.
+- ``controlled_minibroker`` / ``virtual_minibroker`` (function): a broker of the test's own with
+  its control plane on (``.control``: fault rules, the clock, the request log); the second on a
+  virtual clock that moves only with ``.control.advance(...)``.
 - ``unique_topic`` (function): a topic name unique to this test run.
 
 When a test using a broker fails, the tail of that broker's log is added to the report.
@@ -117,6 +120,20 @@ def minibroker_factory(request: pytest.FixtureRequest) -> Iterator[MiniBrokerFac
         yield factory
     finally:
         factory.close()
+
+
+@pytest.fixture
+def controlled_minibroker(minibroker_factory: MiniBrokerFactory) -> MiniBroker:
+    """A broker of this test's own with its control plane on: ``.control`` adds fault rules,
+    advances the clock, reads the request log (README: "Testing the bad days")."""
+    return minibroker_factory(control=True)
+
+
+@pytest.fixture
+def virtual_minibroker(minibroker_factory: MiniBrokerFactory) -> MiniBroker:
+    """Like ``controlled_minibroker``, on a virtual clock: time moves only with
+    ``.control.advance("61s")``, so timeouts happen when the test says."""
+    return minibroker_factory(control=True, clock="virtual")
 
 
 @pytest.fixture

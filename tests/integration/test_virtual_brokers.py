@@ -236,3 +236,21 @@ def test_java_client_follows_a_coordinator_moved_mid_commit(broker_factory, topi
     assert end_txns[0]["outcome"] == "no_answer" and {r["broker"] for r in end_txns[1:]} == {other}, end_txns
     got = read_all(b, topic, [0, 1], READ_COMMITTED)
     assert [len(got[p]) for p in (0, 1)] == [8, 8]  # transactions 0 and 2, four records each
+
+
+def test_new_coordinator_loading_after_a_move(broker_factory, topic):
+    """Moved with load_in_progress=2: the old coordinator answers NOT_COORDINATOR, the new one
+    COORDINATOR_LOAD_IN_PROGRESS twice (as while Kafka loads the partition), then the commit."""
+    b = broker_factory(ARGS, control=True)
+    tid = txn_id("loading")
+    p = txn_producer(_boot(b), tid)
+    p.init_transactions(20)
+    first = b.control.requests(api="InitProducerId", transactional_id=tid)[-1]["broker"]
+    p.begin_transaction()
+    produce_sync(p, topic, [(0, b"ld|1")])
+    other = next(n for n in (1, 2, 3) if n != first)
+    out = b.control.move_coordinator(other, transactional_id=tid, load_in_progress=2)
+    assert len(out["fault_rules"]) == 4
+    p.commit_transaction(30)
+    codes = [(r["broker"], r["error_code"]) for r in b.control.requests(api="EndTxn", transactional_id=tid)]
+    assert codes == [(first, 16), (other, 14), (other, 14), (other, 0)], codes
