@@ -75,7 +75,10 @@ class Broker:
             flush=FlushPolicy(cast(FlushMode, config.fsync.mode), config.fsync.interval_ms,
                               background=True),
         )
-        self.logs = LogManager(config.data_dir, self.default_log_config)
+        # Storage keeps the broker's time too (flush.ms and segment.ms deadlines, retention), so
+        # a clock the control plane advances moves them as well; the system clock stays storage's own.
+        self.logs = LogManager(config.data_dir, self.default_log_config,
+                               clock=None if clock is SYSTEM_CLOCK else clock.wall_ms)
         # None with one broker: every placement check is skipped.
         self.cluster: Cluster | None = None
         if config.brokers > 1:

@@ -37,3 +37,30 @@ async def test_periodic_flush_runs_off_the_event_loop(tmp_path, monkeypatch):
     finally:
         await c.close()
         await running.close()
+
+
+async def test_on_a_virtual_clock_flush_deadlines_wait_for_an_advance(tmp_path, monkeypatch):
+    """--clock virtual: flush.ms is a deadline of the broker's clock, which stands still until the
+    control plane advances it (then the flusher, which looks at least every second, syncs)."""
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    running = await start(Config(port=0, data_dir=tmp_path / "data", fsync=FsyncPolicy("interval", 50),
+                                 num_partitions=1, clock="virtual"))
+    c = await RawClient.connect(running.port)
+    try:
+        await c.call(rq.metadata(["vf"]))
+        resp = await c.call(rq.produce("vf", 0, rq.batch(3)))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+        synced.clear()
+        await asyncio.sleep(1.3)  # real time passes, the broker's does not
+        assert not synced, "flushed although the virtual clock stood still"
+        running.broker.clock.advance(100)
+        for _ in range(100):  # bounded: the flusher looks again within a second
+            if synced:
+                break
+            await asyncio.sleep(0.05)
+        assert synced, "the advance past flush.ms did not flush"
+    finally:
+        await c.close()
+        await running.close()
