@@ -51,6 +51,9 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
 
     def node_endpoints() -> dict[int, tuple[str, int]]:
         return broker.node_endpoints
+    # Virtual brokers only: who coordinates a key, and each node's address.
+    coordinator_node = broker.coordinator_node if cluster is not None else None
+    endpoints = node_endpoints if cluster is not None else None
 
     families = (
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
@@ -60,12 +63,11 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
                          create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,
-                         node_endpoints=node_endpoints if cluster is not None else None),
+                         node_endpoints=endpoints),
         AdminHandlers(logs=logs, config=broker.config, create_topic=broker.create_topic,
                       delete_topic=broker.delete_topic),
         CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint,
-                            coordinator_node=broker.coordinator_node if cluster is not None else None,
-                            node_endpoints=node_endpoints if cluster is not None else None),
+                            coordinator_node=coordinator_node, node_endpoints=endpoints),
         TxnHandlers(coordinator=txn, logs=logs, producer_ids=broker.producer_ids,
                     offsets_partition_for=broker.offsets_partition_for),
         TxnAdminHandlers(coordinator=txn, logs=logs),
@@ -74,8 +76,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
-                   request_log=request_log, node_id=broker.node_id,
-                   coordinator_node=broker.coordinator_node if cluster is not None else None)
+                   request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node)
     for family in families:
         for api in family.apis():
             d.register(api)
@@ -89,15 +90,23 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
 
 
 @dataclass
+class _NodeListener:
+    """A virtual broker's listener: what binding it again after a stop needs."""
+    spec: Any
+    factory: Any
+    bound: BoundListener
+    server: Acceptor
+
+
+@dataclass
 class RunningBroker:
     broker: Broker
     servers: list[Acceptor]
     listeners: tuple[BoundListener, ...]
     connections: set = field(default_factory=set)
     control: Any = None  # control.http.ControlPlane, with --control-listener
-    # --brokers N: each virtual broker's listener spec, connection factory and bound listener
-    node_binds: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
-    stopped: set[int] = field(default_factory=set)
+    # --brokers N: each virtual broker's listener, to close and bind again
+    nodes: dict[int, _NodeListener] = field(default_factory=dict)
 
     async def stop_node(self, node: int) -> list[str]:
         """Stop one virtual broker: its listener closes, its connections drop, its partitions'
@@ -105,31 +114,23 @@ class RunningBroker:
         cluster = self.broker.cluster
         assert cluster is not None  # only with --brokers N
         moved = cluster.stop(node)  # refuses an unknown, stopped or last broker
-        _spec, _factory, bound = self.node_binds[node]
-        for server in self.servers:
-            if server.sockets and server.sockets[0].fileno() >= 0 and \
-                    server.sockets[0].getsockname()[1] == bound.port:
-                server.close()
-                self.servers.remove(server)
-                break
+        n = self.nodes[node]
+        n.server.close()
+        self.servers.remove(n.server)
         for conn in list(self.connections):
-            if getattr(conn.listener, "node_id", None) == node and conn.transport is not None:
+            if conn.listener is n.bound and conn.transport is not None:
                 conn.transport.close()
-        self.stopped.add(node)
         return moved
 
     async def start_node(self, node: int) -> list[str]:
         cluster = self.broker.cluster
         assert cluster is not None  # only with --brokers N
-        if node not in self.stopped:
-            from .cluster import ClusterError
-            raise ClusterError(f"broker {node} is already up" if node in self.node_binds
-                               else f"no broker {node}")
-        spec, factory, bound = self.node_binds[node]
-        server, _port = _bind_listener(spec, bound.port, factory)
-        await server.start_serving()
-        self.servers.append(server)
-        self.stopped.discard(node)
+        if node not in self.nodes or node in cluster.up:
+            return cluster.start(node)  # refuses: no such broker, or already up
+        n = self.nodes[node]
+        n.server, _port = _bind_listener(n.spec, n.bound.port, n.factory)
+        await n.server.start_serving()
+        self.servers.append(n.server)
         return cluster.start(node)
 
     @property
@@ -233,13 +234,12 @@ async def start(config: Config) -> RunningBroker:
     memory = RequestMemory(config.queued_max_request_bytes)
     servers: list[Acceptor] = []
     bound: list[BoundListener] = []
-    nodes = [config.node_id + i for i in range(config.brokers)]
-    node_binds: dict[int, tuple[Any, Any, Any]] = {}  # virtual broker -> (spec, factory, bound)
+    nodes: dict[int, _NodeListener] = {}  # with --brokers N
     try:
         # Bind every listener before any serves: a connection must never see a half-made
         # broker or a partial listener list (DescribeConfigs shows them all).
         for spec in config.effective_listeners():
-            for i, node in enumerate(nodes):
+            for i, node in enumerate(config.node_ids):
                 slot: list[BoundListener] = []
 
                 def factory(slot=slot):
@@ -255,7 +255,7 @@ async def start(config: Config) -> RunningBroker:
                 bound.append(slot[0])
                 if config.brokers > 1:
                     broker.node_endpoints[node] = (host, adv_port)
-                    node_binds[node] = (spec, factory, slot[0])
+                    nodes[node] = _NodeListener(spec, factory, slot[0], server)
     except OSError:
         for server in servers:
             server.close()
@@ -273,16 +273,20 @@ async def start(config: Config) -> RunningBroker:
     crash_points.arm(injector.book if injector is not None else None)
     for server in servers:
         await server.start_serving()
-    running = RunningBroker(broker, servers, everything, connections, control)
-    running.node_binds = node_binds
+    running = RunningBroker(broker, servers, everything, connections, control, nodes)
     if control is not None and broker.cluster is not None:
         control.cluster_ops = running
     return running
 
 
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """The bound sockets of one listener address (one dual-stack socket where that applies)."""
+    sock = _listening_socket(host, port)
+    return [sock] if sock is not None else _bound_sockets(host or "0.0.0.0", port)
+
+
 def _bind_listener(spec: Any, port: int, factory: Any) -> tuple[Acceptor, int]:
-    sock = _listening_socket(spec.host, port)
-    socks = [sock] if sock is not None else _bound_sockets(spec.host or "0.0.0.0", port)
+    socks = _bind(spec.host, port)
     return Acceptor(socks, factory, spec.name, backlog=1024), socks[0].getsockname()[1]
 
 
@@ -290,8 +294,7 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
                          injector: Any, request_log: Any) -> Any:
     from .control.http import ControlPlane
     host, port = address
-    sock = _listening_socket(host, port)
-    socks = [sock] if sock is not None else _bound_sockets(host, port)
+    socks = _bind(host, port)
     for extra in socks[1:]:
         extra.close()
     plane = ControlPlane(node_id=broker.node_id, clock=clock, injector=injector,

@@ -82,7 +82,7 @@ class Broker:
         # None with one broker: every placement check is skipped.
         self.cluster: Cluster | None = None
         if config.brokers > 1:
-            self.cluster = Cluster([config.node_id + i for i in range(config.brokers)], config.data_dir)
+            self.cluster = Cluster(config.node_ids, config.data_dir)
             for t in self.logs.topics():
                 self.cluster.observe(t.name, t.partitions)
         self.producer_ids = ProducerIdAllocator(config.data_dir)

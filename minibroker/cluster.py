@@ -70,9 +70,13 @@ class ClusterError(ValueError):
 class Cluster:
     node_ids: list[int]
     data_dir: Path | None = None
-    up: set[int] = field(default_factory=set)
+    up: set[int] = field(init=False)
     replication: dict[str, int] = field(default_factory=dict)
+    # leaders put elsewhere than the first in-sync replica (a move, or kept after a stop)
     moved: dict[tuple[str, int], int] = field(default_factory=dict)
+    # the partitions whose leader changes are counted, and their leader epochs
+    known: set[tuple[str, int]] = field(default_factory=set)
+    epochs: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.up = set(self.node_ids)
@@ -98,6 +102,8 @@ class Cluster:
         if self.replication.pop(topic, None) is not None:
             self._save()
         self.moved = {tp: n for tp, n in self.moved.items() if tp[0] != topic}
+        self.known = {tp for tp in self.known if tp[0] != topic}
+        self.epochs = {tp: e for tp, e in self.epochs.items() if tp[0] != topic}
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         factor = min(self.replication.get(topic, 1), self.size)
@@ -118,13 +124,7 @@ class Cluster:
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         # Moves and stops are what change a leader here; both are counted per partition.
-        return self._epochs.get((topic, partition), 0)
-
-    @property
-    def _epochs(self) -> dict[tuple[str, int], int]:
-        if not hasattr(self, "_epoch_map"):
-            self._epoch_map: dict[tuple[str, int], int] = {}
-        return self._epoch_map
+        return self.epochs.get((topic, partition), 0)
 
     def not_leader(self, node: int | None, topic: str, partition: int) -> bool:
         """A partition request to ``node`` that Kafka would answer NOT_LEADER_OR_FOLLOWER."""
@@ -139,27 +139,26 @@ class Cluster:
             raise ClusterError(f"no broker {node} (brokers: {', '.join(map(str, self.node_ids))})")
 
     def _leaders(self) -> dict[tuple[str, int], int | None]:
-        return {tp: self.leader(*tp) for tp in self._known}
-
-    @property
-    def _known(self) -> set[tuple[str, int]]:
-        if not hasattr(self, "_known_tps"):
-            self._known_tps: set[tuple[str, int]] = set()
-        return self._known_tps
+        return {tp: self.leader(*tp) for tp in self.known}
 
     def observe(self, topic: str, partitions: int) -> None:
         """Partitions whose leader changes are counted in their leader epoch."""
-        for p in range(partitions):
-            self._known.add((topic, p))
+        self.known.update((topic, p) for p in range(partitions))
 
-    def _bump_changed(self, before: dict[tuple[str, int], int | None]) -> list[str]:
-        changed = []
+    def _bump_changed(self, before: dict[tuple[str, int], int | None]
+                      ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """The partitions whose leader changed since ``before`` (old, new), epochs bumped."""
+        changed = {}
         for tp, old in before.items():
             new = self.leader(*tp)
             if new != old:
-                self._epochs[tp] = self._epochs.get(tp, 0) + 1
-                changed.append(f"{tp[0]}-{tp[1]}: {old} -> {new}")
+                self.epochs[tp] = self.epochs.get(tp, 0) + 1
+                changed[tp] = (old, new)
         return changed
+
+    @staticmethod
+    def _lines(changed: dict[tuple[str, int], tuple[int | None, int | None]]) -> list[str]:
+        return [f"{t}-{p}: {old} -> {new}" for (t, p), (old, new) in changed.items()]
 
     def stop(self, node: int) -> list[str]:
         self._check_node(node)
@@ -172,12 +171,12 @@ class Cluster:
         changed = self._bump_changed(before)
         # The new leaders keep leading when the broker comes back (Kafka moves leadership back
         # only by a preferred-leader election: here, an explicit move).
-        for tp, old in before.items():
-            new = self.leader(*tp)
-            if new is not None and new != old:
+        for tp, (_old, new) in changed.items():
+            if new is not None:
                 self.moved[tp] = new
-        log.warning("cluster.broker_stopped", broker=node, leaders_moved=changed)
-        return changed
+        lines = self._lines(changed)
+        log.warning("cluster.broker_stopped", broker=node, leaders_moved=lines)
+        return lines
 
     def start(self, node: int) -> list[str]:
         self._check_node(node)
@@ -185,9 +184,9 @@ class Cluster:
             raise ClusterError(f"broker {node} is already up")
         before = self._leaders()
         self.up.add(node)
-        changed = self._bump_changed(before)
-        log.info("cluster.broker_started", broker=node, leaders_moved=changed)
-        return changed
+        lines = self._lines(self._bump_changed(before))
+        log.info("cluster.broker_started", broker=node, leaders_moved=lines)
+        return lines
 
     def move_leader(self, topic: str, partition: int, node: int) -> list[str]:
         self._check_node(node)
@@ -196,12 +195,12 @@ class Cluster:
                                f"(replicas: {self.replicas(topic, partition)})")
         if node not in self.up:
             raise ClusterError(f"broker {node} is stopped")
-        self._known.add((topic, partition))
+        self.known.add((topic, partition))
         before = self._leaders()
         self.moved[(topic, partition)] = node
-        changed = self._bump_changed(before)
-        log.info("cluster.leader_moved", topic=topic, partition=partition, broker=node, changed=changed)
-        return changed
+        lines = self._lines(self._bump_changed(before))
+        log.info("cluster.leader_moved", topic=topic, partition=partition, broker=node, changed=lines)
+        return lines
 
     def describe(self) -> dict:
         return {"brokers": [{"node_id": n, "up": n in self.up} for n in self.node_ids],

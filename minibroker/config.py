@@ -116,6 +116,11 @@ class Config:
     clock: str = "system"
     faults: Path | None = None
 
+    @property
+    def node_ids(self) -> list[int]:
+        """The node ids of this process's (virtual) brokers: --node-id and the --brokers after it."""
+        return [self.node_id + i for i in range(self.brokers)]
+
     def effective_listeners(self) -> tuple[Listener, ...]:
         if self.listeners:
             return self.listeners

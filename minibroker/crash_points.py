@@ -63,14 +63,19 @@ class CrashPoints:
         """Die here, as a kill -9 would, if a crash rule asks for this point."""
         if not self.armed:
             return
-        if self.faults is None or not self.faults:
+        if not self.faults:  # none, or no rules
             return
-        rule = self.faults.at_point(point, transactional_id or self.current_txn, topic, partition)
+        txn = transactional_id or self.current_txn
+        rule = self.faults.at_point(point, txn, topic, partition)
         if rule is not None:
-            log.warning("fault.crash", id=rule.id, point=point, transactional_id=transactional_id
-                        or self.current_txn, topic=topic, partition=partition, pid=os.getpid(),
-                        reason="a crash rule fired: the broker kills itself as kill -9 would")
-            os.kill(os.getpid(), signal.SIGKILL)
+            kill_self(rule.id, point, transactional_id=txn, topic=topic, partition=partition)
+
+
+def kill_self(rule_id: int, point: str, **fields: object) -> None:
+    """Die as a kill -9 would (a crash rule fired), saying so first."""
+    log.warning("fault.crash", id=rule_id, point=point, pid=os.getpid(), **fields,
+                reason="a crash rule fired: the broker kills itself as kill -9 would")
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 NO_CRASH_POINTS = CrashPoints()

@@ -114,6 +114,7 @@ class Dispatcher:
 
     # -- with the control plane: recorded, and open to fault rules -------------------------
     def _observed(self, api: Api, ctx: RequestContext, request: Any, software: tuple[str, str]) -> Answer:
+        from .cluster import connection_node
         from .faults import subjects
         from .faults.rules import RequestFacts
 
@@ -126,7 +127,7 @@ class Dispatcher:
         rule = None
         injector = self.injector
         if injector is not None and injector.book:
-            node = getattr(getattr(ctx.connection, "listener", None), "node_id", None)
+            node = connection_node(ctx)
             rule = injector.book.decide(RequestFacts(
                 ctx.api_key, ctx.api_version, ctx.client_id, software[0], txn_ids, groups, tps,
                 node if node is not None else self.node_id))

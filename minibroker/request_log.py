@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .cluster import connection_node
 from .request_counts import api_name
 
 DEFAULT_CAPACITY = 100_000
@@ -96,7 +97,7 @@ class RequestLog:
             client_id=ctx.client_id, client_software=software[0],
             client_software_version=software[1], conn=getattr(conn, "conn_id", None),
             peer=f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None,
-            broker=getattr(getattr(conn, "listener", None), "node_id", None) or self.broker,
+            broker=connection_node(ctx) or self.broker,
             transactional_ids=tuple(sorted(txn_ids)),
             groups=tuple(sorted(groups)), topics=tuple(sorted(topics)), _t0=time.perf_counter())
         self.records.append(r)

@@ -197,9 +197,10 @@ def requests_main(argv: list[str]) -> int:
             rows = call(control, "GET", "/v1/requests/counts")["counts"]
             if ns.json:
                 print(json.dumps(rows, indent=2))
-            for r in rows if not ns.json else ():
-                print(f"{r['api']:<24} v{r['api_version']:<3} {r['client_software_name']}/"
-                      f"{r['client_software_version']}: {r['count']}")
+            else:
+                for r in rows:
+                    print(f"{r['api']:<24} v{r['api_version']:<3} {r['client_software_name']}/"
+                          f"{r['client_software_version']}: {r['count']}")
             return 0
         query = {k: v for k, v in (("api", ns.api), ("client", ns.client),
                                    ("transactional_id", ns.transactional_id), ("group", ns.group),

@@ -145,16 +145,11 @@ class ControlPlane:
             specs = [specs]
         if not isinstance(specs, list) or not specs:
             return _bad("post a rule (a JSON object) or {\"rules\": [...]}")
-        book = self.injector.book
-        # All or nothing: every rule is checked before any is added.
-        from ..faults.rules import parse_rule
-        for n, spec in enumerate(specs, 1):
-            try:
-                parse_rule(spec, 0)
-            except FaultError as e:
-                return _bad(f"rule {n}: {e}" if len(specs) > 1 else str(e))
-        added = [book.add(spec).describe() for spec in specs]
-        return web.json_response({"rules": added}, status=201)
+        try:  # all or nothing
+            added = self.injector.book.add_all(specs, numbered=len(specs) > 1)
+        except FaultError as e:
+            return _bad(str(e))
+        return web.json_response({"rules": [r.describe() for r in added]}, status=201)
 
     async def clear_faults(self, request: web.Request) -> web.Response:
         gone = self.injector.book.clear()

@@ -22,17 +22,17 @@ holds back the answers of the requests pipelined behind it, as on a Kafka connec
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from collections.abc import Callable
 from typing import Any
 
 import structlog
 
+from .. import crash_points
 from ..api import NO_RESPONSE, Answer, RequestContext, Response
 from ..dispatch import Disconnect
+from ..request_counts import api_name
 from .error_answers import NoErrorShape, error_entity
-from .rules import FaultBook, FaultRule, api_name
+from .rules import FaultBook, FaultRule
 
 log = structlog.get_logger("minibroker.faults")
 
@@ -45,9 +45,7 @@ class Disconnecting(Disconnect):
 
 
 def kill_self(rule: FaultRule, where: str) -> None:
-    log.warning("fault.crash", id=rule.id, point=where, pid=os.getpid(),
-                reason="a crash rule fired: the broker kills itself as kill -9 would")
-    os.kill(os.getpid(), signal.SIGKILL)
+    crash_points.kill_self(rule.id, where)
 
 
 class Injector:

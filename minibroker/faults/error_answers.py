@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import types
 import typing
 import uuid
 from functools import cache
@@ -42,7 +43,7 @@ def _nothing(cls, name: str, hint: Any) -> Any:
     args = typing.get_args(hint)
     if origin is tuple:
         return ()
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and type(None) in args:
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
         return None
     if isinstance(hint, type):
         if issubclass(hint, datetime.timedelta):

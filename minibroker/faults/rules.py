@@ -19,7 +19,6 @@ hold, delay, crash) is the dispatcher's business (minibroker/faults/actions.py).
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ import structlog
 
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.errors import ErrorCode
+
+from ..request_counts import api_name
 
 log = structlog.get_logger("minibroker.faults")
 
@@ -164,13 +165,6 @@ class FaultRule:
         out["matched"] = self.matched
         out["fired"] = self.fired
         return out
-
-
-def api_name(key: int) -> str:
-    try:
-        return ApiKey(key).name
-    except ValueError:
-        return str(key)
 
 
 _API_BY_NAME = {k.name.lower(): int(k) for k in ApiKey}
@@ -312,20 +306,38 @@ def parse_rule(spec: Mapping[str, Any], rule_id: int) -> FaultRule:
     return rule
 
 
+def parse_rules(specs: Iterable[Mapping[str, Any]], first_id: int = 1) -> list[FaultRule]:
+    """Every rule of a batch checked before any is used; FaultError ``rule N: why`` otherwise."""
+    rules = []
+    for n, spec in enumerate(specs, 1):
+        try:
+            rules.append(parse_rule(spec, first_id + n - 1))
+        except FaultError as e:
+            raise FaultError(f"rule {n}: {e}") from None
+    return rules
+
+
 class FaultBook:
     """The rules in force, in the order they were added, and how often each fired."""
 
     def __init__(self, rules: Iterable[Mapping[str, Any]] = ()) -> None:
         self.rules: dict[int, FaultRule] = {}
-        self._ids = itertools.count(1)
-        for spec in rules:
-            self.add(spec)
+        self._next_id = 1
+        self.add_all(rules)
 
     def add(self, spec: Mapping[str, Any]) -> FaultRule:
-        rule = parse_rule(spec, next(self._ids))
-        self.rules[rule.id] = rule
-        log.info("fault.added", **rule.describe())
-        return rule
+        return self.add_all([spec], numbered=False)[0]
+
+    def add_all(self, specs: Iterable[Mapping[str, Any]], numbered: bool = True) -> list[FaultRule]:
+        """Add a batch, all or nothing (a refusal names the rule when ``numbered``)."""
+        specs = list(specs)
+        rules = (parse_rules(specs, self._next_id) if numbered
+                 else [parse_rule(spec, self._next_id + i) for i, spec in enumerate(specs)])
+        for rule in rules:
+            self.rules[rule.id] = rule
+            log.info("fault.added", **rule.describe())
+        self._next_id += len(rules)
+        return rules
 
     def remove(self, rule_id: int) -> FaultRule | None:
         rule = self.rules.pop(rule_id, None)
@@ -389,9 +401,8 @@ def read_rules_file(path: Any) -> list[Mapping[str, Any]]:
     specs = data.get("rules") if isinstance(data, dict) else data
     if not isinstance(specs, list):
         raise FaultError(f"--faults {str(p)!r}: expected {{\"rules\": [...]}} or a list of rules")
-    for i, spec in enumerate(specs, 1):
-        try:
-            parse_rule(spec, i)
-        except FaultError as e:
-            raise FaultError(f"--faults {str(p)!r}: rule {i}: {e}") from None
+    try:
+        parse_rules(specs)
+    except FaultError as e:
+        raise FaultError(f"--faults {str(p)!r}: {e}") from None
     return specs

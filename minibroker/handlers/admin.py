@@ -82,7 +82,7 @@ class AdminHandlers:
             indexes = sorted(a.partition_index for a in t.assignments)
             if indexes != list(range(len(indexes))):
                 return ErrorCode.invalid_replica_assignment, "Partitions should be numbered 0 to N-1", -1
-            nodes = set(range(self.config.node_id, self.config.node_id + self.config.brokers))
+            nodes = set(self.config.node_ids)
             width = len(t.assignments[0].broker_ids)
             for a in t.assignments:
                 if not a.broker_ids or not set(a.broker_ids) <= nodes or len(a.broker_ids) != width \
