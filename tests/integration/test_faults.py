@@ -20,6 +20,7 @@ from .test_txn_support import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     TXN_BROKER_ARGS,
+    open_transaction,
     produce_sync,
     read_all,
     txn_id,
@@ -54,10 +55,8 @@ def test_end_txn_response_lost_then_the_retry_commits_once(broker_factory, topic
     completed commit with success, and the records are there once."""
     b = broker_factory(TXN_BROKER_ARGS, control=True)
     tid = txn_id("gap")
-    p = txn_producer(b.bootstrap_servers, tid, **{"socket.timeout.ms": 1500})
-    p.init_transactions(20)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"gap|1"), (0, b"gap|2")])
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"gap|1"), (0, b"gap|2")],
+                         **{"socket.timeout.ms": 1500})
     rule = b.control.add_fault(api="EndTxn", action="drop-response", transactional_id=tid)
     # librdkafka times the EndTxn out after socket.timeout.ms and retries it by itself (older
     # versions hand the application a retriable error first: both are retried here).
@@ -87,10 +86,7 @@ def test_retriable_errors_a_few_times_then_success(broker_factory, topic, api, e
     tid = txn_id("retry")
     rule = b.control.add_fault(api=api, action="error", error=error, count=3,
                                **({} if api == "FindCoordinator" else {"transactional_id": tid}))
-    p = txn_producer(b.bootstrap_servers, tid)
-    p.init_transactions(30)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"r|1")])
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"r|1")], init_timeout=30)
     p.commit_transaction(30)
     assert b.control.fault(rule["id"])["fired"] == 3
     seen = b.control.requests(api=api)
@@ -106,10 +102,8 @@ def test_virtual_clock_past_the_transaction_timeout_fences_the_producer(broker_f
     is aborted by the coordinator (epoch bump), and the producer that comes back is fenced."""
     b = broker_factory(TXN_BROKER_ARGS, control=True, clock="virtual")
     tid = txn_id("timeout")
-    p = txn_producer(b.bootstrap_servers, tid, **{"transaction.timeout.ms": 60000})
-    p.init_transactions(20)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"late|1")])
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"late|1")],
+                         **{"transaction.timeout.ms": 60000})
     t0 = time.monotonic()
     out = b.control.advance("61s")
     assert out["ran"]["transactions_aborted"] == 1, out
@@ -143,10 +137,7 @@ def test_produce_response_lost_then_the_retry_is_deduplicated(broker_factory, to
 def test_hold_keeps_a_commit_until_released(broker_factory, topic):
     b = broker_factory(TXN_BROKER_ARGS, control=True)
     tid = txn_id("hold")
-    p = txn_producer(b.bootstrap_servers, tid)
-    p.init_transactions(20)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"held|1")])
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"held|1")])
     rule = b.control.add_fault(api="EndTxn", action="hold", transactional_id=tid)
     import threading
     done = threading.Event()
@@ -168,10 +159,8 @@ def test_hold_keeps_a_commit_until_released(broker_factory, topic):
 def test_crash_at_a_named_point_then_restart_completes_the_commit(broker_factory, topic, point):
     b = broker_factory(TXN_BROKER_ARGS, control=True)
     tid = txn_id("crash")
-    p = txn_producer(b.bootstrap_servers, tid, **{"socket.timeout.ms": 3000})
-    p.init_transactions(20)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"c|1"), (1, b"c|2")])
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"c|1"), (1, b"c|2")],
+                         **{"socket.timeout.ms": 3000})
     b.control.add_fault(action="crash", point=point, transactional_id=tid)
     with pytest.raises(KafkaException):
         p.commit_transaction(3)
@@ -262,10 +251,7 @@ def test_max_api_versions_caps_one_api(broker_factory, topic):
     with Fetch v10, and its transaction commits as before."""
     b = broker_factory([*TXN_BROKER_ARGS, "--max-api-versions", "Produce=7,Fetch=10"], control=True)
     tid = txn_id("capped")
-    p = txn_producer(b.bootstrap_servers, tid)
-    p.init_transactions(20)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"cap|1")])
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"cap|1")])
     p.commit_transaction(20)
     assert _values(read_all(b, topic, [0], READ_COMMITTED)) == [b"cap|1"]
     used = {(r["api"], r["api_version"]) for r in b.control.requests()}

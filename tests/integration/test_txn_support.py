@@ -50,6 +50,17 @@ def txn_producer(bootstrap: str, transactional_id: str, **extra):
     return Producer(conf)
 
 
+def open_transaction(bootstrap: str, transactional_id: str, topic: str, items,
+                     init_timeout: float = 20, **extra):
+    """A transactional producer, initialised, with a transaction begun holding ``items``
+    ((partition, value) pairs, acknowledged): the start of most transaction tests."""
+    p = txn_producer(bootstrap, transactional_id, **extra)
+    p.init_transactions(init_timeout)
+    p.begin_transaction()
+    produce_sync(p, topic, items)
+    return p
+
+
 def produce_sync(producer, topic: str, items, timeout: float = 30.0) -> dict[bytes, tuple[int, int]]:
     """Produce (partition, value) pairs (key = value's tag) and flush: {value: (partition, offset)}.
 

@@ -15,9 +15,9 @@ from .test_txn_support import (
     READ_UNCOMMITTED,
     TXN_BROKER_ARGS,
     consumer,
+    open_transaction,
     produce_sync,
     txn_id,
-    txn_producer,
 )
 
 ARGS = [*TXN_BROKER_ARGS, "--brokers", "3"]
@@ -101,10 +101,7 @@ def test_coordinator_moves_mid_commit(broker_factory, topic):
     coordinator, which answers the retry of the completed commit with success."""
     b = broker_factory(ARGS, control=True)
     tid = txn_id("moving")
-    p = txn_producer(_boot(b), tid, **{"socket.timeout.ms": 1500})
-    p.init_transactions(20)
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"mv|1"), (0, b"mv|2")])
+    p = open_transaction(_boot(b), tid, topic, [(0, b"mv|1"), (0, b"mv|2")], **{"socket.timeout.ms": 1500})
     first = b.control.requests(api="InitProducerId", transactional_id=tid)[-1]["broker"]
     b.control.add_fault(api="EndTxn", action="drop-response", transactional_id=tid)
     done = threading.Event()
@@ -135,11 +132,8 @@ def test_coordinator_moves_mid_commit(broker_factory, topic):
 def test_coordinator_moved_before_commit_answers_not_coordinator(broker_factory, topic):
     b = broker_factory(ARGS, control=True)
     tid = txn_id("moved")
-    p = txn_producer(_boot(b), tid)
-    p.init_transactions(20)
+    p = open_transaction(_boot(b), tid, topic, [(0, b"nc|1")])
     first = b.control.requests(api="InitProducerId", transactional_id=tid)[-1]["broker"]
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"nc|1")])
     other = next(n for n in (1, 2, 3) if n != first)
     b.control.move_coordinator(other, transactional_id=tid)
     p.commit_transaction(30)
@@ -243,11 +237,8 @@ def test_new_coordinator_loading_after_a_move(broker_factory, topic):
     COORDINATOR_LOAD_IN_PROGRESS twice (as while Kafka loads the partition), then the commit."""
     b = broker_factory(ARGS, control=True)
     tid = txn_id("loading")
-    p = txn_producer(_boot(b), tid)
-    p.init_transactions(20)
+    p = open_transaction(_boot(b), tid, topic, [(0, b"ld|1")])
     first = b.control.requests(api="InitProducerId", transactional_id=tid)[-1]["broker"]
-    p.begin_transaction()
-    produce_sync(p, topic, [(0, b"ld|1")])
     other = next(n for n in (1, 2, 3) if n != first)
     out = b.control.move_coordinator(other, transactional_id=tid, load_in_progress=2)
     assert len(out["fault_rules"]) == 4
