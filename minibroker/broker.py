@@ -23,7 +23,7 @@ from typing import cast
 
 import structlog
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, is_internal
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
@@ -99,7 +99,7 @@ class Broker:
                                              self.offsets_partition_for),
             data_dir=config.data_dir, verify_produce=self.txn_coordinator.verify_produce,
             clock=clock, initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            topics=self._assignable_topics,
+            topics=self.assignable_topics,
             consumer_settings=ConsumerGroupSettings(
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
@@ -170,10 +170,17 @@ class Broker:
                 self.cluster.observe(topic, count)
         return self.get_log(topic, partition)
 
-    def _assignable_topics(self) -> list[TopicView]:
-        """What a consumer group's assignment is made of: every topic but the internal ones."""
-        return [TopicView(t.name, t.topic_id, t.partitions) for t in self.logs.topics()
-                if not is_internal(t.name)]
+    def coordinator_topic(self, key_type: int) -> None:
+        """The internal topic behind a coordinator key type (0 group, 1 transaction), created
+        when missing: Kafka creates __consumer_offsets / __transaction_state at the first
+        FindCoordinator (KafkaApis.getOrCreateInternalTopic), so Metadata lists it from then on."""
+        self.internal_log(GROUP_METADATA_TOPIC if key_type == 0 else TRANSACTION_STATE_TOPIC, 0)
+
+    def assignable_topics(self) -> list[TopicView]:
+        """What a consumer group's assignment is made of: every topic, the internal ones too, as
+        Kafka's GroupMetadataManager.refreshRegularExpressions matches the regexes against every
+        topic of the metadata image (franz-go's Test848RegexBrokerResolves relies on it)."""
+        return [TopicView(t.name, t.topic_id, t.partitions) for t in self.logs.topics()]
 
     def transaction_partition_for(self, transactional_id: str) -> int:
         """Kafka's TransactionStateManager.partitionFor, for placing the coordinator."""

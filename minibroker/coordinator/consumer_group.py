@@ -27,8 +27,8 @@ partitions pending revocation past its rebalance timeout. A static member
 (``group.instance.id``) that leaves with epoch -2 keeps its assignment until its session times
 out, so a restarted instance takes its place without a rebalance.
 
-A subscription by regex uses RE2 syntax, as Kafka's RE2J: resolved against the topics (internal
-ones excluded) right after the heartbeat that brought it (a deadline due at once, as Kafka
+A subscription by regex uses RE2 syntax, as Kafka's RE2J: resolved against every topic (internal
+ones too, as Kafka) right after the heartbeat that brought it (a deadline due at once, as Kafka
 resolves it off the request path: the group epoch moves, the next heartbeat gets the
 assignment), and again at the first heartbeat after topics changed.
 
@@ -79,7 +79,7 @@ class TopicView:
     partitions: int
 
 
-# The topics an assignment may use (internal ones excluded), read at each heartbeat.
+# The topics an assignment may use (internal ones too, as in Kafka), read at each heartbeat.
 Topics = Callable[[], Iterable[TopicView]]
 
 

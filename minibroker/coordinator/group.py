@@ -51,10 +51,9 @@ import os
 from collections.abc import Callable
 
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.topics import is_internal
 
 from ..clock import SYSTEM_CLOCK, Clock
-from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics, TopicView
+from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics
 from .group_machine import GroupMachine
 from .group_membership import Waiting
 from .group_model import Group, GroupError, Member, Offset
@@ -272,8 +271,4 @@ def _from_broker(broker) -> tuple[OffsetsTopic, os.PathLike, VerifyProduce, Topi
         # late-bound: the transaction coordinator may be built after this one
         return broker.txn_coordinator.verify_produce(pid, epoch, topic_name, partition, add)
 
-    def topics() -> list[TopicView]:
-        return [TopicView(t.name, t.topic_id, t.partitions) for t in broker.logs.topics()
-                if not is_internal(t.name)]
-
-    return topic, broker.config.data_dir, verify_produce, topics
+    return topic, broker.config.data_dir, verify_produce, broker.assignable_topics

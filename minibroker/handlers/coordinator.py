@@ -24,12 +24,15 @@ KEY_TRANSACTION = 1
 class CoordinatorHandlers:
     def __init__(self, *, node_id: int, endpoint: Endpoint,
                  coordinator_node: Callable[[int, str], int | None] | None = None,
-                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
+                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None,
+                 coordinator_topic: Callable[[int], None] | None = None) -> None:
         self.node_id = node_id
         self.endpoint = endpoint
         # virtual brokers: the node leading the key's internal partition, and its address
         self.coordinator_node = coordinator_node
         self.node_endpoints = node_endpoints
+        # creates the key type's internal topic when missing, as Kafka does at this request
+        self.coordinator_topic = coordinator_topic
 
     def apis(self) -> list[Api]:
         # v6 adds share-group keys (KIP-932), which this broker does not serve.
@@ -41,6 +44,8 @@ class CoordinatorHandlers:
             return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, ("", -1)
         if key_type == KEY_TRANSACTION and not key:
             return ErrorCode.invalid_request, "Transactional id must not be empty", -1, ("", -1)
+        if self.coordinator_topic is not None:
+            self.coordinator_topic(key_type)
         if self.coordinator_node is None or self.node_endpoints is None:
             return ErrorCode.none, None, self.node_id, advertised_endpoint(ctx, self.endpoint)
         node = self.coordinator_node(key_type, key)

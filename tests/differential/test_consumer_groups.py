@@ -360,6 +360,27 @@ def test_regex_subscription(script):
     s.hb("a regex matching nothing", "r2", group=_uid("cgx"), names=None, regex="^nomatch$")
 
 
+def test_regex_matches_internal_topics(script):
+    """Kafka resolves a group's regex against every topic of its metadata image, the internal
+    ones too (GroupMetadataManager.refreshRegularExpressions has no internal-topic filter), so a
+    member whose regex names __consumer_offsets is assigned its partitions (franz-go's
+    Test848RegexBrokerResolves relies on it)."""
+    s = script(t1=1)
+    for side in s.pair.sides:  # the group's FindCoordinator made __consumer_offsets
+        s.pair._await_leaders(side, ["__consumer_offsets"], 1)
+    s.names = {side.name: {v: k for k, v in side.topic_ids.items()} for side in s.pair.sides}
+    s.hb("regex naming an internal topic", "i1", names=None, regex=f"__consumer_offsets|{s.t('t1')}")
+    for side in s.pair.sides:
+        deadline = time.monotonic() + 10
+        while side.call(req(DESCRIBE, 1, group_ids=(s.group,),
+                            include_authorized_operations=False)).groups[0].group_epoch < 2:
+            assert time.monotonic() < deadline, f"{side.name}: the regex was never resolved"
+            time.sleep(0.02)
+    time.sleep(INTERVAL)
+    got = s.hb("the internal topic is assigned", "i1", 1)
+    assert got[-1] == {"__consumer_offsets": [0], "t1": [0]}, got
+
+
 def test_group_version_0_refuses_the_consumer_protocol(script, differential_pair):
     """At group.version 0 (UpdateFeatures, as kafka-features.sh downgrades it) both brokers still
     list ConsumerGroupHeartbeat/ConsumerGroupDescribe in ApiVersions (Kafka 4.4 does, formatted at
