@@ -77,7 +77,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
-                   request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node)
+                   request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node,
+                   topic_name=broker.topic_name_by_id)
     for family in families:
         for api in family.apis():
             d.register(api)

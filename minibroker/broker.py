@@ -139,6 +139,10 @@ class Broker:
     def topic_by_id(self, topic_id):
         return self.logs.topic_by_id(topic_id)
 
+    def topic_name_by_id(self, topic_id) -> str | None:
+        info = self.logs.topic_by_id(topic_id)
+        return info.name if info is not None else None
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      reason: str = "create_topics", replication_factor: int = 1):
         # storage logs the creation with the topic id; the reason is only worth a debug line

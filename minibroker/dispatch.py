@@ -27,6 +27,8 @@ from .features import Features
 from .request_counts import UNKNOWN, RequestCounts
 
 if TYPE_CHECKING:
+    import uuid
+
     from .faults.actions import Injector
     from .request_log import RequestLog, RequestRecord
 
@@ -51,8 +53,8 @@ class Disconnect(Exception):
 class Dispatcher:
     def __init__(self, features: Features | None = None, counts: RequestCounts | None = None,
                  *, injector: Injector | None = None, request_log: RequestLog | None = None,
-                 node_id: int = 1, coordinator_node: Callable[[int, str], int | None] | None = None
-                 ) -> None:
+                 node_id: int = 1, coordinator_node: Callable[[int, str], int | None] | None = None,
+                 topic_name: Callable[[uuid.UUID], str | None] | None = None) -> None:
         self.apis: dict[int, Api] = {}
         self.features = features if features is not None else Features()
         self.counts = counts if counts is not None else RequestCounts()
@@ -62,6 +64,8 @@ class Dispatcher:
         self.node_id = node_id
         # Virtual brokers: where a coordinator request must go (None: one broker, no check).
         self.coordinator_node = coordinator_node
+        # Topic ids to names, for the rules and the log of requests that name topics by id.
+        self.topic_name = topic_name
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:
@@ -120,7 +124,7 @@ class Dispatcher:
 
         txn_ids = subjects.transactional_ids(ctx.api_key, request)
         groups = subjects.groups(ctx.api_key, request)
-        tps = subjects.topic_partitions(request)
+        tps = subjects.topic_partitions(request, self.topic_name)
         record = None
         if self.request_log is not None:
             record = self.request_log.begin(ctx, software, txn_ids, groups, {t for t, _ in tps})

@@ -8,6 +8,8 @@ things under new field names.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from minibroker_protocol.api_keys import ApiKey
@@ -59,13 +61,19 @@ def _coordinator_keys(request: Any) -> set[str]:
     return keys
 
 
-def topic_partitions(request: Any) -> frozenset[tuple[str, int]]:
+def topic_partitions(request: Any, topic_name: Callable[[uuid.UUID], str | None] | None = None
+                     ) -> frozenset[tuple[str, int]]:
+    """The (topic, partition) pairs a request names; a topic named by its id only (Produce v13,
+    Fetch v13+) is named through ``topic_name``, so a rule or a query by topic name matches
+    whichever version the client chose."""
     out: set[tuple[str, int]] = set()
     topics = _first(request, _TOPIC_LIST_FIELDS)
     if not isinstance(topics, (list, tuple)):
         return frozenset()
     for t in topics:
         name = _first(t, _TOPIC_NAME_FIELDS)
+        if not name and topic_name is not None and isinstance(getattr(t, "topic_id", None), uuid.UUID):
+            name = topic_name(t.topic_id)
         if not isinstance(name, str) or not name:
             continue
         parts = _first(t, _PARTITION_LIST_FIELDS) or ()

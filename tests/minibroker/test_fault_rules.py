@@ -143,3 +143,26 @@ def test_the_error_echoes_the_partitions_asked_about():
         (0, ErrorCode.not_leader_or_follower, -1), (3, ErrorCode.not_leader_or_follower, -1)]
     assert subjects.topic_partitions(req) == {("a", 0), ("a", 3)}
     assert subjects.transactional_ids(ApiKey.Produce, req) == {"t"}
+
+
+def test_topics_named_by_id_are_matched_by_name():
+    """Produce v13 and Fetch v13+ name topics by id only: the subjects of a rule or of the
+    request log are still topic names, resolved by the broker; an unknown id names nothing."""
+    import uuid
+
+    from kio.schema.fetch.v13.request import FetchPartition, FetchTopic
+
+    from minibroker_protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
+    known, unknown = uuid.uuid4(), uuid.uuid4()
+    names = {known: "orders"}.get
+    produce = ProduceRequest(13, None, -1, 1000, [ProduceTopic("", [ProducePartition(2, None)], known),
+                                                   ProduceTopic("", [ProducePartition(0, None)], unknown)])
+    assert subjects.topic_partitions(produce, names) == {("orders", 2)}
+    assert subjects.topic_partitions(produce) == frozenset()
+    fetch = type("Fetch", (), {"topics": (FetchTopic(topic_id=known, partitions=(
+        FetchPartition(partition=1, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                       log_start_offset=-1, partition_max_bytes=1),)),)})()
+    assert subjects.topic_partitions(fetch, names) == {("orders", 1)}
+    rule = parse_rule({"api": "Produce", "action": "error", "error": "NOT_LEADER_OR_FOLLOWER",
+                       "topic": "orders"}, 1)
+    assert rule.matches(RequestFacts(ApiKey.Produce, 13, topic_partitions=subjects.topic_partitions(produce, names)))
