@@ -9,6 +9,7 @@ import time
 from .clients import create_topic
 from .test_txn_support import (
     READ_COMMITTED,
+    READ_UNCOMMITTED,
     TXN_BROKER_ARGS,
     finish_java_txn,
     read_all,
@@ -153,3 +154,35 @@ def test_as_version_2_8_clients_fall_back_and_still_work(broker_factory, topic):
         assert max(v for api, v in used if api == "EndTxn") <= 3, used
         assert max(v for api, v in used if api == "Produce") <= 9, used
         assert max(v for api, v in used if api == "InitProducerId") <= 4, used
+
+
+def test_java_produce_response_lost_then_the_retry_is_deduplicated(broker_factory, topic):
+    """The Java client 4.4 as an idempotent producer (java/IdempotentProduce.java): the answer to
+    its third Produce is dropped after the append; after request.timeout.ms (2.5 s) it closes the
+    connection and sends the batch again with the same sequence numbers; the broker answers it
+    from its producer state (duplicate) and every record is in the log once, in order."""
+    import json
+
+    from . import java_client
+
+    tc = java_client.java_toolchain()
+    classes = java_client.compile_drivers(tc)
+    b = broker_factory(TXN_BROKER_ARGS, control=True)
+    create_topic(b.bootstrap_servers, topic, 1)
+    rule = b.control.add_fault(api="Produce", action="drop-response", topic=topic, nth=3)
+    n = 3000
+    r = java_client.run_driver(tc, classes, "IdempotentProduce",
+                               [b.bootstrap_servers, topic, 1, n, 200, "none", 2500], timeout=150)
+    lines = r.stdout.strip().splitlines()
+    assert r.returncode == 0 and lines and lines[-1].startswith("{"), r.stdout[-3000:] + r.stderr[-3000:]
+    summary = json.loads(lines[-1])
+    assert summary["acked"] == n and summary["failed"] == 0 and summary["offset_mismatches"] == 0, summary
+    produces = b.control.requests(api="Produce", topic=topic)
+    lost = [p for p in produces if p["fault"] == rule["id"]]
+    print(f"java lost Produce answer: {summary}; Produce (connection, outcome, error): "
+          f"{[(r['connection'], r['outcome'], r['error_code']) for r in produces[:6]]}")
+    assert len(lost) == 1 and lost[0]["outcome"] == "no_answer", produces
+    assert b.control.fault(rule["id"])["fired"] == 1
+    keys = [k for _o, k, _v in read_all(b, topic, [0], READ_UNCOMMITTED)[0]]
+    assert keys == [b"p0-%d" % s for s in range(n)]
+    assert "produce.duplicate_dropped" in b.log_text()

@@ -245,3 +245,46 @@ def test_new_coordinator_loading_after_a_move(broker_factory, topic):
     p.commit_transaction(30)
     codes = [(r["broker"], r["error_code"]) for r in b.control.requests(api="EndTxn", transactional_id=tid)]
     assert codes == [(first, 16), (other, 14), (other, 14), (other, 0)], codes
+
+
+def test_java_leader_fails_over_during_idempotent_producing(broker_factory, topic):
+    """The Java client 4.4 (java/IdempotentProduce.java, five requests in flight): every Produce
+    is held back 100 ms so batches are on the wire when the leader's broker stops; the client
+    refreshes its metadata, sends the unacknowledged batches again to the new leader with their
+    sequence numbers, and every record lands once, in order, at the offset it was acknowledged at."""
+    import json
+
+    from . import java_client
+
+    tc = java_client.java_toolchain()
+    classes = java_client.compile_drivers(tc)
+    b = broker_factory(ARGS, control=True)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": _boot(b)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(15)
+    leader = _metadata(_boot(b), topic)[1][0][0]
+    b.control.add_fault(api="Produce", action="delay", delay_ms=100, count=-1, topic=topic)
+    n = 6000  # 200-byte values, 16 KiB batches: about 75 Produce requests
+    proc = java_client.start_driver(tc, classes, "IdempotentProduce", [_boot(b), topic, 1, n, 200, "none", 5000])
+    try:
+        _wait(lambda: len(b.control.requests(api="Produce", topic=topic)) >= 10, timeout=60,
+              what="ten Produce requests")
+        b.control.stop_broker(leader)
+    finally:
+        r = java_client.finish_driver(proc, timeout=170)
+    lines = r.stdout.strip().splitlines()
+    assert r.returncode == 0 and lines and lines[-1].startswith("{"), r.stdout[-3000:] + r.stderr[-3000:]
+    summary = json.loads(lines[-1])
+    assert summary["acked"] == n and summary["failed"] == 0 and summary["offset_mismatches"] == 0, summary
+    new_leader = _metadata(_boot(b), topic)[1][0][0]
+    assert new_leader != leader
+    keys = [k for _o, k, _v in read_all(b, topic, [0], READ_UNCOMMITTED)[0]]
+    assert keys == [b"p0-%d" % s for s in range(n)]  # no duplicate, no gap, in order
+    produces = b.control.requests(api="Produce", topic=topic)
+    brokers = [r["broker"] for r in produces]
+    cut = [r for r in produces if r["broker"] == leader and r["outcome"] != "answered"]
+    print(f"java failover: {summary}; Produce requests: {len(produces)}, "
+          f"{sum(r['broker'] == leader for r in produces)} to the old leader of which {len(cut)} "
+          f"cut off in flight ({sorted({r['outcome'] for r in cut})}), the rest to broker {new_leader}")
+    assert brokers[0] == leader and brokers[-1] == new_leader, brokers
+    assert cut, produces  # batches were in flight at the stop: cut off, then sent again
