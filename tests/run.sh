@@ -14,7 +14,8 @@
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
 #   - builds the franz-go test program (tests/go/mbgo; Go from the machine, else Go's release from the
-#     Go module proxy; modules at go.sum's versions) into ~/.cache/minibroker-tests/go-bin;
+#     Go module proxy; modules at go.sum's versions) and franz-go's own pkg/kgo test suite
+#     (go test -c, same version) into ~/.cache/minibroker-tests/go-bin;
 #   - installs podman, runc, netavark, aardvark-dns, iptables, debootstrap and docker-compose if
 #     missing, for the container tests (tests/docker; their Debian base image is made with
 #     debootstrap and cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/);
@@ -122,6 +123,10 @@ fi
 # at go.sum's versions and the binary are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/go*.
 log "franz-go test program (python -m tests.integration.franz_go build)"
 "$VENV_PY" -m tests.integration.franz_go build >/dev/null
+# franz-go's own pkg/kgo integration tests, unchanged, compiled from the module proxy's zip of the
+# same version (go test -c), run against --brokers 3 by tests/integration/test_franz_go_suite.py.
+log "franz-go's own test suite (python -m tests.integration.franz_go_suite build)"
+"$VENV_PY" -m tests.integration.franz_go_suite build >/dev/null
 
 # --- container tests (tests/docker): podman, runc, debootstrap, docker-compose -------------------
 # No Docker engine here: tests/docker builds and runs docker/Dockerfile with Debian's rootful
