@@ -301,7 +301,7 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
         extra.close()
     plane = ControlPlane(node_id=broker.node_id, clock=clock, injector=injector,
                          request_log=request_log, counts=broker.request_counts,
-                         clock_advanced=broker.clock_advanced)
+                         clock_advanced=broker.clock_advanced, broker=broker)
     await plane.start(socks[0])
     log.info("control.listening", host=host, port=plane.port, clock="virtual" if clock.virtual else "system",
              faults=len(injector.book.rules))

@@ -28,6 +28,7 @@ from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
+from minibroker_storage.txn_history import TxnHistory
 
 from .background import Background
 from .clock import SYSTEM_CLOCK, Clock
@@ -43,6 +44,7 @@ from .features import load_features
 from .fetch_waiters import FetchWaiters
 from .java_hash import java_string_hash
 from .request_counts import RequestCounts
+from .txn_timeline import Timeline
 
 log = structlog.get_logger("minibroker.broker")
 
@@ -87,13 +89,21 @@ class Broker:
                 self.cluster.observe(t.name, t.partitions)
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.fetch_waiters = FetchWaiters()
+        # the decisions of the transaction coordinator, kept for `minibroker txn explain`
+        self.txn_history = TxnHistory(config.data_dir)
+        self.txn_history.open()
+        if self.txn_history.skipped:
+            log.warning("txn.history_lines_skipped", path=self.txn_history.path,
+                        lines=self.txn_history.skipped, reason="torn or unreadable lines (a crash mid-write)")
+        self.timeline = Timeline(self.txn_history, clock)
+        self.timeline.broker_started()
         self.txn_coordinator = TransactionCoordinator(
             logs=self.logs, internal_log=self.internal_log, producer_ids=self.producer_ids,
             data_dir=config.data_dir, marker_written=self._marker_written,
             max_timeout_ms=config.transaction_max_timeout_ms,
             id_expiration_ms=config.transactional_id_expiration_ms,
             clock=clock, crash=crash_points,
-            transaction_version=lambda: self.features.transaction_version)
+            transaction_version=lambda: self.features.transaction_version, timeline=self.timeline)
         self.group_coordinator = GroupCoordinator(
             offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
                                              self.offsets_partition_for),
@@ -263,6 +273,8 @@ class Broker:
         # are flushed, so a snapshot never claims offsets the disk does not hold.
         final = self.background.final_snapshots()
         self.logs.close_all()
+        self.timeline.broker_stopped()
+        self.txn_history.close()
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))

@@ -22,6 +22,7 @@ TOOLS = {
     "clock": ("minibroker.control.cli", "clock_main"),
     "requests": ("minibroker.control.cli", "requests_main"),
     "cluster": ("minibroker.control.cli", "cluster_main"),
+    "txn": ("minibroker.control.cli", "txn_main"),
 }
 SUBCOMMANDS = ("serve", *TOOLS)
 
@@ -29,6 +30,7 @@ USAGE = """\
 minibroker [serve] [OPTIONS] [server.properties]
        minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
        minibroker {faults,clock,requests,cluster} ... --control HOST:PORT
+       minibroker txn {explain,list,hanging,abort} ... (--control HOST:PORT | --data-dir DIR)
        minibroker --version"""
 
 DESCRIPTION = """\
@@ -44,7 +46,8 @@ commands:
   faults      add, list, release and clear fault rules of a running broker (--control-listener)
   clock       advance a running broker's clock (transaction and session timeouts fire)
   requests    the requests a running broker served: API, version, client, latency, error
-  cluster     stop/start virtual brokers, move partition leaders and coordinators (--brokers N)"""
+  cluster     stop/start virtual brokers, move partition leaders and coordinators (--brokers N)
+  txn         explain a transactional id's history (why was it fenced?), list, find hanging, abort"""
 
 EPILOG = """\
 Every option can also be set by the environment variable named after it (MINIBROKER_PORT=9093),

@@ -6,6 +6,7 @@
     minibroker clock advance 90s --control HOST:PORT     (also 1500ms, 2m, 1h)
     minibroker clock show --control HOST:PORT
     minibroker requests [--api EndTxn] [--transactional-id ID] [--json] --control HOST:PORT
+    minibroker txn explain ID|list|hanging|abort ... (--control HOST:PORT | --data-dir DIR) [--json]
 
 ``--control`` defaults to ``$MINIBROKER_CONTROL``. Errors are one line on stderr, exit 1 (the
 broker refused) or 2 (the command line is wrong).
@@ -271,3 +272,103 @@ def cluster_main(argv: list[str]) -> int:
         return _fail(str(e))
     print(json.dumps(out) if ns.json else "\n".join(lines))
     return 0
+
+
+# -- txn (kafka-transactions.sh's list / find-hanging / abort, and the story of one id) ----------
+def txn_main(argv: list[str]) -> int:
+    p = _parser("minibroker txn")
+    p.add_argument("--data-dir", metavar="DIR", help="read a data directory instead of a running broker")
+    sub = p.add_subparsers(dest="command", required=True)
+    exp = sub.add_parser("explain", help="the history of a transactional id, ending with a diagnosis")
+    exp.add_argument("transactional_id")
+    lst = sub.add_parser("list", help="every transactional id the coordinator knows, with its state")
+    hang = sub.add_parser("hanging", help="transactions open in a partition that no coordinator will end")
+    hang.add_argument("--max-age", metavar="DURATION",
+                      help="also report transactions open longer than this "
+                           "(default: transaction.max.timeout.ms)")
+    ab = sub.add_parser("abort", help="write the abort marker of a hanging transaction (live broker only)")
+    ab.add_argument("--topic", required=True)
+    ab.add_argument("--partition", type=int, required=True)
+    ab.add_argument("--start-offset", type=int)
+    ab.add_argument("--producer-id", type=int)
+    ab.add_argument("--producer-epoch", type=int)
+    for s in (exp, lst, hang, ab):
+        s.add_argument("--control", default=argparse.SUPPRESS)
+        s.add_argument("--data-dir", default=argparse.SUPPRESS)
+        s.add_argument("--json", action="store_true")
+    ns = p.parse_args(argv)
+    if ns.control and ns.data_dir:
+        p.error("give --control or --data-dir, not both")
+    if not ns.control and not ns.data_dir:
+        p.error("--control HOST:PORT (a running broker) or --data-dir DIR is required")
+    if ns.data_dir and not os.path.isdir(ns.data_dir):
+        return _fail(f"no data directory {ns.data_dir}")
+    try:
+        out = _txn_offline(ns) if ns.data_dir else _txn_live(ns)
+    except ControlError as e:
+        return _fail(str(e))
+    if isinstance(out, int):
+        return out
+    data, lines = out
+    print(json.dumps(data, indent=None if ns.command != "explain" else 2) if ns.json else "\n".join(lines))
+    return 0
+
+
+def _txn_table(txns: list[dict[str, Any]]) -> list[str]:
+    rows = [("TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TimeoutMs", "Partitions")]
+    for t in txns:
+        rows.append((t["transactional_id"], str(t["producer_id"]), str(t["epoch"]), t["state"],
+                     str(t["timeout_ms"]), ",".join(f"{tp}-{p}" for tp, p in t["partitions"]) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _hanging_lines(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["no hanging transactions"]
+    return [f"{h['topic']}-{h['partition']} producer {h['producer_id']} from offset {h['start_offset']} "
+            f"(transactional id {h.get('transactional_id') or 'unknown'}): {h['reason']}" for h in rows]
+
+
+def _txn_live(ns: argparse.Namespace):
+    from .durations import DurationError, parse_duration_ms
+
+    control = ns.control
+    if ns.command == "explain":
+        from urllib.parse import quote
+        data = call(control, "GET", f"/v1/transactions/{quote(ns.transactional_id, safe='')}/timeline")
+        return data, [data["text"]]
+    if ns.command == "list":
+        data = call(control, "GET", "/v1/transactions")
+        return data, _txn_table(data["transactions"])
+    if ns.command == "hanging":
+        query = ""
+        if ns.max_age:
+            try:
+                query = f"?max_age_ms={int(parse_duration_ms(ns.max_age))}"
+            except DurationError as e:
+                return _fail(str(e))
+        data = call(control, "GET", "/v1/transactions/hanging" + query)
+        return data, _hanging_lines(data["hanging"])
+    if ns.start_offset is None and ns.producer_id is None:
+        return _fail("abort needs --start-offset, or --producer-id (and --producer-epoch)")
+    body = {"topic": ns.topic, "partition": ns.partition, "start_offset": ns.start_offset,
+            "producer_id": ns.producer_id, "producer_epoch": ns.producer_epoch}
+    data = call(control, "POST", "/v1/transactions/abort", body)
+    return data, [f"aborted producer {data['producer_id']} (epoch {data['producer_epoch']}) in "
+                  f"{data['topic']}-{data['partition']}: marker at offset {data['marker_offset']}"]
+
+
+def _txn_offline(ns: argparse.Namespace):
+    from .. import txn_offline
+
+    if ns.command == "explain":
+        x = txn_offline.timeline(ns.data_dir, ns.transactional_id)
+        return x.as_dict(), [x.text()]
+    if ns.command == "list":
+        txns = txn_offline.list_transactions(ns.data_dir)
+        return {"transactions": txns}, _txn_table(txns)
+    if ns.command == "hanging":
+        rows = txn_offline.hanging(ns.data_dir)
+        return {"hanging": rows}, _hanging_lines(rows)
+    return _fail("abort writes a marker: it needs a running broker (--control HOST:PORT)")

@@ -68,8 +68,10 @@ async def _json_body(request: web.Request) -> Any:
 class ControlPlane:
     def __init__(self, *, node_id: int, clock: ControlledClock, injector: Injector,
                  request_log: RequestLog, counts: RequestCounts,
-                 clock_advanced: Callable[[float], dict[str, Any]]) -> None:
+                 clock_advanced: Callable[[float], dict[str, Any]], broker: Any = None) -> None:
         self.node_id = node_id
+        # The Broker (minibroker.broker): what the transaction, console and metrics routes read.
+        self.broker = broker
         self.clock = clock
         self.injector = injector
         self.request_log = request_log
@@ -100,6 +102,8 @@ class ControlPlane:
         r.add_post("/v1/brokers/{id}/start", self.start_broker)
         r.add_post("/v1/partitions/leader", self.move_leader)
         r.add_post("/v1/coordinators/move", self.move_coordinator)
+        from . import txn_routes
+        txn_routes.add_routes(r, self)
         return app
 
     @web.middleware

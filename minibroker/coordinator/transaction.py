@@ -24,6 +24,7 @@ from minibroker_storage.manager import LogManager
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..crash_points import NO_CRASH_POINTS, CrashPoints
+from ..txn_timeline import NO_TIMELINE, UNKNOWN_REQUESTER, Requester, Timeline
 from . import replay, snapshot
 from .txn_machine import MAX_EPOCH, ProducerIds, TransactionMachine, TxnError, TxnMetadata
 from .txn_markers import MarkerWriter, MarkerWritten
@@ -44,18 +45,31 @@ class TransactionCoordinator:
                  producer_ids: ProducerIds, data_dir: str | os.PathLike,
                  marker_written: MarkerWritten, max_timeout_ms: int, id_expiration_ms: int,
                  clock: Clock = SYSTEM_CLOCK, crash: CrashPoints = NO_CRASH_POINTS,
-                 transaction_version: Callable[[], int] = lambda: 0) -> None:
+                 transaction_version: Callable[[], int] = lambda: 0,
+                 timeline: Timeline = NO_TIMELINE) -> None:
         self.logs = logs
+        self.timeline = timeline
         self.internal_log = internal_log
         self.data_dir = data_dir
         self.clock = clock
         self.write_markers = MarkerWriter(logs, marker_written, crash)
         self.machine = TransactionMachine(
             clock=clock, append=self._append, producer_ids=producer_ids,
-            markers=self.write_markers, crash=crash, max_timeout_ms=max_timeout_ms,
+            markers=self._markers, crash=crash, max_timeout_ms=max_timeout_ms,
             id_expiration_ms=id_expiration_ms,
             snapshots=snapshot.Schedule(crash.snapshot_records),
-            transaction_version=transaction_version)
+            transaction_version=transaction_version, timeline=timeline)
+
+    def _markers(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                 partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """The coordinator's own markers, each told to the timeline with its offsets."""
+        errors = self.write_markers(pid, epoch, commit, coordinator_epoch, partitions)
+        tid = self.machine.transactional_id_of(pid)
+        if tid is not None:
+            for topic, partition, first, offset in self.write_markers.written:
+                self.timeline.record(tid, "marker", topic=topic, partition=partition, offset=offset,
+                                     first_offset=first, commit=commit, producer_id=pid, epoch=epoch)
+        return errors
 
     def _log(self):
         return self.internal_log(TRANSACTION_STATE_TOPIC, 0)
@@ -85,16 +99,16 @@ class TransactionCoordinator:
 
     # -- requests -----------------------------------------------------------------------
     def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int = -1,
-                         expected_epoch: int = -1) -> tuple[int, int]:
-        return self.machine.init_producer_id(tid, timeout_ms, expected_pid, expected_epoch)
+                         expected_epoch: int = -1, who: Requester = UNKNOWN_REQUESTER) -> tuple[int, int]:
+        return self.machine.init_producer_id(tid, timeout_ms, expected_pid, expected_epoch, who)
 
-    def add_partitions(self, tid: str, pid: int, epoch: int,
-                       partitions: list[tuple[str, int]]) -> None:
-        self.machine.add_partitions(tid, pid, epoch, partitions)
+    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
+                       who: Requester = UNKNOWN_REQUESTER, group: str | None = None) -> None:
+        self.machine.add_partitions(tid, pid, epoch, partitions, who, group)
 
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool,
-                client_tv: int = 0) -> tuple[int, int]:
-        return self.machine.end_txn(tid, pid, epoch, commit, client_tv)
+                client_tv: int = 0, who: Requester = UNKNOWN_REQUESTER) -> tuple[int, int]:
+        return self.machine.end_txn(tid, pid, epoch, commit, client_tv, who)
 
     def verify_produce(self, pid: int, epoch: int, topic: str, partition: int,
                        add: bool = False) -> ErrorCode | None:

@@ -40,6 +40,7 @@ snapshots, the periodic checks) is :mod:`.transaction` and :mod:`minibroker.back
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -52,6 +53,7 @@ from minibroker_protocol.records import build_batch
 
 from ..clock import Clock
 from ..crash_points import NO_CRASH_POINTS, CrashPoints
+from ..txn_timeline import NO_TIMELINE, UNKNOWN_REQUESTER, Requester, Timeline
 from . import snapshot
 from .txn_state import TxnState, check_transition
 
@@ -123,8 +125,11 @@ class TransactionMachine:
                  markers: WriteMarkers, max_timeout_ms: int, id_expiration_ms: int,
                  crash: CrashPoints = NO_CRASH_POINTS,
                  snapshots: snapshot.Schedule | None = None,
-                 transaction_version: Callable[[], int] = lambda: 0) -> None:
+                 transaction_version: Callable[[], int] = lambda: 0,
+                 timeline: Timeline = NO_TIMELINE) -> None:
         self.clock = clock
+        # every decision, with who asked, for `minibroker txn explain` (txn_timeline.py)
+        self.timeline = timeline
         # The finalized transaction.version: the log value's version (v1 from level 1, as
         # TransactionVersion.transactionLogValueVersion) and the client version the
         # coordinator's own aborts (timeouts) act with.
@@ -138,6 +143,10 @@ class TransactionMachine:
         self.txns: dict[str, TxnMetadata] = {}
         self._by_pid: dict[int, str] = {}
         self.snapshots = snapshots if snapshots is not None else snapshot.Schedule()
+        # Since start: "committed", "aborted", "timed_out" (aborted by the coordinator after
+        # transaction.timeout.ms), "fenced_by_new_instance" (an open transaction aborted by a new
+        # instance's InitProducerId), "requests_fenced" (PRODUCER_FENCED answered). /metrics reads it.
+        self.stats: Counter[str] = Counter()
         self.applied_end = 0  # the log offset the in-memory state covers up to
 
     # -- the one way state changes -----------------------------------------------------
@@ -175,9 +184,13 @@ class TransactionMachine:
                          producer_id=meta.producer_id, epoch=meta.producer_epoch,
                          state=meta.state_name, partitions=len(meta.partitions),
                          reason="prepared before the broker stopped")
+                self.timeline.record(meta.transactional_id, "roll_forward", state=meta.state_name,
+                                     producer_id=meta.producer_id, epoch=meta.producer_epoch)
                 self._complete(meta)
                 rolled += 1
             elif meta.state == TxnState.PREPARE_EPOCH_FENCE:
+                self.timeline.record(meta.transactional_id, "roll_forward", state=meta.state_name,
+                                     producer_id=meta.producer_id, epoch=meta.producer_epoch)
                 self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
                 rolled += 1
         return rolled
@@ -218,7 +231,7 @@ class TransactionMachine:
 
     # -- InitProducerId ------------------------------------------------------------
     def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int = -1,
-                         expected_epoch: int = -1) -> tuple[int, int]:
+                         expected_epoch: int = -1, who: Requester = UNKNOWN_REQUESTER) -> tuple[int, int]:
         if not tid:
             raise TxnError(ErrorCode.invalid_request, "transactional.id must not be empty")
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
@@ -235,6 +248,8 @@ class TransactionMachine:
                           partitions=set())
             log.info("txn.producer_initialized", transactional_id=tid, producer_id=pid, epoch=0,
                      reason="new transactional id")
+            self.timeline.record(tid, "init", producer_id=pid, epoch=0, timeout_ms=timeout_ms,
+                                 reason="new transactional id", **who.fields())
             return pid, 0
         expected = (expected_pid, expected_epoch) if expected_pid != -1 else None
         # Kafka's TransactionCoordinator.prepareInitProducerIdTransit (isValidProducerId):
@@ -253,6 +268,10 @@ class TransactionMachine:
             # here and the client retries; we finish the abort now and go on as that
             # retry would. The fence forgets the last epoch (prepareFenceProducerEpoch),
             # so an instance holding an older epoch is fenced below.
+            self.stats["fenced_by_new_instance"] += 1
+            self.timeline.record(tid, "fenced", reason="new instance", producer_id=meta.producer_id,
+                                 epoch=meta.producer_epoch, start_ms=meta.start_ms,
+                                 partitions=sorted(meta.partitions), **who.fields("by_"))
             self._abort(meta, reason="a new instance called InitProducerId", fenced=True)
         exhausted = meta.producer_epoch >= MAX_EPOCH - 1
         if exhausted and (expected is None or expected_epoch == meta.producer_epoch):
@@ -262,14 +281,20 @@ class TransactionMachine:
             last_epoch = meta.producer_epoch if expected is not None else -1
             log.info("txn.producer_id_rotated", transactional_id=tid, old_producer_id=meta.producer_id,
                      new_producer_id=pid, reason="producer epoch exhausted")
+            why = "epoch exhausted: a new producer id"
         elif expected is None:
             # TransactionMetadata.prepareIncrementProducerEpoch: a new instance; the
             # previous epoch is forgotten, so its holder cannot pass for a retry.
             pid, epoch, last_epoch = meta.producer_id, meta.producer_epoch + 1, -1
+            why = "new instance: the epoch is bumped, fencing any older one"
         elif expected_pid == meta.producer_id and expected_epoch == meta.producer_epoch:
             pid, epoch, last_epoch = meta.producer_id, meta.producer_epoch + 1, meta.producer_epoch
+            why = "the producer bumped its own epoch after an error (KIP-360)"
         elif expected_epoch == meta.last_producer_epoch:
             # the bump (or rotation) was done but its answer lost: same answer again
+            self.timeline.record(tid, "init", producer_id=meta.producer_id, epoch=meta.producer_epoch,
+                                 reason="a retry of the last InitProducerId: the same answer",
+                                 **who.fields())
             return meta.producer_id, meta.producer_epoch
         else:
             self._refuse_fenced(meta, expected_pid, expected_epoch)
@@ -282,10 +307,12 @@ class TransactionMachine:
                  previous_producer_id=old_pid, previous_epoch=old_epoch,
                  expected_producer_id=expected_pid, expected_epoch=expected_epoch,
                  reason="epoch bump fences the previous instance")
+        self.timeline.record(tid, "init", producer_id=pid, epoch=epoch, previous_producer_id=old_pid,
+                             previous_epoch=old_epoch, timeout_ms=timeout_ms, reason=why, **who.fields())
         return pid, epoch
 
-    @staticmethod
-    def _refuse_fenced(meta: TxnMetadata, expected_pid: int, expected_epoch: int):
+    def _refuse_fenced(self, meta: TxnMetadata, expected_pid: int, expected_epoch: int):
+        self.stats["requests_fenced"] += 1
         log.info("txn.request_fenced", api="InitProducerId", transactional_id=meta.transactional_id,
                  producer_id=expected_pid, epoch=expected_epoch,
                  current_producer_id=meta.producer_id, current_epoch=meta.producer_epoch,
@@ -294,6 +321,9 @@ class TransactionMachine:
         raise TxnError(ErrorCode.producer_fenced,
                        f"producer {expected_pid} epoch {expected_epoch} is not the current "
                        f"instance of {meta.transactional_id} ({meta.producer_id}/{meta.producer_epoch})")
+
+    def transactional_id_of(self, pid: int) -> str | None:
+        return self._by_pid.get(pid)
 
     def _rebind(self, meta: TxnMetadata, pid: int) -> None:
         if pid != meta.producer_id:
@@ -310,6 +340,7 @@ class TransactionMachine:
             raise TxnError(ErrorCode.invalid_producer_id_mapping,
                            f"producer id {pid} is not the one of {tid} ({meta.producer_id})")
         if epoch != meta.producer_epoch:
+            self.stats["requests_fenced"] += 1
             log.info("txn.request_fenced", api=api, transactional_id=tid, producer_id=pid,
                      epoch=epoch, current_epoch=meta.producer_epoch,
                      reason="a newer epoch exists (new instance or timeout abort)")
@@ -319,23 +350,33 @@ class TransactionMachine:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------
     def add_partitions(self, tid: str, pid: int, epoch: int,
-                       partitions: list[tuple[str, int]]) -> None:
-        meta = self._current(tid, pid, epoch, "AddPartitionsToTxn")
-        self._add(meta, partitions, meta.client_tv)
+                       partitions: list[tuple[str, int]], who: Requester = UNKNOWN_REQUESTER,
+                       group: str | None = None) -> None:
+        """``group``: the partitions are the offsets partition of that group (AddOffsetsToTxn)."""
+        api = "AddOffsetsToTxn" if group is not None else "AddPartitionsToTxn"
+        meta = self._current(tid, pid, epoch, api)
+        self._add(meta, partitions, meta.client_tv, who, group=group)
 
-    def _add(self, meta: TxnMetadata, partitions: list[tuple[str, int]], client_tv: int) -> None:
+    def _add(self, meta: TxnMetadata, partitions: list[tuple[str, int]], client_tv: int,
+             who: Requester = UNKNOWN_REQUESTER, group: str | None = None, implicit: bool = False) -> None:
         if meta.state.is_completing:
             raise TxnError(ErrorCode.concurrent_transactions, "the previous transaction is completing")
         new = set(partitions) - meta.partitions
         if meta.state == TxnState.ONGOING and not new:
             return
+        begins = meta.state != TxnState.ONGOING
         start = meta.start_ms if meta.state == TxnState.ONGOING else self.clock.wall_ms()
         self._persist(meta, TxnState.ONGOING, partitions=meta.partitions | new, start_ms=start,
                       client_tv=client_tv)
+        self.timeline.record(meta.transactional_id, "add_offsets" if group is not None else "add_partitions",
+                             partitions=sorted(new), group=group, begins=begins or None,
+                             implicit=implicit or None, producer_id=meta.producer_id,
+                             epoch=meta.producer_epoch, timeout_ms=meta.timeout_ms if begins else None,
+                             **who.fields())
 
     # -- EndTxn ---------------------------------------------------------------------------
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool,
-                client_tv: int = 0) -> tuple[int, int]:
+                client_tv: int = 0, who: Requester = UNKNOWN_REQUESTER) -> tuple[int, int]:
         """Commit or abort; the producer id and epoch the producer goes on with (EndTxn v5).
 
         ``client_tv`` is 2 for EndTxn v5 (KafkaApis.handleEndTxnRequest), else 0. Kafka's
@@ -364,6 +405,7 @@ class TransactionMachine:
         if meta.state == TxnState.ONGOING:
             if not current:
                 self._fenced(meta, pid, epoch, "EndTxn")
+            self.timeline.record(tid, "end_txn", commit=commit, producer_id=pid, epoch=epoch, **who.fields())
             self._prepare_and_complete(meta, commit, reason=f"client {want}", client_tv=client_tv)
             return meta.producer_id, meta.producer_epoch
         if meta.state.is_completing:
@@ -374,6 +416,8 @@ class TransactionMachine:
         # Empty, CompleteCommit, CompleteAbort
         if v2 and retry:
             if meta.state == done:
+                self.timeline.record(tid, "end_txn", commit=commit, producer_id=pid, epoch=epoch,
+                                     retry=True, **who.fields())
                 return meta.producer_id, meta.producer_epoch  # the EndTxn already happened
             if meta.state == TxnState.EMPTY and not commit:
                 self._fenced(meta, pid, epoch, "EndTxn")
@@ -381,9 +425,13 @@ class TransactionMachine:
             # abort (a timeout) overtook — falls through to INVALID_TXN_STATE, as Kafka 4.4
             # answers it (KAFKA-20785 makes it PRODUCER_FENCED in a later release).
         elif current and not v2 and meta.state == done:
+            self.timeline.record(tid, "end_txn", commit=commit, producer_id=pid, epoch=epoch,
+                                 retry=True, **who.fields())
             return meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that completed
         elif current and not commit and client_tv >= TV_EPOCH_BUMP:
             # An empty abort: nothing to mark, but the epoch moves on as after any EndTxn v5.
+            self.timeline.record(tid, "end_txn", commit=False, producer_id=pid, epoch=epoch, empty=True,
+                                 **who.fields())
             self._prepare_and_complete(meta, False, reason="client abort of an empty transaction",
                                        client_tv=client_tv)
             return meta.producer_id, meta.producer_epoch
@@ -392,8 +440,8 @@ class TransactionMachine:
         raise TxnError(ErrorCode.invalid_txn_state,
                        f"cannot {want} transactional id {tid} in state {meta.state_name}")
 
-    @staticmethod
-    def _fenced(meta: TxnMetadata, pid: int, epoch: int, api: str):
+    def _fenced(self, meta: TxnMetadata, pid: int, epoch: int, api: str):
+        self.stats["requests_fenced"] += 1
         log.info("txn.request_fenced", api=api, transactional_id=meta.transactional_id,
                  producer_id=pid, epoch=epoch, current_producer_id=meta.producer_id,
                  current_epoch=meta.producer_epoch,
@@ -415,6 +463,8 @@ class TransactionMachine:
         if meta.state != TxnState.ONGOING and meta.start_ms < 0:
             changes["start_ms"] = self.clock.wall_ms()  # an empty abort starts and ends now
         self._persist(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, **changes)
+        self.timeline.record(meta.transactional_id, "prepare", commit=commit, producer_id=meta.producer_id,
+                             epoch=meta.producer_epoch, reason=reason)
         self.crash.hit("txn.after_prepare", meta.transactional_id)
         self._complete(meta, reason=reason)
 
@@ -444,6 +494,12 @@ class TransactionMachine:
                      reason="producer epoch exhausted at the end of a transaction")
         self._persist(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
                       **changes)
+        self.stats["committed" if commit else "aborted"] += 1
+        self.timeline.record(meta.transactional_id, "complete", commit=commit, producer_id=marker_pid,
+                             epoch=marker_epoch, partitions=count, duration_ms=duration, reason=reason,
+                             next_producer_id=meta.producer_id, next_epoch=meta.producer_epoch,
+                             marker_errors={f"{t}-{p}": e.name.upper()
+                                            for (t, p), e in failed.items()} or None)
         log.info("txn.committed" if commit else "txn.aborted", transactional_id=meta.transactional_id,
                  producer_id=marker_pid, epoch=marker_epoch, partitions=count,
                  duration_ms=duration, reason=reason,
@@ -466,6 +522,8 @@ class TransactionMachine:
                 epoch = old_epoch
             self._persist(meta, TxnState.PREPARE_EPOCH_FENCE, producer_epoch=epoch,
                           last_producer_epoch=-1)
+            self.timeline.record(meta.transactional_id, "epoch_fence", producer_id=meta.producer_id,
+                                 old_epoch=old_epoch, new_epoch=epoch, reason=reason)
         log.info("txn.fencing_abort", transactional_id=meta.transactional_id,
                  producer_id=meta.producer_id, old_epoch=old_epoch, new_epoch=meta.producer_epoch,
                  partitions=len(meta.partitions), reason=reason, fenced=fenced)
@@ -477,6 +535,8 @@ class TransactionMachine:
         if tv >= TV_EPOCH_BUMP and old_epoch >= MAX_EPOCH - 1:
             changes["next_producer_id"] = self.producer_ids.next_id()
         self._persist(meta, TxnState.PREPARE_ABORT, **changes)
+        self.timeline.record(meta.transactional_id, "prepare", commit=False, producer_id=meta.producer_id,
+                             epoch=meta.producer_epoch, reason=reason)
         self._complete(meta, reason=reason)
 
     # -- Produce verification ---------------------------------------------------------------
@@ -493,6 +553,10 @@ class TransactionMachine:
         if meta is None:
             return ErrorCode.invalid_producer_id_mapping
         if epoch != meta.producer_epoch:
+            self.timeline.record(meta.transactional_id, "refused", api="Produce",
+                                 error=ErrorCode.invalid_producer_epoch.name.upper(), producer_id=pid,
+                                 epoch=epoch, current_epoch=meta.producer_epoch, topic=topic,
+                                 partition=partition)
             # TransactionCoordinator.handleVerifyPartitionsInTransaction requires the
             # epoch to be the coordinator's (PRODUCER_FENCED, which
             # AddPartitionsToTxnManager turns into INVALID_PRODUCER_EPOCH for Produce).
@@ -501,8 +565,12 @@ class TransactionMachine:
             return ErrorCode.invalid_producer_epoch
         if add:
             try:
-                self._add(meta, [(topic, partition)], TV_EPOCH_BUMP)
+                self._add(meta, [(topic, partition)], TV_EPOCH_BUMP, implicit=True)
             except TxnError as e:
+                self.timeline.record(meta.transactional_id, "refused", api="Produce",
+                                     error=e.code.name.upper(), message=str(e), producer_id=pid,
+                                     epoch=epoch, topic=topic,
+                                     partition=partition)
                 return e.code
             return None
         if meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
@@ -524,6 +592,13 @@ class TransactionMachine:
                             partitions=len(meta.partitions),
                             consequence="aborted with a bumped epoch; the producer's next call "
                                         "fails with PRODUCER_FENCED")
+                self.stats["timed_out"] += 1
+                self.timeline.record(meta.transactional_id, "timeout_abort", producer_id=meta.producer_id,
+                                     epoch=meta.producer_epoch, start_ms=meta.start_ms,
+                                     last_update_ms=meta.last_update_ms, timeout_ms=meta.timeout_ms,
+                                     deadline_ms=meta.start_ms + meta.timeout_ms,
+                                     late_ms=now - meta.start_ms - meta.timeout_ms,
+                                     partitions=sorted(meta.partitions))
                 self._abort(meta, reason="transaction.timeout.ms exceeded", fenced=True)
                 count += 1
         return count
@@ -538,6 +613,8 @@ class TransactionMachine:
                          producer_id=meta.producer_id, idle_ms=now - meta.last_update_ms,
                          expiration_ms=self.id_expiration_ms)
                 self._persist(meta, TxnState.DEAD)
+                self.timeline.record(meta.transactional_id, "expired", producer_id=meta.producer_id,
+                                     idle_ms=now - meta.last_update_ms, expiration_ms=self.id_expiration_ms)
                 self._forget(meta.transactional_id)
                 count += 1
         return count

@@ -31,10 +31,14 @@ class MarkerWriter:
         self.logs = logs
         self.marker_written = marker_written
         self.crash = crash
+        # (topic, partition, first offset of the transaction there or None, marker offset) of
+        # the last call's markers, for the timeline: how long each partition's LSO was held.
+        self.written: list[tuple[str, int, int | None, int]] = []
 
     def __call__(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
                  partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         out: dict[tuple[str, int], ErrorCode] = {}
+        self.written = []
         for topic, partition in partitions:
             plog = (self.logs.get_log(topic, partition)
                     if self.logs.topic(topic) is not None else None)
@@ -44,7 +48,7 @@ class MarkerWriter:
             marker = build_control_batch(producer_id=pid, producer_epoch=epoch, commit=commit,
                                          coordinator_epoch=coordinator_epoch)
             try:
-                plog.append(marker, origin="coordinator")
+                info = plog.append(marker, origin="coordinator")
             except ProducerStateError as e:
                 log.warning("txn.marker_rejected", topic=topic, **e.log_fields())
                 out[(topic, partition)] = e.error_code
@@ -54,6 +58,9 @@ class MarkerWriter:
                 out[(topic, partition)] = e.error_code
                 continue
             out[(topic, partition)] = ErrorCode.none
+            done = info.completed_txn
+            self.written.append((topic, partition, done.first_offset if done is not None else None,
+                                 info.base_offset))
             self.marker_written(topic, partition, pid, commit)
             self.crash.hit("txn.after_first_marker", topic=topic, partition=partition)
         return out

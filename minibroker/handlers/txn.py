@@ -20,6 +20,7 @@ from minibroker_storage.producer_ids import ProducerIdAllocator
 
 from ..api import Api, RequestContext
 from ..coordinator.transaction import TransactionCoordinator, TxnError
+from ..txn_timeline import Timeline, requester_of
 from .common import ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.txn")
@@ -34,6 +35,7 @@ class TxnHandlers:
                  producer_ids: ProducerIdAllocator,
                  offsets_partition_for: Callable[[str], int]) -> None:
         self.coordinator = coordinator
+        self.timeline: Timeline = coordinator.timeline
         self.logs = logs
         # idempotent (non-transactional) producers get their ids straight from the allocator
         self.producer_ids = producer_ids
@@ -67,6 +69,9 @@ class TxnHandlers:
             # Kafka hands an idempotent producer a fresh id with epoch 0 whatever
             # the request carries (KafkaApis: "always blindly accept the request").
             pid = self.producer_ids.next_id()
+            self.timeline.record_producer(pid, "init", previous_producer_id=getattr(req, "producer_id", -1),
+                                          previous_epoch=getattr(req, "producer_epoch", -1),
+                                          **requester_of(ctx).fields())
             log.info("init_producer_id.assigned", producer_id=pid, producer_epoch=0,
                      previous_producer_id=getattr(req, "producer_id", -1),
                      previous_epoch=getattr(req, "producer_epoch", -1), client_id=ctx.client_id)
@@ -76,8 +81,10 @@ class TxnHandlers:
         try:
             pid, epoch = self.coordinator.init_producer_id(
                 req.transactional_id, timeout_ms,
-                getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+                getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1), requester_of(ctx))
         except TxnError as e:
+            self._refused(ctx, req.transactional_id, e, getattr(req, "producer_id", -1),
+                          getattr(req, "producer_epoch", -1))
             log.info("init_producer_id.refused", transactional_id=req.transactional_id,
                      error=e.code.name, detail=str(e), client_id=ctx.client_id)
             return build(R, throttle_time=ZERO, error_code=_code(ctx, e.code), producer_id=-1,
@@ -113,9 +120,11 @@ class TxnHandlers:
             try:
                 self.coordinator.add_partitions(req.v3_and_below_transactional_id,
                                                 req.v3_and_below_producer_id,
-                                                req.v3_and_below_producer_epoch, wanted)
+                                                req.v3_and_below_producer_epoch, wanted, requester_of(ctx))
                 code = ErrorCode.none
             except TxnError as e:
+                self._refused(ctx, req.v3_and_below_transactional_id, e, req.v3_and_below_producer_id,
+                              req.v3_and_below_producer_epoch)
                 code = _code(ctx, e.code)
             errors = {tp: code for tp in wanted}
         by_topic: dict[str, list] = {}
@@ -131,9 +140,11 @@ class TxnHandlers:
         partition = self.offsets_partition_for(req.group_id)
         try:
             self.coordinator.add_partitions(req.transactional_id, req.producer_id,
-                                            req.producer_epoch, [(GROUP_METADATA_TOPIC, partition)])
+                                            req.producer_epoch, [(GROUP_METADATA_TOPIC, partition)],
+                                            requester_of(ctx), group=req.group_id)
             code = ErrorCode.none
         except TxnError as e:
+            self._refused(ctx, req.transactional_id, e, req.producer_id, req.producer_epoch)
             code = _code(ctx, e.code)
         return build(R, throttle_time=ZERO, error_code=code)
 
@@ -146,15 +157,31 @@ class TxnHandlers:
         client_tv = 2 if ctx.api_version >= 5 else 0
         try:
             pid, epoch = self.coordinator.end_txn(req.transactional_id, req.producer_id,
-                                                  req.producer_epoch, req.committed, client_tv)
+                                                  req.producer_epoch, req.committed, client_tv,
+                                                  requester_of(ctx))
             code = ErrorCode.none
         except TxnError as e:
+            self._refused(ctx, req.transactional_id, e, req.producer_id, req.producer_epoch,
+                          commit=req.committed)
             log.info("end_txn.refused", transactional_id=req.transactional_id,
                      producer_id=req.producer_id, epoch=req.producer_epoch,
                      commit=req.committed, error=e.code.name, detail=str(e))
             code = _code(ctx, e.code)
             pid, epoch = -1, -1
         return build(R, throttle_time=ZERO, error_code=code, producer_id=pid, producer_epoch=epoch)
+
+    def _refused(self, ctx: RequestContext, tid: str | None, e: TxnError, pid: int, epoch: int,
+                 **fields: Any) -> None:
+        """A refusal goes into the id's timeline with the error and who asked (a zombie's
+        request after a fence is what `txn explain` ends its story with)."""
+        if not tid:
+            return
+        meta = self.coordinator.describe(tid)
+        self.timeline.record(tid, "refused", api=ApiKey(ctx.api_key).name, api_version=ctx.api_version,
+                             error=e.code.name.upper(), message=str(e), producer_id=pid, epoch=epoch,
+                             current_producer_id=meta.producer_id if meta is not None else None,
+                             current_epoch=meta.producer_epoch if meta is not None else None,
+                             **fields, **requester_of(ctx).fields())
 
     # -- WriteTxnMarkers ---------------------------------------------------------------------
     @answers

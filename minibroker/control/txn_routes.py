@@ -1,0 +1,81 @@
+"""The control plane's transaction routes: what `minibroker txn ... --control` and the web
+console read (minibroker/txn_inspect.py computes it).
+
+    GET  /v1/transactions                       {"now_ms", "transactions": [...]} (the coordinator's view)
+    GET  /v1/transactions/hanging[?max_age_ms=] {"hanging": [...]} (the partitions' view)
+    POST /v1/transactions/abort                 {"topic", "partition", "start_offset"} or
+                                                {"topic", "partition", "producer_id"[, "producer_epoch"]}
+    GET  /v1/transactions/{id}/timeline         {"events", "story", "diagnosis", "lso_held", "text", "state"}
+    GET  /v1/producers/{id}/timeline            {"producer_id", "events"} (an idempotent producer id)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from .. import txn_inspect
+
+
+def _bad(message: str, status: int = 400) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def add_routes(router: web.UrlDispatcher, plane: Any) -> None:
+    def broker():
+        if plane.broker is None:
+            raise web.HTTPServiceUnavailable(text=json.dumps({"error": "no broker"}),
+                                             content_type="application/json")
+        return plane.broker
+
+    async def list_(request: web.Request) -> web.Response:
+        b = broker()
+        return web.json_response({"now_ms": b.clock.wall_ms(),
+                                  "transactions": txn_inspect.list_transactions(b)})
+
+    async def hanging(request: web.Request) -> web.Response:
+        raw = request.query.get("max_age_ms")
+        try:
+            max_age = int(raw) if raw else None
+        except ValueError:
+            return _bad("max_age_ms must be an integer")
+        return web.json_response({"hanging": txn_inspect.hanging(broker(), max_age)})
+
+    async def abort(request: web.Request) -> web.Response:
+        try:
+            body = json.loads(await request.text() or "{}")
+        except ValueError as e:
+            return _bad(f"the body is not JSON: {e}")
+        if not isinstance(body, dict):
+            return _bad('post {"topic", "partition", "start_offset"} or producer_id')
+        try:
+            topic = body["topic"]
+            partition = int(body["partition"])
+            ints = {k: int(body[k]) for k in ("start_offset", "producer_id", "producer_epoch")
+                    if body.get(k) is not None}
+        except (KeyError, TypeError, ValueError):
+            return _bad('post {"topic", "partition", "start_offset"} or '
+                        '{"topic", "partition", "producer_id"}')
+        try:
+            out = txn_inspect.abort(broker(), str(topic), partition, **ints)
+        except txn_inspect.AbortError as e:
+            return _bad(str(e), 404)
+        return web.json_response(out, status=200 if out["error"] == "NONE" else 409)
+
+    async def timeline(request: web.Request) -> web.Response:
+        return web.json_response(txn_inspect.timeline(broker(), request.match_info["id"]))
+
+    async def producer(request: web.Request) -> web.Response:
+        try:
+            pid = int(request.match_info["id"])
+        except ValueError:
+            return _bad("a producer id is an integer")
+        return web.json_response({"producer_id": pid, "events": broker().timeline.producer_events(pid)})
+
+    router.add_get("/v1/transactions", list_)
+    router.add_get("/v1/transactions/hanging", hanging)
+    router.add_post("/v1/transactions/abort", abort)
+    router.add_get("/v1/transactions/{id}/timeline", timeline)
+    router.add_get("/v1/producers/{id}/timeline", producer)

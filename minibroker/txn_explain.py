@@ -1,0 +1,285 @@
+"""A transactional id's timeline told as a story, ending with a one-line diagnosis.
+
+:func:`explain` is pure: the events the coordinator recorded (``txn_timeline.py``) in, lines of
+text and a diagnosis out, plus the same as data (``--json``). The diagnosis answers the question
+people ask — "why was I fenced?" — from what happened last: a refusal is explained by the event
+that moved the epoch past the refused one (a new instance, named by its client id and address;
+or the coordinator's abort after ``transaction.timeout.ms``, with how late it came), an abort by
+timeout by its deadline, an open transaction by its age against its timeout and the partitions
+whose last stable offset it holds back.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+FENCING_ERRORS = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_PRODUCER_ID_MAPPING"}
+
+
+def clock_time(ms: int | None) -> str:
+    if ms is None or ms < 0:
+        return "?"
+    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return t.strftime("%H:%M:%S.") + f"{t.microsecond // 1000:03d}"
+
+
+def seconds(ms: float | None) -> str:
+    if ms is None:
+        return "?"
+    s = ms / 1000
+    if s >= 10 and abs(s - round(s)) < 0.05:
+        return f"{s:.0f} s"
+    return f"{s:.1f} s" if s >= 1 else f"{ms:.0f} ms"
+
+
+def _who(e: dict[str, Any], prefix: str = "") -> str:
+    client = e.get(prefix + "client_id")
+    address = e.get(prefix + "address")
+    software = e.get(prefix + "software")
+    parts = [f"client `{client}`" if client else "a client without client id"]
+    if address:
+        parts.append(address.rsplit(":", 1)[0] if address.count(":") == 1 else address)
+    if software:
+        parts.append(software)
+    return ", ".join(parts)
+
+
+def _tp(tp: Any) -> str:
+    return f"{tp[0]}-{tp[1]}" if isinstance(tp, (list, tuple)) and len(tp) == 2 else str(tp)
+
+
+@dataclass
+class Explanation:
+    transactional_id: str
+    story: list[str] = field(default_factory=list)
+    diagnosis: str = ""
+    held: list[dict[str, Any]] = field(default_factory=list)  # per partition: how long the LSO waited
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"transactional_id": self.transactional_id, "events": self.events, "story": self.story,
+                "diagnosis": self.diagnosis, "lso_held": self.held}
+
+    def text(self) -> str:
+        lines = [f"Transactional id {self.transactional_id}"]
+        lines += [f"  {line}" for line in self.story]
+        lines.append(f"Diagnosis: {self.diagnosis}")
+        return "\n".join(lines)
+
+
+def _line(e: dict[str, Any], added: dict[tuple[str, int], int]) -> str | None:
+    kind, at = e.get("kind"), clock_time(e.get("ts"))
+    pid_epoch = f"producer {e.get('producer_id')} epoch {e.get('epoch')}"
+    if kind == "init":
+        before = ""
+        if e.get("previous_epoch") is not None and e.get("previous_epoch", -1) >= 0:
+            before = f" (was {e.get('previous_producer_id')}/{e.get('previous_epoch')})"
+        return f"{at}  InitProducerId from {_who(e)}: {pid_epoch}{before} — {e.get('reason')}"
+    if kind in ("add_partitions", "add_offsets"):
+        parts = ", ".join(_tp(tp) for tp in e.get("partitions", ()))
+        begins = f"transaction begins (timeout {seconds(e.get('timeout_ms'))}); " if e.get("begins") else ""
+        how = "with its first record (transactions v2)" if e.get("implicit") else "by " + _who(e)
+        if kind == "add_offsets":
+            return f"{at}  {begins}offsets of group `{e.get('group')}` join ({parts}) {how}"
+        return f"{at}  {begins}{parts} join the transaction {how}"
+    if kind == "end_txn":
+        what = "commit" if e.get("commit") else "abort"
+        extra = " — a retry of one already done, answered success" if e.get("retry") else ""
+        extra += " (nothing to abort)" if e.get("empty") else ""
+        return f"{at}  EndTxn({what}) from {_who(e)}, {pid_epoch}{extra}"
+    if kind == "prepare":
+        return (f"{at}  Prepare{'Commit' if e.get('commit') else 'Abort'} logged ({pid_epoch}; "
+                f"{e.get('reason')})")
+    if kind == "epoch_fence":
+        return f"{at}  epoch fenced: {e.get('old_epoch')} → {e.get('new_epoch')} ({e.get('reason')})"
+    if kind == "marker":
+        what = "COMMIT" if e.get("commit") else "ABORT"
+        tp = (e.get("topic"), e.get("partition"))
+        first = e.get("first_offset")
+        held = ""
+        if first is not None and tp in added:
+            held = f"; LSO held from offset {first} for {seconds(e.get('ts', 0) - added[tp])}"
+        elif first is None:
+            held = "; no records there"
+        return f"{at}  {what} marker in {_tp(tp)} at offset {e.get('offset')}{held}"
+    if kind == "complete":
+        what = "Committed" if e.get("commit") else "Aborted"
+        took = f" after {seconds(e.get('duration_ms'))}" if e.get("duration_ms", -1) >= 0 else ""
+        errs = f"; marker errors {e.get('marker_errors')}" if e.get("marker_errors") else ""
+        n = e.get("partitions")
+        return (f"{at}  {what}{took} ({n} partition{'' if n == 1 else 's'}; {e.get('reason')}); "
+                f"the producer goes on as {e.get('next_producer_id')}/{e.get('next_epoch')}{errs}")
+    if kind == "fenced":
+        return (f"{at}  FENCED: a new instance ({_who(e, 'by_')}) called InitProducerId while "
+                f"{pid_epoch} had a transaction open since {clock_time(e.get('start_ms'))}; "
+                "the coordinator aborts it")
+    if kind == "timeout_abort":
+        return (f"{at}  TIMED OUT: the transaction began at {clock_time(e.get('start_ms'))}, "
+                f"timeout {seconds(e.get('timeout_ms'))}, deadline {clock_time(e.get('deadline_ms'))}; "
+                f"no EndTxn came — the coordinator aborts it {seconds(e.get('late_ms'))} past the "
+                "deadline and bumps the epoch")
+    if kind == "refused":
+        where = f" ({e.get('topic')}-{e.get('partition')})" if e.get("topic") is not None else ""
+        current = (f"; current is {e.get('current_producer_id')}/{e.get('current_epoch')}"
+                   if e.get("current_epoch") is not None else "")
+        by = f" from {_who(e)}" if e.get("client_id") or e.get("address") else ""
+        return f"{at}  REFUSED {e.get('api')}{where}{by}: {e.get('error')} for {pid_epoch}{current}"
+    if kind == "roll_forward":
+        return f"{at}  broker restarted with the transaction in {e.get('state')}: finishing it"
+    if kind == "expired":
+        return f"{at}  transactional id expired after {seconds(e.get('idle_ms'))} idle"
+    if kind == "broker_stopped":
+        return f"{at}  BROKER STOPPED"
+    if kind == "broker_started":
+        down = f" after {seconds(e['down_ms'])} down" if e.get("down_ms") is not None else ""
+        crash = " (the run before ended without a stop: killed or crashed)" if e.get("after_crash") else ""
+        return f"{at}  BROKER STARTED{down}{crash}"
+    return None
+
+
+def _outages(broker_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The broker's stops and starts as story events, each start with how long it was down."""
+    out: list[dict[str, Any]] = []
+    down_since = None
+    for e in broker_events:
+        if e.get("kind") == "stopped":
+            down_since = e.get("ts")
+            out.append({"ts": e.get("ts"), "kind": "broker_stopped"})
+        elif e.get("kind") == "started":
+            since = down_since if down_since is not None else e.get("last_activity_ms")
+            out.append({"ts": e.get("ts"), "kind": "broker_started", "after_crash": e.get("after_crash"),
+                        "down_since_ms": since,
+                        "down_ms": e.get("ts", 0) - since if since is not None else None})
+            down_since = None
+    return out
+
+
+def _merge(events: list[dict[str, Any]], broker_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The id's events with the broker's outages that fall inside its span."""
+    if not events or not broker_events:
+        return list(events)
+    first, last = events[0].get("ts", 0), events[-1].get("ts", 0)
+    inside = [e for e in _outages(broker_events) if first <= e.get("ts", 0) <= last]
+    return sorted([*events, *inside], key=lambda e: e.get("ts", 0))
+
+
+def _epoch_mover(events: list[dict[str, Any]], before: int, epoch: int | None) -> dict[str, Any] | None:
+    """The latest event before index ``before`` that moved the epoch beyond ``epoch``: a
+    timeout abort, a fence by a new instance, or a new instance's InitProducerId (told by the
+    fence that came with it, when the new instance found a transaction open)."""
+    for j in range(before - 1, -1, -1):
+        e = events[j]
+        kind = e.get("kind")
+        if kind in ("timeout_abort", "fenced"):
+            return e
+        if kind == "init" and (epoch is None or e.get("epoch", -1) > epoch
+                               or e.get("producer_id") != e.get("previous_producer_id")):
+            for k in range(j - 1, -1, -1):
+                if events[k].get("kind") == "fenced":
+                    return events[k]
+                if events[k].get("kind") not in ("epoch_fence", "prepare", "marker", "complete"):
+                    break
+            return e
+    return None
+
+
+def _outage_during(events: list[dict[str, Any]], timeout: dict[str, Any]) -> str:
+    """", while the broker was down 3.0 s (12:00:01 to 12:00:04)" when an outage overlapped the
+    transaction that timed out — the seeds' incident — else ""."""
+    for e in events:
+        overlaps = (e.get("down_since_ms") is not None and e["down_since_ms"] <= timeout.get("ts", 0)
+                    and e.get("ts", 0) >= timeout.get("start_ms", 0))
+        if e.get("kind") == "broker_started" and overlaps:
+            return (f"; the broker was down {seconds(e.get('down_ms'))} of it "
+                    f"({clock_time(e['down_since_ms'])} to {clock_time(e.get('ts'))})")
+    return ""
+
+
+def _cause(e: dict[str, Any], events: list[dict[str, Any]] | None = None) -> str:
+    kind = e.get("kind")
+    if kind == "timeout_abort":
+        age = (e.get("ts", 0) - e.get("start_ms", 0))
+        return (f"the coordinator aborted its transaction at {clock_time(e.get('ts'))}: no EndTxn "
+                f"{seconds(age)} after the transaction began, timeout {seconds(e.get('timeout_ms'))}"
+                + _outage_during(events or [], e))
+    if kind == "fenced":
+        return (f"a new instance ({_who(e, 'by_')}) started at {clock_time(e.get('ts'))} while this one "
+                "was in a transaction")
+    return f"a new instance ({_who(e)}) started at {clock_time(e.get('ts'))}"
+
+
+def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | None = None,
+            open_txn: dict[str, Any] | None = None,
+            broker_events: list[dict[str, Any]] | None = None) -> Explanation:
+    """``open_txn``: the coordinator's live view when the transaction is open now
+    (start_ms, timeout_ms, partitions) — a live broker knows it, a data dir may not.
+    ``broker_events``: the broker's starts and stops, told where they fall in the story."""
+    events = _merge(events, broker_events or [])
+    x = Explanation(transactional_id, events=list(events))
+    if not events:
+        x.diagnosis = "No history for this transactional id (never used here, or expired from the history)."
+        return x
+    added: dict[tuple[str, int], int] = {}
+    for e in events:
+        if e.get("kind") in ("add_partitions", "add_offsets"):
+            for tp in e.get("partitions", ()):
+                added.setdefault((tp[0], tp[1]), e.get("ts", 0))
+        if e.get("kind") == "marker":
+            tp = (e.get("topic"), e.get("partition"))
+            if e.get("first_offset") is not None and tp in added:
+                x.held.append({"topic": tp[0], "partition": tp[1], "from_ms": added[tp], "to_ms": e.get("ts"),
+                               "held_ms": e.get("ts", 0) - added[tp], "first_offset": e.get("first_offset"),
+                               "marker_offset": e.get("offset")})
+        line = _line(e, added)
+        if line is not None:
+            x.story.append(line)
+        if e.get("kind") == "complete":
+            added.clear()
+    x.diagnosis = _diagnose(events, now_ms, open_txn)
+    return x
+
+
+def _diagnose(events: list[dict[str, Any]], now_ms: int | None, open_txn: dict[str, Any] | None) -> str:
+    last_i, last = len(events) - 1, events[-1]
+    # The last fencing refusal explains the client's exception.
+    for i in range(last_i, -1, -1):
+        e = events[i]
+        if e.get("kind") == "refused" and e.get("error") in FENCING_ERRORS:
+            mover = _epoch_mover(events, i, e.get("epoch"))
+            refused = (f"{e.get('api')} with epoch {e.get('epoch')} refused at {clock_time(e.get('ts'))} "
+                       f"({e.get('error')}")
+            if e.get("current_epoch") is not None:
+                refused += f"; current epoch {e.get('current_epoch')}"
+            refused += ")"
+            if mover is not None:
+                return f"Fenced: {refused} because {_cause(mover, events)}."
+            return f"Fenced: {refused}; the event that moved the epoch is older than the kept history."
+        if e.get("kind") in ("init", "complete") and i < last_i:
+            break  # a later, healthy life of the id: the refusal above it is old news
+    if open_txn is not None and open_txn.get("start_ms", -1) > 0 and now_ms is not None:
+        age = now_ms - open_txn["start_ms"]
+        parts = ", ".join(_tp(tp) for tp in open_txn.get("partitions", ()))
+        return (f"Open for {seconds(age)} of its {seconds(open_txn.get('timeout_ms'))} timeout; it holds "
+                f"back the last stable offset of {parts or 'no partition yet'} (read_committed "
+                "consumers wait for it).")
+    for e in reversed(events):
+        kind = e.get("kind")
+        if kind == "timeout_abort":
+            age = e.get("ts", 0) - e.get("start_ms", 0)
+            return (f"Aborted by the coordinator: no EndTxn {seconds(age)} after the transaction began, "
+                    f"timeout {seconds(e.get('timeout_ms'))}{_outage_during(events, e)}; the producer's "
+                    "next request is fenced.")
+        if kind == "fenced":
+            return (f"Fenced at {clock_time(e.get('ts'))} by a new instance ({_who(e, 'by_')}) started while "
+                    "this one was in a transaction.")
+        if kind == "complete":
+            what = "Committed" if e.get("commit") else "Aborted"
+            by = "" if e.get("commit") else f" ({e.get('reason')})"
+            return f"{what} at {clock_time(e.get('ts'))}{by}; nothing is pending."
+        if kind == "expired":
+            return f"Expired at {clock_time(e.get('ts'))} after {seconds(e.get('idle_ms'))} without use."
+        if kind == "init":
+            return f"Initialized at {clock_time(e.get('ts'))} ({e.get('reason')}); no transaction since."
+    return f"Last event: {last.get('kind')} at {clock_time(last.get('ts'))}."

@@ -1,0 +1,156 @@
+"""The history of transaction decisions, kept in the data directory so that "why was I fenced?"
+can still be answered after a restart or a kill -9.
+
+One file, ``txn-history.jsonl``: one JSON object per line, ``{"key": ..., "ts": ..., "kind": ...,
+...}``, appended with a single ``write`` on an ``O_APPEND`` descriptor — a line is in the page
+cache once the call returns, so a killed process loses nothing it recorded (a power cut may lose
+the tail, as with any unsynced file; this is an explanation, not the state: the state is
+``__transaction_state``). What it holds is bounded twice: the last ``per_key`` events of each key
+and the ``max_keys`` keys most recently written. When the file outgrows ``max_bytes`` it is
+rewritten from what is kept in memory (a temporary file renamed over it), so its size stays within
+a small multiple of what is kept.
+
+Reading tolerates what a crash can leave: a torn last line, or any line that is not a JSON object
+with a string ``key``, is skipped and counted. :func:`read_history` reads a directory without
+writing, for the offline tools (a broker may be running on it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from typing import Any
+
+HISTORY_FILE = "txn-history.jsonl"
+
+PER_KEY = 256
+MAX_KEYS = 10_000
+MAX_BYTES = 16 * 1024 * 1024
+
+
+def _encode(key: str, event: dict[str, Any]) -> bytes:
+    return (json.dumps({"key": key, **event}, separators=(",", ":"), ensure_ascii=False,
+                       default=str) + "\n").encode("utf-8", "surrogatepass")
+
+
+def _parse(line: bytes) -> tuple[str, dict[str, Any]] | None:
+    try:
+        obj = json.loads(line.decode("utf-8", "surrogatepass"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("key"), str):
+        return None
+    key = obj.pop("key")
+    return key, obj
+
+
+class TxnHistory:
+    def __init__(self, data_dir: str | os.PathLike, *, per_key: int = PER_KEY,
+                 max_keys: int = MAX_KEYS, max_bytes: int = MAX_BYTES) -> None:
+        self.path = os.path.join(os.fspath(data_dir), HISTORY_FILE)
+        self.per_key = per_key
+        self.max_keys = max_keys
+        self.max_bytes = max_bytes
+        self._events: OrderedDict[str, deque[dict[str, Any]]] = OrderedDict()
+        self._fd = -1
+        self._size = 0
+        self.skipped = 0  # lines found unreadable at load
+
+    # -- start and stop ------------------------------------------------------------------
+    def open(self) -> None:
+        """Load what the file holds, then append to it."""
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                for key, event in self._lines(f, count_skips=True):
+                    self._keep(key, event)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        if self._size and not self._ends_with_newline():
+            # A write cut short: end its line, or the next event would be glued to it and lost.
+            self._size += os.write(self._fd, b"\n")
+        if self._size > self.max_bytes:
+            self._rewrite()
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _lines(self, f, count_skips: bool = False) -> Iterable[tuple[str, dict[str, Any]]]:
+        for line in f:
+            parsed = _parse(line) if line.endswith(b"\n") else None
+            if parsed is None:
+                if count_skips and line.strip():
+                    self.skipped += 1
+                continue
+            yield parsed
+
+    # -- writing -------------------------------------------------------------------------
+    def append(self, key: str, event: dict[str, Any]) -> None:
+        self._keep(key, event)
+        if self._fd < 0:
+            return
+        data = _encode(key, event)
+        os.write(self._fd, data)
+        self._size += len(data)
+        if self._size > self.max_bytes:
+            self._rewrite()
+
+    def _keep(self, key: str, event: dict[str, Any]) -> None:
+        events = self._events.get(key)
+        if events is None:
+            events = self._events[key] = deque(maxlen=self.per_key)
+            while len(self._events) > self.max_keys:
+                self._events.popitem(last=False)
+        else:
+            self._events.move_to_end(key)
+        events.append(event)
+
+    def _rewrite(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            for key, events in self._events.items():
+                for event in events:
+                    f.write(_encode(key, event))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        if self._size > self.max_bytes // 2:
+            # What is kept fills the file on its own: keep fewer events per key rather than
+            # rewrite at every append.
+            self.per_key = max(8, self.per_key // 2)
+            for key in list(self._events):
+                self._events[key] = deque(list(self._events[key])[-self.per_key:], maxlen=self.per_key)
+
+    # -- reading -------------------------------------------------------------------------
+    def events(self, key: str) -> list[dict[str, Any]]:
+        return list(self._events.get(key, ()))
+
+    def keys(self) -> list[str]:
+        return list(self._events)
+
+    def last_ts(self) -> int | None:
+        """The latest ``ts`` of any kept event (when the broker was last seen doing something)."""
+        return max((e["ts"] for events in self._events.values() for e in events
+                    if isinstance(e.get("ts"), int)), default=None)
+
+
+def read_history(data_dir: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
+    """Every key's kept events in a data directory, without writing (for the offline tools)."""
+    h = TxnHistory(data_dir)
+    if os.path.exists(h.path):
+        with open(h.path, "rb") as f:
+            for key, event in h._lines(f):
+                h._keep(key, event)
+    return {k: list(v) for k, v in h._events.items()}

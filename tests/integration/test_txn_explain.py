@@ -1,0 +1,108 @@
+"""`minibroker txn explain|list|hanging` on real incidents made by librdkafka (confluent-kafka):
+the seeds' incident — a broker outage that outlives transaction.timeout.ms, an abort by timeout
+with an epoch bump, and the producer fenced on its next request — and a zombie fenced by a
+second instance. Each story is read live (--control) and from the data dir (--data-dir)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from .test_txn_support import TXN_BROKER_ARGS, open_transaction, txn_id, txn_producer
+
+
+def txn_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "minibroker", "txn", *args], capture_output=True, text=True,
+                       timeout=60)
+    assert not check or r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def _control(b) -> str:
+    return f"{b.host}:{b.control_port}"
+
+
+def test_the_seeds_incident_is_explained(broker_factory, topic):
+    """Producer mid-transaction (timeout 2 s), broker stopped 3 s, restarted: the coordinator
+    aborts the transaction by timeout (epoch bump) and the producer's commit is fenced."""
+    b = broker_factory(TXN_BROKER_ARGS, control=True)
+    tid = txn_id("incident")
+    p = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"inc|1"), (1, b"inc|2")],
+                         **{"transaction.timeout.ms": 2000, "client.id": "payments-1",
+                            "socket.timeout.ms": 2000})
+    b.stop()
+    time.sleep(3.0)
+    b.start()
+    deadline = time.monotonic() + 20
+    while "txn.timed_out" not in b.log_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with pytest.raises(KafkaException) as info:
+        p.commit_transaction(20)
+    err = info.value.args[0]
+    assert err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH), err
+    live = txn_cli("explain", tid, "--control", _control(b))
+    print(live.stdout)
+    data = json.loads(txn_cli("explain", tid, "--control", _control(b), "--json").stdout)
+    kinds = [e["kind"] for e in data["events"]]
+    assert kinds[:2] == ["init", "add_partitions"] and "timeout_abort" in kinds, kinds
+    assert kinds.index("timeout_abort") < kinds.index("refused"), kinds
+    assert [e["partition"] for e in data["events"] if e["kind"] == "marker"] == [0, 1]
+    diagnosis = data["diagnosis"]
+    assert diagnosis.startswith("Fenced:") and "after the transaction began, timeout 2.0 s" in diagnosis, diagnosis
+    assert "TIMED OUT" in live.stdout and "client `payments-1`" in live.stdout
+    assert "BROKER STOPPED" in live.stdout and "BROKER STARTED after 3." in live.stdout
+    assert "; the broker was down 3." in diagnosis, diagnosis
+    assert f"Diagnosis: {diagnosis}" in live.stdout
+    b.stop()
+    offline = txn_cli("explain", tid, "--data-dir", str(b.data_dir))
+    assert f"Diagnosis: {diagnosis}" in offline.stdout, offline.stdout  # the same story after a stop
+    listed = txn_cli("list", "--data-dir", str(b.data_dir)).stdout
+    assert tid in listed and "CompleteAbort" in listed, listed
+
+
+def test_a_zombie_is_told_which_instance_fenced_it(broker_factory, topic):
+    b = broker_factory(TXN_BROKER_ARGS, control=True)
+    tid = txn_id("zombie")
+    zombie = open_transaction(b.bootstrap_servers, tid, topic, [(0, b"z|1")], **{"client.id": "orders-1"})
+    successor = txn_producer(b.bootstrap_servers, tid, **{"client.id": "orders-7"})
+    successor.init_transactions(30)  # aborts the zombie's open transaction, bumps the epoch
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(20)
+    out = txn_cli("explain", tid, "--control", _control(b)).stdout
+    print(out)
+    diagnosis = out.strip().splitlines()[-1]
+    assert diagnosis.startswith("Diagnosis: Fenced:"), out
+    assert "client `orders-7`" in diagnosis and "127.0.0.1" in diagnosis, diagnosis
+    assert "while this one was in a transaction" in diagnosis
+    listed = txn_cli("list", "--control", _control(b)).stdout
+    assert tid in listed, listed
+    assert txn_cli("hanging", "--control", _control(b)).stdout.strip() == "no hanging transactions"
+    # kill -9: the history is still there
+    b.kill9()
+    again = txn_cli("explain", tid, "--data-dir", str(b.data_dir)).stdout
+    assert diagnosis in again, again
+
+
+def test_open_transaction_and_bad_arguments(broker_factory, topic):
+    b = broker_factory(TXN_BROKER_ARGS, control=True)
+    tid = txn_id("open")
+    open_transaction(b.bootstrap_servers, tid, topic, [(2, b"o|1")], **{"transaction.timeout.ms": 60000})
+    out = txn_cli("explain", tid, "--control", _control(b)).stdout
+    assert "Diagnosis: Open for" in out and "of its 60 s timeout" in out and f"{topic}-2" in out, out
+    data = json.loads(txn_cli("list", "--control", _control(b), "--json").stdout)
+    mine = next(t for t in data["transactions"] if t["transactional_id"] == tid)
+    assert mine["state"] == "Ongoing" and mine["partitions"] == [[topic, 2]] and mine["age_ms"] >= 0
+    bad = txn_cli("explain", tid, check=False)
+    assert bad.returncode == 2 and "--control HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
+    nodir = txn_cli("list", "--data-dir", "/nonexistent/dir", check=False)
+    assert nodir.returncode == 1 and nodir.stderr.count("\n") == 1, nodir.stderr
+    noabort = txn_cli("abort", "--topic", topic, "--partition", "2", "--start-offset", "99",
+                      "--control", _control(b), check=False)
+    assert noabort.returncode == 1 and "no open transaction starts at offset 99" in noabort.stderr, noabort.stderr
+    nothing = txn_cli("explain", "never-used", "--control", _control(b)).stdout
+    assert "Diagnosis: No history" in nothing

@@ -1,0 +1,139 @@
+"""The transaction timeline and its story, without sockets: the coordinator's core on a
+ManualClock records into a TxnHistory in a temporary directory; explain() tells it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from minibroker.coordinator.txn_machine import TxnError
+from minibroker.txn_explain import explain
+from minibroker.txn_timeline import Requester, Timeline, txn_key
+from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.txn_history import HISTORY_FILE, TxnHistory, read_history
+
+from .test_txn_state_machine import machine
+
+APP1 = Requester("orders-1", "librdkafka/2.6.0", "10.0.0.4:51000")
+APP7 = Requester("orders-7", "librdkafka/2.6.0", "10.0.0.5:52000")
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    history = TxnHistory(tmp_path)
+    history.open()
+    m, clock, _log, _markers = machine()
+    m.timeline = Timeline(history, clock)
+    yield m, clock, history, tmp_path
+    history.close()
+
+
+def _kinds(history, tid):
+    return [e["kind"] for e in history.events(txn_key(tid))]
+
+
+def test_a_commit_is_told_step_by_step(recorded):
+    m, clock, history, _ = recorded
+    pid, epoch = m.init_producer_id("t", 60_000, who=APP1)
+    clock.advance(5)
+    m.add_partitions("t", pid, epoch, [("orders", 0), ("orders", 1)], who=APP1)
+    clock.advance(1000)
+    m.end_txn("t", pid, epoch, True, who=APP1)
+    assert _kinds(history, "t") == ["init", "add_partitions", "end_txn", "prepare", "complete"]
+    x = explain("t", history.events(txn_key("t")))
+    assert "client `orders-1`" in x.story[0] and "new transactional id" in x.story[0]
+    assert "orders-0, orders-1 join the transaction" in x.story[1] and "timeout 60 s" in x.story[1]
+    assert x.diagnosis.startswith("Committed at ")
+
+
+def test_the_seeds_incident_diagnosis_names_the_timeout(recorded):
+    m, clock, history, _ = recorded
+    pid, epoch = m.init_producer_id("inc", 60_000, who=APP1)
+    m.add_partitions("inc", pid, epoch, [("payments", 0)], who=APP1)
+    clock.advance(62_000)  # the broker was down; it comes back 62 s after the transaction began
+    assert m.abort_timed_out() == 1
+    with pytest.raises(TxnError) as refused:
+        m.end_txn("inc", pid, epoch, True, who=APP1)
+    assert refused.value.code == ErrorCode.producer_fenced
+    # the handler records the refusal (handlers/txn.py _refused); here by hand, as it would
+    m.timeline.record("inc", "refused", api="EndTxn", error="PRODUCER_FENCED", producer_id=pid,
+                      epoch=epoch, current_epoch=epoch + 1, **APP1.fields())
+    x = explain("inc", history.events(txn_key("inc")))
+    timed_out = next(line for line in x.story if "TIMED OUT" in line)
+    assert "timeout 60 s" in timed_out and "2.0 s past the" in timed_out, timed_out
+    assert x.diagnosis.startswith("Fenced: EndTxn with epoch 0 refused"), x.diagnosis
+    assert "no EndTxn 62 s after the transaction began, timeout 60 s" in x.diagnosis, x.diagnosis
+    assert m.stats["timed_out"] == 1 and m.stats["requests_fenced"] == 1
+
+
+def test_a_zombie_is_told_who_fenced_it(recorded):
+    m, clock, history, _ = recorded
+    pid, epoch = m.init_producer_id("z", 60_000, who=APP1)
+    m.add_partitions("z", pid, epoch, [("orders", 3)], who=APP1)
+    clock.advance(2000)
+    m.init_producer_id("z", 60_000, who=APP7)  # a second instance while the first is in a transaction
+    with pytest.raises(TxnError):
+        m.add_partitions("z", pid, epoch, [("orders", 4)], who=APP1)
+    m.timeline.record("z", "refused", api="AddPartitionsToTxn", error="PRODUCER_FENCED", producer_id=pid,
+                      epoch=epoch, current_epoch=epoch + 2, **APP1.fields())
+    x = explain("z", history.events(txn_key("z")))
+    assert "client `orders-7`" in x.diagnosis and "10.0.0.5" in x.diagnosis, x.diagnosis
+    assert "while this one was in a transaction" in x.diagnosis
+    assert any("FENCED: a new instance (client `orders-7`" in line for line in x.story)
+    assert m.stats["fenced_by_new_instance"] == 1
+
+
+def test_an_open_transaction_is_diagnosed_by_its_age(recorded):
+    m, clock, history, _ = recorded
+    pid, epoch = m.init_producer_id("o", 30_000)
+    m.add_partitions("o", pid, epoch, [("t", 0)])
+    meta = m.txns["o"]
+    clock.advance(12_000)
+    x = explain("o", history.events(txn_key("o")), clock.wall_ms(),
+                {"start_ms": meta.start_ms, "timeout_ms": meta.timeout_ms, "partitions": sorted(meta.partitions)})
+    assert x.diagnosis.startswith("Open for 12 s of its 30 s timeout") and "t-0" in x.diagnosis
+
+
+def test_markers_tell_how_long_the_lso_was_held():
+    events = [{"ts": 1000, "kind": "add_partitions", "partitions": [["t", 0]], "begins": True},
+              {"ts": 3500, "kind": "marker", "topic": "t", "partition": 0, "offset": 10, "first_offset": 4,
+               "commit": True},
+              {"ts": 3501, "kind": "complete", "commit": True, "partitions": 1, "duration_ms": 2501}]
+    x = explain("h", events)
+    assert "LSO held from offset 4 for 2.5 s" in x.story[1]
+    assert x.held == [{"topic": "t", "partition": 0, "from_ms": 1000, "to_ms": 3500, "held_ms": 2500,
+                       "first_offset": 4, "marker_offset": 10}]
+
+
+def test_no_history():
+    assert explain("nobody", []).diagnosis.startswith("No history")
+
+
+# -- the file ----------------------------------------------------------------------------------
+def test_the_history_survives_a_reopen_and_a_torn_line(tmp_path):
+    h = TxnHistory(tmp_path)
+    h.open()
+    h.append("txn:a", {"ts": 1, "kind": "init"})
+    h.append("txn:b", {"ts": 2, "kind": "init", "client_id": "é\U0001f600"})
+    h.close()  # as a kill -9 would leave it: every append is in the file already
+    with open(os.path.join(tmp_path, HISTORY_FILE), "ab") as f:
+        f.write(b'{"key":"txn:a","ts":3,"ki')  # a write cut short
+    h2 = TxnHistory(tmp_path)
+    h2.open()
+    assert h2.events("txn:a") == [{"ts": 1, "kind": "init"}] and h2.skipped == 1
+    assert h2.events("txn:b")[0]["client_id"] == "é\U0001f600"
+    h2.append("txn:a", {"ts": 4, "kind": "complete"})
+    h2.close()
+    assert [e["ts"] for e in read_history(tmp_path)["txn:a"]] == [1, 4]
+
+
+def test_the_history_is_bounded(tmp_path):
+    h = TxnHistory(tmp_path, per_key=5, max_keys=3, max_bytes=4000)
+    h.open()
+    for i in range(200):
+        h.append(f"txn:{i % 4}", {"ts": i, "kind": "init", "pad": "x" * 20})
+    assert len(h.keys()) == 3 and all(len(h.events(k)) <= 5 for k in h.keys())
+    h.close()
+    assert os.path.getsize(os.path.join(tmp_path, HISTORY_FILE)) <= 4000
+    assert set(read_history(tmp_path)) <= {"txn:0", "txn:1", "txn:2", "txn:3"}
