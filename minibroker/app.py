@@ -59,7 +59,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
                         max_message_bytes=broker.max_message_bytes, crash=broker.crash_points,
-                        cluster=cluster),
+                        cluster=cluster, timeline=broker.timeline),
         FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
                          create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,

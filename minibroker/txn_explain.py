@@ -57,13 +57,14 @@ class Explanation:
     diagnosis: str = ""
     held: list[dict[str, Any]] = field(default_factory=list)  # per partition: how long the LSO waited
     events: list[dict[str, Any]] = field(default_factory=list)
+    title: str | None = None  # the heading of the text ("Producer id 7" for an idempotent producer)
 
     def as_dict(self) -> dict[str, Any]:
         return {"transactional_id": self.transactional_id, "events": self.events, "story": self.story,
                 "diagnosis": self.diagnosis, "lso_held": self.held}
 
     def text(self) -> str:
-        lines = [f"Transactional id {self.transactional_id}"]
+        lines = [self.title or f"Transactional id {self.transactional_id}"]
         lines += [f"  {line}" for line in self.story]
         lines.append(f"Diagnosis: {self.diagnosis}")
         return "\n".join(lines)
@@ -130,6 +131,10 @@ def _line(e: dict[str, Any], added: dict[tuple[str, int], int]) -> str | None:
         return f"{at}  broker restarted with the transaction in {e.get('state')}: finishing it"
     if kind == "expired":
         return f"{at}  transactional id expired after {seconds(e.get('idle_ms'))} idle"
+    if kind == "duplicate":
+        return (f"{at}  duplicate batch in {e.get('topic')}-{e.get('partition')} (sequence "
+                f"{e.get('first_sequence')}, epoch {e.get('epoch')}): a retry, answered with its offset "
+                f"{e.get('offset')} and not written again")
     if kind == "broker_stopped":
         return f"{at}  BROKER STOPPED"
     if kind == "broker_started":
@@ -212,12 +217,14 @@ def _cause(e: dict[str, Any], events: list[dict[str, Any]] | None = None) -> str
 
 def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | None = None,
             open_txn: dict[str, Any] | None = None,
-            broker_events: list[dict[str, Any]] | None = None) -> Explanation:
+            broker_events: list[dict[str, Any]] | None = None, title: str | None = None,
+            producer: int | None = None) -> Explanation:
     """``open_txn``: the coordinator's live view when the transaction is open now
     (start_ms, timeout_ms, partitions) — a live broker knows it, a data dir may not.
-    ``broker_events``: the broker's starts and stops, told where they fall in the story."""
+    ``broker_events``: the broker's starts and stops, told where they fall in the story.
+    ``producer``: the events are an idempotent producer id's (diagnosed by its refusals)."""
     events = _merge(events, broker_events or [])
-    x = Explanation(transactional_id, events=list(events))
+    x = Explanation(transactional_id, events=list(events), title=title)
     if not events:
         x.diagnosis = "No history for this transactional id (never used here, or expired from the history)."
         return x
@@ -237,8 +244,23 @@ def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | N
             x.story.append(line)
         if e.get("kind") == "complete":
             added.clear()
-    x.diagnosis = _diagnose(events, now_ms, open_txn)
+    x.diagnosis = _diagnose(events, now_ms, open_txn) if producer is None else _diagnose_producer(events)
     return x
+
+
+def _diagnose_producer(events: list[dict[str, Any]]) -> str:
+    """An idempotent producer: what went wrong last, and how many retries were recognised."""
+    duplicates = sum(1 for e in events if e.get("kind") == "duplicate")
+    refused = [e for e in events if e.get("kind") == "refused"]
+    dup = (f"{duplicates} duplicate batch{'es' if duplicates != 1 else ''} recognised (retries answered "
+           "with their first offsets, not written twice)")
+    if refused:
+        r = refused[-1]
+        return (f"Last refused at {clock_time(r.get('ts'))}: {r.get('api')} to {r.get('topic')}-"
+                f"{r.get('partition')} {r.get('error')} ({r.get('message')}); {dup}.")
+    if duplicates:
+        return f"{dup[0].upper()}{dup[1:]}; nothing refused."
+    return "Nothing refused and no retry seen: every batch was written once."
 
 
 def _diagnose(events: list[dict[str, Any]], now_ms: int | None, open_txn: dict[str, Any] | None) -> str:

@@ -18,7 +18,7 @@ from minibroker_storage.txn_history import read_history
 
 from .coordinator.txn_state import TxnState
 from .txn_explain import Explanation, explain
-from .txn_timeline import BROKER_KEY, txn_key
+from .txn_timeline import BROKER_KEY, pid_key, txn_key
 
 
 def coordinator_view(data_dir: str) -> dict[str, tl.TxnLogValue]:
@@ -66,6 +66,11 @@ def timeline(data_dir: str, tid: str) -> Explanation:
         open_txn = {"start_ms": v.start_ms, "timeout_ms": v.timeout_ms, "partitions": sorted(v.partitions)}
     last = max((e.get("ts", 0) for e in events), default=None)
     return explain(tid, events, last if open_txn else None, open_txn, history.get(BROKER_KEY, []))
+
+
+def producer_timeline(data_dir: str, producer_id: int) -> Explanation:
+    return explain(str(producer_id), read_history(data_dir).get(pid_key(producer_id), []),
+                   title=f"Producer id {producer_id}", producer=producer_id)
 
 
 def hanging(data_dir: str) -> list[dict[str, Any]]:

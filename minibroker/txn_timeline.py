@@ -62,11 +62,11 @@ class Timeline:
         self.history = history
         self.clock = clock
 
-    def record(self, transactional_id: str, kind: str, **fields: Any) -> None:
+    def record(self, transactional_id: str, kind: str, /, **fields: Any) -> None:
         if self.history is not None:
             self.history.append(txn_key(transactional_id), self._event(kind, fields))
 
-    def record_producer(self, producer_id: int, kind: str, **fields: Any) -> None:
+    def record_producer(self, producer_id: int, kind: str, /, **fields: Any) -> None:
         if self.history is not None:
             self.history.append(pid_key(producer_id), self._event(kind, fields))
 

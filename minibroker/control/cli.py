@@ -280,7 +280,8 @@ def txn_main(argv: list[str]) -> int:
     p.add_argument("--data-dir", metavar="DIR", help="read a data directory instead of a running broker")
     sub = p.add_subparsers(dest="command", required=True)
     exp = sub.add_parser("explain", help="the history of a transactional id, ending with a diagnosis")
-    exp.add_argument("transactional_id")
+    exp.add_argument("transactional_id", nargs="?")
+    exp.add_argument("--producer-id", type=int, help="an idempotent producer id's history instead")
     lst = sub.add_parser("list", help="every transactional id the coordinator knows, with its state")
     hang = sub.add_parser("hanging", help="transactions open in a partition that no coordinator will end")
     hang.add_argument("--max-age", metavar="DURATION",
@@ -297,6 +298,8 @@ def txn_main(argv: list[str]) -> int:
         s.add_argument("--data-dir", default=argparse.SUPPRESS)
         s.add_argument("--json", action="store_true")
     ns = p.parse_args(argv)
+    if ns.command == "explain" and (ns.transactional_id is None) == (ns.producer_id is None):
+        p.error("explain needs a TRANSACTIONAL_ID or --producer-id N (one of them)")
     if ns.control and ns.data_dir:
         p.error("give --control or --data-dir, not both")
     if not ns.control and not ns.data_dir:
@@ -334,6 +337,9 @@ def _txn_live(ns: argparse.Namespace):
     from .durations import DurationError, parse_duration_ms
 
     control = ns.control
+    if ns.command == "explain" and ns.producer_id is not None:
+        data = call(control, "GET", f"/v1/producers/{ns.producer_id}/timeline")
+        return data, [data["text"]]
     if ns.command == "explain":
         from urllib.parse import quote
         data = call(control, "GET", f"/v1/transactions/{quote(ns.transactional_id, safe='')}/timeline")
@@ -362,6 +368,9 @@ def _txn_live(ns: argparse.Namespace):
 def _txn_offline(ns: argparse.Namespace):
     from .. import txn_offline
 
+    if ns.command == "explain" and ns.producer_id is not None:
+        x = txn_offline.producer_timeline(ns.data_dir, ns.producer_id)
+        return x.as_dict(), [x.text()]
     if ns.command == "explain":
         x = txn_offline.timeline(ns.data_dir, ns.transactional_id)
         return x.as_dict(), [x.text()]

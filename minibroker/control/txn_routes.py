@@ -6,7 +6,8 @@ console read (minibroker/txn_inspect.py computes it).
     POST /v1/transactions/abort                 {"topic", "partition", "start_offset"} or
                                                 {"topic", "partition", "producer_id"[, "producer_epoch"]}
     GET  /v1/transactions/{id}/timeline         {"events", "story", "diagnosis", "lso_held", "text", "state"}
-    GET  /v1/producers/{id}/timeline            {"producer_id", "events"} (an idempotent producer id)
+    GET  /v1/producers/{id}/timeline            {"producer_id", "events", "story", "diagnosis", "text"}
+                                                (an idempotent producer id: init, refusals, duplicates)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from .. import txn_inspect
+from ..txn_explain import explain
 
 
 def _bad(message: str, status: int = 400) -> web.Response:
@@ -72,7 +74,9 @@ def add_routes(router: web.UrlDispatcher, plane: Any) -> None:
             pid = int(request.match_info["id"])
         except ValueError:
             return _bad("a producer id is an integer")
-        return web.json_response({"producer_id": pid, "events": broker().timeline.producer_events(pid)})
+        b = broker()
+        x = explain(str(pid), b.timeline.producer_events(pid), title=f"Producer id {pid}", producer=pid)
+        return web.json_response({**x.as_dict(), "producer_id": pid, "text": x.text()})
 
     router.add_get("/v1/transactions", list_)
     router.add_get("/v1/transactions/hanging", hanging)

@@ -25,6 +25,7 @@ from ..api import NO_RESPONSE, Api, RequestContext, Response
 from ..cluster import Cluster, connection_node
 from ..crash_points import CrashPoints
 from ..dispatch import Disconnect
+from ..txn_timeline import NO_TIMELINE, Timeline
 from .common import ZERO, partition_log, response_cls
 
 log = structlog.get_logger("minibroker.produce")
@@ -38,8 +39,11 @@ class ProduceHandlers:
                  verify_produce: Callable[[int, int, str, int, bool], ErrorCode | None],
                  notify_append: Callable[[str, int], None],
                  max_message_bytes: Callable[[TopicInfo], int],
-                 crash: CrashPoints | None = None, cluster: Cluster | None = None) -> None:
+                 crash: CrashPoints | None = None, cluster: Cluster | None = None,
+                 timeline: Timeline = NO_TIMELINE) -> None:
         self.logs = logs
+        # an idempotent producer's refused and duplicate batches, for `minibroker txn explain`
+        self.timeline = timeline
         self.cluster = cluster  # virtual brokers: only the partition's leader appends
         # crash rules at produce.after_append (the batch is in the log, the answer not sent)
         self.crash = crash if crash is not None else CrashPoints()
@@ -165,6 +169,9 @@ class ProduceHandlers:
             appended = plog.append(records, header)
         except ProducerStateError as e:
             log.warning("produce.rejected", topic=topic, **e.log_fields())
+            self.timeline.record_producer(header.producer_id, "refused", api="Produce", topic=topic,
+                                          error=e.error_code.name.upper(), message=str(e), partition=p.index,
+                                          epoch=header.producer_epoch, first_sequence=header.base_sequence)
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         except StorageError as e:
             log.error("produce.append_failed", topic=topic, partition=p.index,
@@ -173,4 +180,8 @@ class ProduceHandlers:
         if not appended.duplicate:
             self.notify_append(topic, p.index)
             self.crash.hit("produce.after_append", None, topic, p.index)
+        else:
+            self.timeline.record_producer(header.producer_id, "duplicate", topic=topic, partition=p.index,
+                                          epoch=header.producer_epoch, first_sequence=header.base_sequence,
+                                          offset=appended.base_offset)
         return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)

@@ -69,8 +69,8 @@ class TxnHandlers:
             # Kafka hands an idempotent producer a fresh id with epoch 0 whatever
             # the request carries (KafkaApis: "always blindly accept the request").
             pid = self.producer_ids.next_id()
-            self.timeline.record_producer(pid, "init", previous_producer_id=getattr(req, "producer_id", -1),
-                                          previous_epoch=getattr(req, "producer_epoch", -1),
+            self.timeline.record_producer(pid, "init", producer_id=pid, epoch=0,
+                                          reason="idempotent producer: a new producer id",
                                           **requester_of(ctx).fields())
             log.info("init_producer_id.assigned", producer_id=pid, producer_epoch=0,
                      previous_producer_id=getattr(req, "producer_id", -1),

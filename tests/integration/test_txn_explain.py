@@ -106,3 +106,29 @@ def test_open_transaction_and_bad_arguments(broker_factory, topic):
     assert noabort.returncode == 1 and "no open transaction starts at offset 99" in noabort.stderr, noabort.stderr
     nothing = txn_cli("explain", "never-used", "--control", _control(b)).stdout
     assert "Diagnosis: No history" in nothing
+
+
+def test_an_idempotent_producers_retry_is_in_its_story(broker_factory, topic):
+    """An idempotent producer's lost Produce answer: the retry is recognised as a duplicate,
+    and `txn explain --producer-id` tells it (with the InitProducerId that gave the id)."""
+    import re
+
+    from confluent_kafka import Producer
+
+    from .test_txn_support import produce_sync
+
+    b = broker_factory(TXN_BROKER_ARGS, control=True)
+    b.control.add_fault(api="Produce", action="drop-response", topic=topic)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "enable.idempotence": True,
+                  "client.id": "idem-1", "socket.timeout.ms": 1500, "request.timeout.ms": 1500,
+                  "message.timeout.ms": 60000, "retry.backoff.ms": 50})
+    produce_sync(p, topic, [(0, b"idem|%d" % i) for i in range(5)], timeout=60)
+    pid = int(re.search(r"init_producer_id.assigned\s.*?producer_id=(\d+)", b.log_text()).group(1))
+    live = txn_cli("explain", "--producer-id", str(pid), "--control", _control(b)).stdout
+    print(live)
+    assert live.startswith(f"Producer id {pid}") and "client `idem-1`" in live, live
+    assert f"duplicate batch in {topic}-0 (sequence 0, epoch 0): a retry, answered with its offset 0" in live
+    assert "idempotent producer: a new producer id" in live
+    assert "Diagnosis: 1 duplicate batch recognised" in live, live
+    b.stop()
+    assert "duplicate batch" in txn_cli("explain", "--producer-id", str(pid), "--data-dir", str(b.data_dir)).stdout
