@@ -118,4 +118,4 @@ def abort(broker: Any, topic: str, partition: int, *, start_offset: int | None =
             broker.timeline.record(tid, "marker", **fields)
         broker.timeline.record_producer(producer_id, "marker", **fields)
     return {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": epoch,
-            "error": code.name, "marker_offset": offset}
+            "error": code.name.upper(), "marker_offset": offset}

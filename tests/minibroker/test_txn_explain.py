@@ -137,3 +137,38 @@ def test_the_history_is_bounded(tmp_path):
     h.close()
     assert os.path.getsize(os.path.join(tmp_path, HISTORY_FILE)) <= 4000
     assert set(read_history(tmp_path)) <= {"txn:0", "txn:1", "txn:2", "txn:3"}
+
+
+# -- hanging transactions and their abort (txn_inspect), on a Broker without sockets ---------------
+def test_a_hanging_transaction_is_found_and_aborted(tmp_path):
+    """A transactional batch whose producer no coordinator knows (as a partition restored from
+    another cluster, or a marker lost to a bug, leaves one): `txn hanging` finds it, `txn abort
+    --start-offset` writes its abort marker, the LSO moves, and the timeline says who aborted it."""
+    import asyncio
+
+    from minibroker import txn_inspect, txn_offline
+    from minibroker.broker import Broker
+    from minibroker.config import Config
+    from minibroker_protocol.records import build_batch
+
+    broker = Broker(Config(data_dir=tmp_path, port=0))
+    try:
+        broker.logs.create_topic("orders", 1, {})
+        plog = broker.logs.get_log("orders", 0)
+        plog.append(build_batch([{"key": b"k", "value": b"v"}], producer_id=4242, producer_epoch=3,
+                                base_sequence=0, transactional=True))
+        assert plog.last_stable_offset == 0
+        found = txn_inspect.hanging(broker)
+        assert [(h["topic"], h["partition"], h["producer_id"], h["start_offset"], h["producer_epoch"])
+                for h in found] == [("orders", 0, 4242, 0, 3)]
+        assert found[0]["reason"] == "the coordinator does not hold this transaction open here"
+        with pytest.raises(txn_inspect.AbortError):
+            txn_inspect.abort(broker, "orders", 0, start_offset=7)
+        out = txn_inspect.abort(broker, "orders", 0, start_offset=0)
+        assert out["error"] == "NONE" and out["marker_offset"] == 1 and out["producer_epoch"] == 3
+        assert plog.last_stable_offset == 2 and txn_inspect.hanging(broker) == []
+        story = broker.timeline.producer_events(4242)
+        assert story[-1]["kind"] == "marker" and story[-1]["by"] == "txn abort (an operator)"
+    finally:
+        asyncio.run(broker.stop())
+    assert txn_offline.hanging(str(tmp_path)) == []
