@@ -8,7 +8,8 @@ Starts each broker on a free loopback port, runs each workload with the same cli
 with the ratio minibroker ÷ peer per row; also writes bench/results.md and bench/results.json.
 
 Workloads (names for --only): produce1k, produce100, latency, txn, consume, recovery, coldstart.
-Brokers (names for --brokers): mb-never, mb-1000, mb-always, mock, tansu; with --baseline DIR
+Brokers (names for --brokers): mb-never, mb-1000, mb-always, mb-ctl (fsync 1000 with
+--control-listener: the request log and fault-rule checks on every request), mock, tansu; with --baseline DIR
 (another checkout of minibroker, e.g. `git worktree add /tmp/base HEAD~1`) also base-never,
 base-1000, base-always: that code in the same run, interleaved rep by rep like every peer, which
 is the only fair A/B of a hot-path change on a machine whose speed drifts from run to run.
@@ -171,13 +172,19 @@ class Broker:
 class MiniBroker(Broker):
     in_memory = False
 
-    def __init__(self, fsync: str, root: str = ROOT):
+    def __init__(self, fsync: str, root: str = ROOT, control: bool = False):
         super().__init__()
         self.fsync = fsync
         self.root = root
         self.baseline = root != ROOT
+        # --control-listener on: every request is recorded in the request log and checked
+        # against the (empty) fault rules — what that costs is mb-ctl against mb-1000.
+        self.control = control
         self.name = f"base-{fsync}" if self.baseline else f"mb-{fsync}"
-        self.label = f"minibroker{' at ' + root if self.baseline else ''} fsync={fsync}"
+        if control:
+            self.name = "mb-ctl"
+        self.label = (f"minibroker{' at ' + root if self.baseline else ''} fsync={fsync}"
+                      + (" with --control-listener" if control else ""))
         self.dir: str | None = None
         self.ready_time: float | None = None
 
@@ -201,7 +208,8 @@ class MiniBroker(Broker):
             from tests.reference.checkout import checkout_path
             env = {**os.environ, "PYTHONPATH": checkout_path(self.root)}
         self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
-                                      "--fsync", self.fsync, "--log-level", "warning", *extra],
+                                      "--fsync", self.fsync, "--log-level", "warning", *extra,
+                                      *(["--control-listener", "127.0.0.1:0"] if self.control else [])],
                                      cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(self.dir + ".err", "a"), env=env)
         if extra:
@@ -323,7 +331,8 @@ class Kafka(Broker):
 
 def make_brokers(names):
     table = {"mb-never": lambda: MiniBroker("never"), "mb-1000": lambda: MiniBroker("1000"),
-             "mb-always": lambda: MiniBroker("always"), "mock": Mock, "tansu": Tansu, "kafka": Kafka}
+             "mb-always": lambda: MiniBroker("always"), "mb-ctl": lambda: MiniBroker("1000", control=True),
+             "mock": Mock, "tansu": Tansu, "kafka": Kafka}
     for root in BASELINE:
         for fsync in ("never", "1000", "always"):
             table[f"base-{fsync}"] = lambda fsync=fsync: MiniBroker(fsync, root)
