@@ -166,7 +166,8 @@ def _merge(events: list[dict[str, Any]], broker_events: list[dict[str, Any]]) ->
     if not events or not broker_events:
         return list(events)
     first, last = events[0].get("ts", 0), events[-1].get("ts", 0)
-    inside = [e for e in _outages(broker_events) if first <= e.get("ts", 0) <= last]
+    # strictly after the first event: the start the id's first request came after is no news
+    inside = [e for e in _outages(broker_events) if first < e.get("ts", 0) <= last]
     return sorted([*events, *inside], key=lambda e: e.get("ts", 0))
 
 
