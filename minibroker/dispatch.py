@@ -180,16 +180,17 @@ class Dispatcher:
         self._finish(record, response)
         return response
 
-    @staticmethod
-    def _finish(record: RequestRecord, response: Response | None, outcome: str | None = None) -> None:
+    def _finish(self, record: RequestRecord, response: Response | None, outcome: str | None = None) -> None:
         from .request_log import RequestLog, first_error
         if response is None:
             RequestLog.finish(record, outcome or "disconnected")
         elif response.silent:
             RequestLog.finish(record, "no_answer")
         else:
-            RequestLog.finish(record, "answered",
-                              first_error(response.entity) if response.entity is not None else None)
+            error = first_error(response.entity) if response.entity is not None else None
+            if error:
+                self.counts.errors[record.api_key] += 1
+            RequestLog.finish(record, "answered", error)
 
     # -- ApiVersions -----------------------------------------------------------
     def _api_keys(self, cls: Any) -> tuple[Any, ...]:

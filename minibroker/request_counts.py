@@ -35,6 +35,12 @@ def api_name(api_key: int) -> str:
 class RequestCounts:
     def __init__(self, logger: Any = None) -> None:
         self.counts: Counter[Key] = Counter()
+        # For /metrics: answers with an error code, by api key (counted only where the request
+        # log is on, i.e. with the control plane, the only place they are read), and the
+        # bytes read from and written to Kafka connections (the 4-byte size prefixes included).
+        self.errors: Counter[int] = Counter()
+        self.bytes_in = 0
+        self.bytes_out = 0
         self.log = logger if logger is not None else log
 
     def count(self, api_key: int, api_version: int, software: tuple[str, str], client_id: str | None) -> None:
@@ -45,6 +51,13 @@ class RequestCounts:
             self.log.info("request.first_seen", api=api_name(api_key), api_key=api_key,
                           api_version=api_version, client_id=client_id,
                           client_software_name=software[0], client_software_version=software[1])
+
+    def by_api(self) -> Counter[int]:
+        """Requests per api key, every version and client software together."""
+        out: Counter[int] = Counter()
+        for key, n in self.counts.items():
+            out[key[0]] += n
+        return out
 
     def table(self) -> list[dict[str, object]]:
         return [{"api": api_name(k[0]), "api_key": k[0], "api_version": k[1], "client_software_name": k[2],

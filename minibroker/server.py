@@ -26,6 +26,7 @@ from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, s
 
 from .api import NO_RESPONSE, Response
 from .dispatch import Disconnect, Dispatcher
+from .request_counts import RequestCounts
 
 log = structlog.get_logger("minibroker.server")
 
@@ -145,6 +146,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, registry: set,
                  listener=None, listeners: tuple = (), memory: RequestMemory | None = None) -> None:
         self.dispatcher = dispatcher
+        # Where the bytes read and written are added up (/metrics); a test's stand-in
+        # dispatcher may have none.
+        traffic = getattr(dispatcher, "counts", None)
+        self.traffic = traffic if traffic is not None else RequestCounts()
         # The listener this connection came in on: Metadata and FindCoordinator answer with
         # its advertised address.
         self.listener = listener
@@ -216,9 +221,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.traffic.bytes_in += nbytes
         self._decode(self.decoder.buffer_updated, nbytes)
 
     def data_received(self, data: bytes) -> None:
+        self.traffic.bytes_in += len(data)
         self._decode(self.decoder.feed, data)
 
     def _decode(self, step, arg) -> None:
@@ -336,6 +343,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed or self.muted:
             return
         assert self.transport is not None  # answers only follow requests, read after connection_made
+        self.traffic.bytes_out += size + 4
         if len(chunks) == 1:
             self.transport.write(size_prefix(size) + chunks[0])
         else:

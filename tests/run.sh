@@ -6,6 +6,8 @@
 # Works from a fresh clone on Debian with Python >= 3.11 and node/npm:
 #   - creates .venv (if missing) and installs the project with its [test] and [spark] extras;
 #   - installs kcat with apt-get if it is not on PATH (sudo only when not root);
+#   - installs Debian's chromium if missing, for the web console's test (Playwright drives it:
+#     no `playwright install`, no browser download);
 #   - installs KafkaJS into tests/js/node_modules (npm ci from package-lock.json);
 #   - installs a JDK (default-jdk-headless) if javac is missing and Maven if mvn is missing, and
 #     caches the kafka-clients 4.4.0 jars from Maven Central outside the repo
@@ -74,6 +76,11 @@ log "pip install -e '.[test,spark]'"
 # --- kcat (Debian's package: librdkafka 2.0.2) -----------------------------------------------
 if ! command -v kcat >/dev/null 2>&1; then
     apt_install kcat
+fi
+
+# --- chromium, for the web console's browser test (Playwright drives Debian's build) -------------
+if ! command -v chromium >/dev/null 2>&1; then
+    apt_install chromium
 fi
 
 # --- KafkaJS ---------------------------------------------------------------------------

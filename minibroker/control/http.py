@@ -102,8 +102,10 @@ class ControlPlane:
         r.add_post("/v1/brokers/{id}/start", self.start_broker)
         r.add_post("/v1/partitions/leader", self.move_leader)
         r.add_post("/v1/coordinators/move", self.move_coordinator)
-        from . import txn_routes
+        from . import console, metrics, txn_routes
         txn_routes.add_routes(r, self)
+        metrics.add_routes(r, self)
+        console.add_routes(r, self)
         return app
 
     @web.middleware

@@ -1,0 +1,83 @@
+"""The web console: ``/`` of the control listener.
+
+Three static files (static/index.html, console.js, console.css, shipped in the wheel: no build
+step, no CDN) and one JSON answer per poll:
+
+    GET /                         the page; #/txn/<transactional id> is a transaction's timeline
+    GET /static/{file}            its script and style
+    GET /v1/console/overview      {"now_ms", "node_id", "cluster_id", "partitions", "groups"}
+                                  ?internal=false leaves out __consumer_offsets and
+                                  __transaction_state
+    GET /v1/console/partitions    {"partitions": [...]}
+    GET /v1/console/groups        {"groups": [...]}
+
+Transactions and their timelines come from /v1/transactions (txn_routes.py); the console polls
+both about once a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from . import views
+
+STATIC = Path(__file__).parent / "static"
+# Only these are served: a request names a file, never a path.
+_FILES = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html"}
+# The page changes with the broker's version; the browser must not keep an old one.
+_NO_CACHE = {"Cache-Control": "no-cache"}
+
+
+def _flag(request: web.Request, name: str, default: bool) -> bool:
+    value = request.query.get(name)
+    if value is None:
+        return default
+    if value.lower() in ("1", "true", "yes"):
+        return True
+    if value.lower() in ("0", "false", "no"):
+        return False
+    raise web.HTTPBadRequest(reason=f"{name} must be true or false")
+
+
+def add_routes(router: Any, plane: Any) -> None:
+    def broker() -> Any:
+        if plane.broker is None:  # a ControlPlane built without one (unit tests of http.py)
+            raise web.HTTPServiceUnavailable(reason="no broker behind this control plane")
+        return plane.broker
+
+    async def index(request: web.Request) -> web.StreamResponse:
+        return _file("index.html")
+
+    async def static(request: web.Request) -> web.StreamResponse:
+        return _file(request.match_info["name"])
+
+    async def overview(request: web.Request) -> web.Response:
+        internal = _flag(request, "internal", True)
+        return web.json_response(views.overview(broker(), plane.clock.wall_ms(), internal=internal))
+
+    async def partitions(request: web.Request) -> web.Response:
+        internal = _flag(request, "internal", True)
+        return web.json_response({"partitions": views.partitions(broker(), internal=internal)})
+
+    async def groups(request: web.Request) -> web.Response:
+        return web.json_response({"groups": views.groups(broker())})
+
+    router.add_get("/", index)
+    router.add_get("/static/{name}", static)
+    router.add_get("/v1/console/overview", overview)
+    router.add_get("/v1/console/partitions", partitions)
+    router.add_get("/v1/console/groups", groups)
+
+
+def _file(name: str) -> web.StreamResponse:
+    content_type = _FILES.get(name)
+    if content_type is None:
+        raise web.HTTPNotFound(reason=f"no such file: {name}")
+    try:
+        body = (STATIC / name).read_bytes()
+    except OSError:
+        raise web.HTTPNotFound(reason=f"{name} is missing from the installed package") from None
+    return web.Response(body=body, content_type=content_type, charset="utf-8", headers=_NO_CACHE)

@@ -1,0 +1,124 @@
+"""``GET /metrics``: the broker in Prometheus' text format, read at scrape time.
+
+One custom collector on a registry of its own (not prometheus_client's global one, which would
+mix in the process's other collectors and outlive a broker in tests). Nothing is updated on
+the request path for it: the counters it shows are the ones the broker keeps anyway
+(request_counts.py, the transaction machine's stats), the gauges are computed from the
+broker's state when Prometheus asks (views.py).
+
+Counters count since the broker started; errors are answers whose error code is not 0, as far
+as the answer was encoded from a message (the hand-encoded Produce and Fetch fast paths carry
+per-partition codes the request log does not read either).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..request_counts import api_name
+from . import views
+
+log = structlog.get_logger("minibroker.control.metrics")
+
+# The transaction machine's stats keys, and what each metric says of them.
+_TXN_STATS = (
+    ("committed", "transactions_committed", "Transactions committed."),
+    ("aborted", "transactions_aborted",
+     "Transactions aborted (by the producer, a timeout or a new instance)."),
+    ("timed_out", "transactions_timed_out",
+     "Transactions the coordinator aborted because transaction.timeout.ms passed."),
+    ("fenced_by_new_instance", "transactions_fenced",
+     "Open transactions aborted because a new instance of their transactional id started."),
+    ("requests_fenced", "transaction_requests_fenced",
+     "Requests refused because their producer epoch was fenced (a zombie's)."),
+)
+
+
+class BrokerCollector(Collector):
+    def __init__(self, plane: Any) -> None:
+        self.plane = plane
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self.plane.broker
+        counts = self.plane.counts
+        now = self.plane.clock.wall_ms()
+
+        requests = CounterMetricFamily("minibroker_requests", "Requests received, by API.",
+                                       labels=["api"])
+        for key, n in sorted(counts.by_api().items()):
+            requests.add_metric([api_name(key)], n)
+        yield requests
+        errors = CounterMetricFamily("minibroker_request_errors",
+                                     "Answers with a non-zero error code, by API.", labels=["api"])
+        for key, n in sorted(counts.errors.items()):
+            errors.add_metric([api_name(key)], n)
+        yield errors
+        yield CounterMetricFamily("minibroker_bytes_in", "Bytes read from Kafka client connections.",
+                                  value=counts.bytes_in)
+        yield CounterMetricFamily("minibroker_bytes_out", "Bytes written to Kafka client connections.",
+                                  value=counts.bytes_out)
+        if broker is None:
+            return
+
+        stats = broker.txn_coordinator.machine.stats
+        for key, name, doc in _TXN_STATS:
+            yield CounterMetricFamily(f"minibroker_{name}", doc, value=stats.get(key, 0))
+        open_txns = views.open_transactions(broker, now)
+        yield GaugeMetricFamily("minibroker_open_transactions",
+                                "Transactions begun and not yet completed.", value=len(open_txns))
+        yield GaugeMetricFamily(
+            "minibroker_oldest_open_transaction_age_seconds",
+            "Age of the oldest open transaction (0 when none is open).",
+            value=max((t["age_ms"] for t in open_txns), default=0) / 1000)
+
+        parts = views.partitions(broker)
+        hw = GaugeMetricFamily("minibroker_partition_high_watermark", "High watermark (log end).",
+                               labels=["topic", "partition"])
+        start = GaugeMetricFamily("minibroker_partition_log_start_offset", "Log start offset.",
+                                  labels=["topic", "partition"])
+        lso_lag = GaugeMetricFamily(
+            "minibroker_partition_lso_lag",
+            "High watermark minus last stable offset: records read_committed consumers cannot "
+            "read yet because a transaction is open.", labels=["topic", "partition"])
+        size = GaugeMetricFamily("minibroker_partition_size_bytes", "Size of the log on disk.",
+                                 labels=["topic", "partition"])
+        for r in parts:
+            labels = [r["topic"], str(r["partition"])]
+            hw.add_metric(labels, r["high_watermark"])
+            start.add_metric(labels, r["log_start_offset"])
+            lso_lag.add_metric(labels, r["lso_lag"])
+            size.add_metric(labels, r["size_bytes"])
+        yield from (hw, start, lso_lag, size)
+
+        stable = {(r["topic"], r["partition"]): (r["last_stable_offset"], r["high_watermark"])
+                  for r in parts}
+        lag = GaugeMetricFamily(
+            "minibroker_consumer_group_lag",
+            "Records a read_committed member of the group has yet to read: last stable offset "
+            "minus committed offset.", labels=["group", "topic", "partition"])
+        members = GaugeMetricFamily("minibroker_consumer_group_members", "Members of the group.",
+                                    labels=["group", "type"])
+        for g in views.groups(broker, stable):
+            members.add_metric([g["group_id"], g["type"]], len(g["members"]))
+            for o in g["offsets"]:
+                if o["lag"] is not None:
+                    lag.add_metric([g["group_id"], o["topic"], str(o["partition"])], o["lag"])
+        yield from (lag, members)
+
+
+def add_routes(router: Any, plane: Any) -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(plane))
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    router.add_get("/metrics", metrics)

@@ -1,0 +1,141 @@
+"""The web console in a real headless browser: Debian's chromium driven by Playwright.
+
+The page loads on a broker with no topics, then shows an open transaction and the partition
+whose last stable offset it holds back; after the coordinator aborts the transaction by
+timeout, the timeline view draws the incident. Screenshots go to the test's tmp dir (the path is
+printed), and with MINIBROKER_UPDATE_SCREENSHOTS=1 to docs/ too (the README shows them): a test
+run leaves the checkout as it found it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .clients import create_topic
+from .test_txn_support import TXN_BROKER_ARGS, open_transaction, txn_id
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+UPDATE_DOCS = os.environ.get("MINIBROKER_UPDATE_SCREENSHOTS") == "1"
+WAIT_MS = 15_000
+VIEWPORT = {"width": 1280, "height": 860}
+
+
+def _missing(msg: str):
+    if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def chromium() -> str:
+    """Debian's chromium (tests/run.sh installs it): Playwright drives it, never a download."""
+    path = os.environ.get("MINIBROKER_TEST_CHROMIUM") or shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    if path is None:
+        _missing("chromium is not installed (tests/run.sh installs Debian's chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    return path
+
+
+# A fenced zombie, as /v1/transactions/{id}/timeline tells it: drawn without a broker's history.
+FENCED_FIXTURE = {
+    "transactional_id": "orders-tx",
+    "events": [
+        {"ts": 1_700_000_000_000, "kind": "init", "client_id": "orders-6", "address": "10.0.0.4",
+         "producer_id": 7, "epoch": 3},
+        {"ts": 1_700_000_000_020, "kind": "add_partitions", "partitions": [["orders", 0], ["orders", 1]]},
+        {"ts": 1_700_000_004_000, "kind": "fenced", "by_client_id": "orders-7", "by_address": "10.0.0.5"},
+        {"ts": 1_700_000_004_000, "kind": "prepare", "commit": False},
+        {"ts": 1_700_000_004_001, "kind": "marker", "topic": "orders", "partition": 0, "offset": 42,
+         "commit": False},
+        {"ts": 1_700_000_004_001, "kind": "marker", "topic": "orders", "partition": 1, "offset": 17,
+         "commit": False},
+        {"ts": 1_700_000_004_002, "kind": "complete", "commit": False},
+        {"ts": 1_700_000_005_000, "kind": "refused", "api": "EndTxn", "error": "PRODUCER_FENCED"},
+    ],
+    "story": [], "diagnosis": "Fenced by a new instance (client orders-7, 10.0.0.5)",
+}
+
+
+def test_the_console_shows_an_open_transaction_and_its_timeline(broker_factory, topic, tmp_path):
+    path = chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    b = broker_factory(TXN_BROKER_ARGS + ["--clock", "virtual"], control=True)
+    control, bootstrap = b.control.address, b.bootstrap_servers
+    DOCS.mkdir(exist_ok=True)
+    problems: list[str] = []
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=path, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"], timeout=60_000)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(WAIT_MS)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning") else None)
+
+            # a broker with no topics
+            page.goto(f"http://{control}/", timeout=WAIT_MS)
+            page.wait_for_selector("body[data-loaded=overview]")
+            expect(page.locator("#partitions-empty")).to_be_visible()
+            expect(page.locator("#open-txns-empty")).to_be_visible()
+
+            # a transaction left open: records produced, not committed
+            create_topic(bootstrap, topic, 1)
+            tid = txn_id("console")
+            producer = open_transaction(bootstrap, tid, topic, [(0, b"a|1"), (0, b"a|2"), (0, b"a|3")],
+                                        **{"transaction.timeout.ms": 60_000})
+            row = page.locator(f'#partitions tr[data-topic="{topic}"][data-partition="0"]')
+            expect(row.locator("td.held")).to_contain_text(tid)  # the LSO is held back by it
+            expect(row.locator("td.held")).to_contain_text("3 records")
+            expect(page.locator(f'#open-txns tr[data-transactional-id="{tid}"]')).to_contain_text("Ongoing")
+            expect(page.locator("#producers")).to_contain_text(tid)
+            b.control.advance("45s")  # the age bar turns amber: 45 s of 60 s
+            expect(page.locator(f'#open-txns tr[data-transactional-id="{tid}"] .bar.warn')).to_be_visible()
+            if UPDATE_DOCS:
+                page.screenshot(path=str(DOCS / "console.png"))
+            page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
+
+            # the incident: the transaction outlives its timeout and the coordinator aborts it
+            b.control.advance("16s")
+            from confluent_kafka import KafkaException
+            with pytest.raises(KafkaException):
+                producer.commit_transaction(10)  # the stalled producer learns it was fenced
+            page.goto(f"http://{control}/#/txn/{tid}", timeout=WAIT_MS)
+            page.wait_for_selector("body[data-loaded=timeline]")
+            svg = page.locator("#tl-picture svg")
+            expect(svg.locator(f'.marker.abort[data-partition="{topic}-0"]')).to_have_count(1)
+            expect(svg.locator(".incident.timeout_abort text")).to_contain_text("TIMED OUT")
+            expect(svg.locator(".span-abort").first).to_be_visible()
+            expect(page.locator("#tl-diagnosis")).not_to_be_empty()
+            expect(page.locator("#tl-story li").first).to_be_visible()
+            if UPDATE_DOCS:
+                page.screenshot(path=str(DOCS / "console-timeline.png"))
+            page.screenshot(path=str(tmp_path / "console-timeline.png"), full_page=True)
+
+            # back to the overview: the partition is no longer held
+            page.click("text=← all transactions")
+            expect(row.locator("td.held")).to_have_count(0)
+            expect(row).to_be_visible()
+
+            # a fenced zombie's history, drawn from data alone
+            drawn = page.evaluate("""(data) => {
+                const svg = window.minibrokerConsole.drawTimeline(data, data.events[0].ts + 6000);
+                return {html: svg.outerHTML, markers: svg.querySelectorAll('.marker').length,
+                        fenced: svg.querySelector('.incident.fenced text').textContent};
+            }""", FENCED_FIXTURE)
+            assert drawn["markers"] == 2
+            assert drawn["fenced"] == "FENCED by client orders-7 (10.0.0.5)"
+            assert "PRODUCER_FENCED" in drawn["html"]
+        finally:
+            browser.close()
+    assert problems == []
+    assert (DOCS / "console.png").stat().st_size < 1_000_000
