@@ -230,6 +230,8 @@ async def start(config: Config) -> RunningBroker:
         from .request_log import RequestLog
         request_log = RequestLog(broker=config.node_id)
     broker = Broker(config, clock=clock, crash_points=crash_points)
+    # One write of the transaction history per event-loop turn, not one per event.
+    broker.txn_history.schedule_flush = asyncio.get_running_loop().call_soon
     dispatcher = build_dispatcher(broker, injector=injector, request_log=request_log)
     connections: set[KafkaConnection] = set()
     # One budget for every listener's connections, as Kafka's SocketServer has one pool.
