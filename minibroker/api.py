@@ -30,6 +30,9 @@ class Response:
     # The kio entity it was encoded from (None for hand-encoded answers): the request log
     # reads its error code; a reference, no copy.
     entity: Any = None
+    # A hand-encoded answer's first non-zero error code (Fetch's per-partition codes), for the
+    # request log and /metrics, which cannot read it from an entity.
+    error_code: int = 0
 
     @classmethod
     def of(cls, correlation_id: int, entity: Any) -> Response:
@@ -38,8 +41,9 @@ class Response:
         return cls((data,), len(data), entity)
 
     @classmethod
-    def encoded(cls, chunks: Sequence[bytes | bytearray | memoryview], size: int) -> Response:
-        return cls(chunks, size)
+    def encoded(cls, chunks: Sequence[bytes | bytearray | memoryview], size: int,
+                error_code: int = 0) -> Response:
+        return cls(chunks, size, None, error_code)
 
     @property
     def silent(self) -> bool:

@@ -187,7 +187,7 @@ class Dispatcher:
         elif response.silent:
             RequestLog.finish(record, "no_answer")
         else:
-            error = first_error(response.entity) if response.entity is not None else None
+            error = first_error(response.entity) if response.entity is not None else response.error_code
             if error:
                 self.counts.errors[record.api_key] += 1
             RequestLog.finish(record, "answered", error)

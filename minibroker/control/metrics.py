@@ -6,9 +6,9 @@ the request path for it: the counters it shows are the ones the broker keeps any
 (request_counts.py, the transaction machine's stats), the gauges are computed from the
 broker's state when Prometheus asks (views.py).
 
-Counters count since the broker started; errors are answers whose error code is not 0, as far
-as the answer was encoded from a message (the hand-encoded Produce and Fetch fast paths carry
-per-partition codes the request log does not read either).
+Counters count since the broker started; errors are answers with a non-zero error code, at the
+top or in any partition (the hand-encoded Fetch answer carries its first partition error in
+``Response.error_code``).
 """
 
 from __future__ import annotations

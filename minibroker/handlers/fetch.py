@@ -84,7 +84,8 @@ class FetchHandlers:
 
     def _encode(self, ctx: RequestContext, topics: list) -> Response:
         chunks, size = wire.encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
-        return Response.encoded(chunks, size)
+        error = next((p.error_code for t in topics for p in t.partitions if p.error_code), 0)
+        return Response.encoded(chunks, size, error)
 
     def _resolved(self, req, version):
         """(topic info or a stand-in with the requested name/id, partitions) pairs."""

@@ -138,3 +138,30 @@ def test_metrics_and_the_console_data_of_an_idle_broker(broker_factory):
             assert e.code == status and words in answer["error"], (path, e.code, answer)
     with urllib.request.urlopen(f"http://{b.control.address}/", timeout=10) as resp:
         assert b"<title>minibroker console</title>" in resp.read()
+
+
+def test_fetch_partition_errors_are_counted(broker_factory, topic):
+    """Fetch answers are encoded by hand (no kio entity to read): a partition error in one is
+    still an error in the request log and in /metrics, as Kafka counts it per request."""
+    import datetime
+
+    from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+
+    from . import wire
+
+    b = broker_factory(TXN_BROKER_ARGS, control=True)
+    create_topic(b.bootstrap_servers, topic, 1)
+    control = f"{b.host}:{b.control_port}"
+    before = value(scrape(control), "minibroker_request_errors_total", api="Fetch") or 0
+    req = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20,
+                       isolation_level=1, topics=(FetchTopic(topic=topic, partitions=(
+                           FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),
+                           FetchPartition(partition=7, fetch_offset=0, partition_max_bytes=1 << 20))),))
+    with wire.connect(b.port) as sock:
+        wire.send_frame(sock, wire.encode_request(req, 41))
+        answer = wire._decode_response(1, 4, wire.recv_frame(sock), 41)
+    codes = {p.partition_index: int(p.error_code) for t in answer.responses for p in t.partitions}
+    assert codes == {0: 0, 7: 3}, codes  # UNKNOWN_TOPIC_OR_PARTITION for the partition that is not there
+    last = b.control.requests(api="Fetch")[-1]  # no other client fetches from this broker
+    assert last["error_code"] == 3 and last["outcome"] == "answered", last
+    assert value(scrape(control), "minibroker_request_errors_total", api="Fetch") == before + 1
