@@ -230,7 +230,7 @@ def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | N
         x.diagnosis = "No history for this transactional id (never used here, or expired from the history)."
         return x
     added: dict[tuple[str, int], int] = {}
-    for e in events:
+    for i, e in enumerate(events):
         if e.get("kind") in ("add_partitions", "add_offsets"):
             for tp in e.get("partitions", ()):
                 added.setdefault((tp[0], tp[1]), e.get("ts", 0))
@@ -241,6 +241,13 @@ def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | N
                                "held_ms": e.get("ts", 0) - added[tp], "first_offset": e.get("first_offset"),
                                "marker_offset": e.get("offset")})
         line = _line(e, added)
+        if line is not None and e.get("kind") == "refused" and e.get("error") in FENCING_ERRORS:
+            # the rule, with who broke it: "epoch 0 < current 2: fenced by a new instance (...)"
+            mover = _epoch_mover(events, i, e.get("epoch"))
+            rule = f"epoch {e.get('epoch')} < current {e.get('current_epoch')}" \
+                if e.get("current_epoch") is not None else f"epoch {e.get('epoch')} is not the current one"
+            line += f" — {rule}: " + (f"fenced because {_cause(mover, events)}" if mover is not None
+                                      else "fenced by an event older than the kept history")
         if line is not None:
             x.story.append(line)
         if e.get("kind") == "complete":

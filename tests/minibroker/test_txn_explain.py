@@ -81,6 +81,8 @@ def test_a_zombie_is_told_who_fenced_it(recorded):
     assert "client `orders-7`" in x.diagnosis and "10.0.0.5" in x.diagnosis, x.diagnosis
     assert "while this one was in a transaction" in x.diagnosis
     assert any("FENCED: a new instance (client `orders-7`" in line for line in x.story)
+    assert "  REFUSED AddPartitionsToTxn from client `orders-1`" in x.story[-1]
+    assert "— epoch 0 < current 2: fenced because a new instance (client `orders-7`" in x.story[-1], x.story[-1]
     assert m.stats["fenced_by_new_instance"] == 1
 
 
