@@ -70,7 +70,8 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _line(e: dict[str, Any], added: dict[tuple[str, int], int]) -> str | None:
+def _line(e: dict[str, Any], held: dict[str, Any] | None = None) -> str | None:
+    """One event as a line of the story; ``held``: a marker's hold on its partition's LSO."""
     kind, at = e.get("kind"), clock_time(e.get("ts"))
     pid_epoch = f"producer {e.get('producer_id')} epoch {e.get('epoch')}"
     if kind == "init":
@@ -98,13 +99,12 @@ def _line(e: dict[str, Any], added: dict[tuple[str, int], int]) -> str | None:
     if kind == "marker":
         what = "COMMIT" if e.get("commit") else "ABORT"
         tp = (e.get("topic"), e.get("partition"))
-        first = e.get("first_offset")
-        held = ""
-        if first is not None and tp in added:
-            held = f"; LSO held from offset {first} for {seconds(e.get('ts', 0) - added[tp])}"
-        elif first is None:
-            held = "; no records there"
-        return f"{at}  {what} marker in {_tp(tp)} at offset {e.get('offset')}{held}"
+        how = ""
+        if held is not None:
+            how = f"; LSO held from offset {held['first_offset']} for {seconds(held['held_ms'])}"
+        elif e.get("first_offset") is None:
+            how = "; no records there"
+        return f"{at}  {what} marker in {_tp(tp)} at offset {e.get('offset')}{how}"
     if kind == "complete":
         what = "Committed" if e.get("commit") else "Aborted"
         took = f" after {seconds(e.get('duration_ms'))}" if e.get("duration_ms", -1) >= 0 else ""
@@ -234,13 +234,15 @@ def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | N
         if e.get("kind") in ("add_partitions", "add_offsets"):
             for tp in e.get("partitions", ()):
                 added.setdefault((tp[0], tp[1]), e.get("ts", 0))
+        held = None
         if e.get("kind") == "marker":
             tp = (e.get("topic"), e.get("partition"))
             if e.get("first_offset") is not None and tp in added:
-                x.held.append({"topic": tp[0], "partition": tp[1], "from_ms": added[tp], "to_ms": e.get("ts"),
-                               "held_ms": e.get("ts", 0) - added[tp], "first_offset": e.get("first_offset"),
-                               "marker_offset": e.get("offset")})
-        line = _line(e, added)
+                held = {"topic": tp[0], "partition": tp[1], "from_ms": added[tp], "to_ms": e.get("ts"),
+                        "held_ms": e.get("ts", 0) - added[tp], "first_offset": e.get("first_offset"),
+                        "marker_offset": e.get("offset")}
+                x.held.append(held)
+        line = _line(e, held)
         if line is not None and e.get("kind") == "refused" and e.get("error") in FENCING_ERRORS:
             # the rule, with who broke it: "epoch 0 < current 2: fenced by a new instance (...)"
             mover = _epoch_mover(events, i, e.get("epoch"))
@@ -254,6 +256,11 @@ def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | N
             added.clear()
     x.diagnosis = _diagnose(events, now_ms, open_txn) if producer is None else _diagnose_producer(events)
     return x
+
+
+def explain_producer(producer_id: int, events: list[dict[str, Any]]) -> Explanation:
+    """An idempotent producer id's story: its InitProducerId, refusals and recognised retries."""
+    return explain(str(producer_id), events, title=f"Producer id {producer_id}", producer=producer_id)
 
 
 def _diagnose_producer(events: list[dict[str, Any]]) -> str:

@@ -15,21 +15,25 @@ from typing import Any
 from minibroker_protocol.errors import ErrorCode
 
 from .coordinator.txn_state import TxnState
-from .txn_explain import explain
+from .txn_explain import explain, explain_producer
 
 COORDINATOR_EPOCH = 0
 
 
+def transaction_row(tid: str, v: Any, age_ms: int | None) -> dict[str, Any]:
+    """One transactional id as `txn list`, /v1/transactions and the console show it; ``v`` is
+    the coordinator's TxnMetadata or a TxnLogValue read from __transaction_state."""
+    return {"transactional_id": tid, "producer_id": v.producer_id, "epoch": v.producer_epoch,
+            "state": TxnState(v.state).kafka_name, "timeout_ms": v.timeout_ms, "start_ms": v.start_ms,
+            "age_ms": age_ms, "last_update_ms": v.last_update_ms,
+            "partitions": sorted([t, p] for t, p in v.partitions)}
+
+
 def list_transactions(broker: Any) -> list[dict[str, Any]]:
     now = broker.clock.wall_ms()
-    out = []
-    for tid, meta in broker.txn_coordinator.live():
-        open_ = meta.state == TxnState.ONGOING and meta.start_ms > 0
-        out.append({"transactional_id": tid, "producer_id": meta.producer_id, "epoch": meta.producer_epoch,
-                    "state": meta.state_name, "timeout_ms": meta.timeout_ms, "start_ms": meta.start_ms,
-                    "age_ms": now - meta.start_ms if open_ else None, "last_update_ms": meta.last_update_ms,
-                    "partitions": sorted([t, p] for t, p in meta.partitions)})
-    return out
+    return [transaction_row(tid, meta, now - meta.start_ms
+                            if meta.state == TxnState.ONGOING and meta.start_ms > 0 else None)
+            for tid, meta in broker.txn_coordinator.live()]
 
 
 def timeline(broker: Any, tid: str) -> dict[str, Any]:
@@ -44,6 +48,11 @@ def timeline(broker: Any, tid: str) -> dict[str, Any]:
     out["state"] = meta.state_name if meta is not None else None
     out["text"] = x.text()
     return out
+
+
+def producer_timeline(broker: Any, producer_id: int) -> dict[str, Any]:
+    x = explain_producer(producer_id, broker.timeline.producer_events(producer_id))
+    return {**x.as_dict(), "producer_id": producer_id, "text": x.text()}
 
 
 def hanging(broker: Any, max_age_ms: int | None = None) -> list[dict[str, Any]]:
@@ -103,19 +112,11 @@ def abort(broker: Any, topic: str, partition: int, *, start_offset: int | None =
     if producer_id not in ongoing:
         raise AbortError(f"producer {producer_id} has no open transaction in {topic}-{partition}")
     epoch = producer_epoch if producer_epoch is not None else (entry.epoch if entry is not None else 0)
-    errors = broker.txn_coordinator.write_markers(producer_id, epoch, False, COORDINATOR_EPOCH,
-                                                  [(topic, partition)])
+    coordinator = broker.txn_coordinator
+    errors = coordinator.write_markers_told(producer_id, epoch, False, COORDINATOR_EPOCH,
+                                            [(topic, partition)], by="txn abort (an operator)")
     code = errors.get((topic, partition), ErrorCode.unknown_server_error)
-    offset = None
-    for t, p, _first, marker_offset in broker.txn_coordinator.write_markers.written:
-        if (t, p) == (topic, partition):
-            offset = marker_offset
-    tid = broker.txn_coordinator.machine.transactional_id_of(producer_id)
-    if code == ErrorCode.none:
-        fields = dict(topic=topic, partition=partition, offset=offset, first_offset=ongoing[producer_id],
-                      commit=False, producer_id=producer_id, epoch=epoch, by="txn abort (an operator)")
-        if tid is not None:
-            broker.timeline.record(tid, "marker", **fields)
-        broker.timeline.record_producer(producer_id, "marker", **fields)
+    offset = next((marker_offset for t, p, _first, marker_offset in coordinator.write_markers.written
+                   if (t, p) == (topic, partition)), None)
     return {"topic": topic, "partition": partition, "producer_id": producer_id, "producer_epoch": epoch,
             "error": code.name.upper(), "marker_offset": offset}

@@ -17,7 +17,8 @@ from minibroker_storage import offline
 from minibroker_storage.txn_history import read_history
 
 from .coordinator.txn_state import TxnState
-from .txn_explain import Explanation, explain
+from .txn_explain import Explanation, explain, explain_producer
+from .txn_inspect import transaction_row
 from .txn_timeline import BROKER_KEY, pid_key, txn_key
 
 
@@ -44,16 +45,8 @@ def coordinator_view(data_dir: str) -> dict[str, tl.TxnLogValue]:
 
 
 def list_transactions(data_dir: str) -> list[dict[str, Any]]:
-    out = []
-    for tid, v in sorted(coordinator_view(data_dir).items()):
-        state = TxnState(v.state)
-        if state == TxnState.DEAD:
-            continue
-        out.append({"transactional_id": tid, "producer_id": v.producer_id, "epoch": v.producer_epoch,
-                    "state": state.kafka_name, "timeout_ms": v.timeout_ms, "start_ms": v.start_ms,
-                    "age_ms": None, "last_update_ms": v.last_update_ms,
-                    "partitions": sorted([t, p] for t, p in v.partitions)})
-    return out
+    return [transaction_row(tid, v, None) for tid, v in sorted(coordinator_view(data_dir).items())
+            if TxnState(v.state) != TxnState.DEAD]
 
 
 def timeline(data_dir: str, tid: str) -> Explanation:
@@ -69,8 +62,7 @@ def timeline(data_dir: str, tid: str) -> Explanation:
 
 
 def producer_timeline(data_dir: str, producer_id: int) -> Explanation:
-    return explain(str(producer_id), read_history(data_dir).get(pid_key(producer_id), []),
-                   title=f"Producer id {producer_id}", producer=producer_id)
+    return explain_producer(producer_id, read_history(data_dir).get(pid_key(producer_id), []))
 
 
 def hanging(data_dir: str) -> list[dict[str, Any]]:

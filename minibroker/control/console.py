@@ -43,10 +43,7 @@ def _flag(request: web.Request, name: str, default: bool) -> bool:
 
 
 def add_routes(router: Any, plane: Any) -> None:
-    def broker() -> Any:
-        if plane.broker is None:  # a ControlPlane built without one (unit tests of http.py)
-            raise web.HTTPServiceUnavailable(reason="no broker behind this control plane")
-        return plane.broker
+    broker = plane.require_broker
 
     async def index(request: web.Request) -> web.StreamResponse:
         return _file("index.html")

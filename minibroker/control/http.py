@@ -236,6 +236,12 @@ class ControlPlane:
         self.request_log.clear()
         return web.json_response({"cleared": n})
 
+    def require_broker(self) -> Any:
+        """The broker the transaction and console routes read (503 without one)."""
+        if self.broker is None:  # a ControlPlane built without one (unit tests of http.py)
+            raise web.HTTPServiceUnavailable(reason="no broker behind this control plane")
+        return self.broker
+
     # -- virtual brokers -----------------------------------------------------------------------
     def _ops(self) -> Any:
         if self.cluster_ops is None:

@@ -12,25 +12,16 @@ console read (minibroker/txn_inspect.py computes it).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
 
 from .. import txn_inspect
-from ..txn_explain import explain
-
-
-def _bad(message: str, status: int = 400) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+from .http import _bad, _json_body
 
 
 def add_routes(router: web.UrlDispatcher, plane: Any) -> None:
-    def broker():
-        if plane.broker is None:
-            raise web.HTTPServiceUnavailable(text=json.dumps({"error": "no broker"}),
-                                             content_type="application/json")
-        return plane.broker
+    broker = plane.require_broker
 
     async def list_(request: web.Request) -> web.Response:
         b = broker()
@@ -46,10 +37,7 @@ def add_routes(router: web.UrlDispatcher, plane: Any) -> None:
         return web.json_response({"hanging": txn_inspect.hanging(broker(), max_age)})
 
     async def abort(request: web.Request) -> web.Response:
-        try:
-            body = json.loads(await request.text() or "{}")
-        except ValueError as e:
-            return _bad(f"the body is not JSON: {e}")
+        body = await _json_body(request)
         if not isinstance(body, dict):
             return _bad('post {"topic", "partition", "start_offset"} or producer_id')
         try:
@@ -74,9 +62,7 @@ def add_routes(router: web.UrlDispatcher, plane: Any) -> None:
             pid = int(request.match_info["id"])
         except ValueError:
             return _bad("a producer id is an integer")
-        b = broker()
-        x = explain(str(pid), b.timeline.producer_events(pid), title=f"Producer id {pid}", producer=pid)
-        return web.json_response({**x.as_dict(), "producer_id": pid, "text": x.text()})
+        return web.json_response(txn_inspect.producer_timeline(broker(), pid))
 
     router.add_get("/v1/transactions", list_)
     router.add_get("/v1/transactions/hanging", hanging)

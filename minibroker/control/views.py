@@ -18,6 +18,7 @@ from typing import Any
 from minibroker_protocol.topics import is_internal
 
 from ..coordinator.txn_state import TxnState
+from ..txn_inspect import transaction_row
 
 # A transaction is open from its first partition until its markers are written: what holds
 # back a partition's LSO and what transaction.timeout.ms is measured against.
@@ -47,12 +48,7 @@ def open_transactions(broker: Any, now_ms: int) -> list[dict[str, Any]]:
         if meta.state not in OPEN_STATES:
             continue
         start = meta.start_ms if meta.start_ms >= 0 else meta.last_update_ms
-        out.append({
-            "transactional_id": tid, "producer_id": meta.producer_id, "epoch": meta.producer_epoch,
-            "state": meta.state_name, "timeout_ms": meta.timeout_ms, "start_ms": meta.start_ms,
-            "age_ms": max(0, now_ms - start), "last_update_ms": meta.last_update_ms,
-            "partitions": [[t, p] for t, p in sorted(meta.partitions)],
-        })
+        out.append(transaction_row(tid, meta, max(0, now_ms - start)))
     out.sort(key=lambda t: -t["age_ms"])
     return out
 

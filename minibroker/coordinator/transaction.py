@@ -55,20 +55,25 @@ class TransactionCoordinator:
         self.write_markers = MarkerWriter(logs, marker_written, crash)
         self.machine = TransactionMachine(
             clock=clock, append=self._append, producer_ids=producer_ids,
-            markers=self._markers, crash=crash, max_timeout_ms=max_timeout_ms,
+            markers=self.write_markers_told, crash=crash, max_timeout_ms=max_timeout_ms,
             id_expiration_ms=id_expiration_ms,
             snapshots=snapshot.Schedule(crash.snapshot_records),
             transaction_version=transaction_version, timeline=timeline)
 
-    def _markers(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
-                 partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """The coordinator's own markers, each told to the timeline with its offsets."""
+    def write_markers_told(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                           partitions: list[tuple[str, int]], by: str | None = None
+                           ) -> dict[tuple[str, int], ErrorCode]:
+        """Write markers, each told to the timeline with its offsets: under the transactional
+        id ``pid`` belongs to, and for an operator's abort (``by``) under the producer id too."""
         errors = self.write_markers(pid, epoch, commit, coordinator_epoch, partitions)
         tid = self.machine.transactional_id_of(pid)
-        if tid is not None:
-            for topic, partition, first, offset in self.write_markers.written:
-                self.timeline.record(tid, "marker", topic=topic, partition=partition, offset=offset,
-                                     first_offset=first, commit=commit, producer_id=pid, epoch=epoch)
+        for topic, partition, first, offset in self.write_markers.written:
+            fields = dict(topic=topic, partition=partition, offset=offset, first_offset=first,
+                          commit=commit, producer_id=pid, epoch=epoch, by=by)
+            if tid is not None:
+                self.timeline.record(tid, "marker", **fields)
+            if by is not None:
+                self.timeline.record_producer(pid, "marker", **fields)
         return errors
 
     def _log(self):

@@ -179,20 +179,19 @@ class TransactionMachine:
         """Finish what a stopped broker left prepared; how many transactions."""
         rolled = 0
         for meta in list(self.txns.values()):
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if not meta.state.is_completing:
+                continue
+            self.timeline.record(meta.transactional_id, "roll_forward", state=meta.state_name,
+                                 producer_id=meta.producer_id, epoch=meta.producer_epoch)
+            if meta.state == TxnState.PREPARE_EPOCH_FENCE:
+                self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
+            else:
                 log.info("txn.roll_forward", transactional_id=meta.transactional_id,
                          producer_id=meta.producer_id, epoch=meta.producer_epoch,
                          state=meta.state_name, partitions=len(meta.partitions),
                          reason="prepared before the broker stopped")
-                self.timeline.record(meta.transactional_id, "roll_forward", state=meta.state_name,
-                                     producer_id=meta.producer_id, epoch=meta.producer_epoch)
                 self._complete(meta)
-                rolled += 1
-            elif meta.state == TxnState.PREPARE_EPOCH_FENCE:
-                self.timeline.record(meta.transactional_id, "roll_forward", state=meta.state_name,
-                                     producer_id=meta.producer_id, epoch=meta.producer_epoch)
-                self._abort(meta, reason="epoch fence interrupted by a restart", fenced=False)
-                rolled += 1
+            rolled += 1
         return rolled
 
     def snapshot_values(self) -> list[tuple]:
