@@ -47,7 +47,21 @@ class Script:
             pair.create_topics([self.topics[name]], n)
         self.group = _uid("cg")
         pair.find_coordinators(self.group, [])
-        self.names = {s.name: {v: k for k, v in s.topic_ids.items()} for s in pair.sides}
+        self.index_topic_ids()
+
+    def index_topic_ids(self) -> None:
+        """Each side's topic ids by name (again after a test adds topics to ``topic_ids``)."""
+        self.names = {s.name: {v: k for k, v in s.topic_ids.items()} for s in self.pair.sides}
+
+    def await_regex_resolved(self) -> None:
+        """Both resolve a new regex off the request path, within milliseconds (the group epoch
+        moves to 2): wait for that on each side before comparing."""
+        for side in self.pair.sides:
+            deadline = time.monotonic() + 10
+            while side.call(req(DESCRIBE, 1, group_ids=(self.group,),
+                                include_authorized_operations=False)).groups[0].group_epoch < 2:
+                assert time.monotonic() < deadline, f"{side.name}: the regex was never resolved"
+                time.sleep(0.02)
 
     def t(self, name: str) -> str:
         return self.topics[name]
@@ -346,13 +360,7 @@ def test_regex_subscription(script):
     # RE2 syntax, matched against whole names: a class for t1's last character, t2 by name
     regex = f"{s.t('t1')[:-1]}[0-9a-f]|{s.t('t2')}"
     s.hb("regex join", "r1", names=None, regex=regex)
-    # Both resolve it off the request path, within milliseconds: wait for that, then compare.
-    for side in s.pair.sides:
-        deadline = time.monotonic() + 10
-        while side.call(req(DESCRIBE, 1, group_ids=(s.group,),
-                            include_authorized_operations=False)).groups[0].group_epoch < 2:
-            assert time.monotonic() < deadline, f"{side.name}: the regex was never resolved"
-            time.sleep(0.02)
+    s.await_regex_resolved()
     s.describe("regex resolved in the background, not yet assigned")
     time.sleep(INTERVAL)
     s.hb("regex resolved", "r1", 1)
@@ -368,14 +376,9 @@ def test_regex_matches_internal_topics(script):
     s = script(t1=1)
     for side in s.pair.sides:  # the group's FindCoordinator made __consumer_offsets
         s.pair._await_leaders(side, ["__consumer_offsets"], 1)
-    s.names = {side.name: {v: k for k, v in side.topic_ids.items()} for side in s.pair.sides}
+    s.index_topic_ids()
     s.hb("regex naming an internal topic", "i1", names=None, regex=f"__consumer_offsets|{s.t('t1')}")
-    for side in s.pair.sides:
-        deadline = time.monotonic() + 10
-        while side.call(req(DESCRIBE, 1, group_ids=(s.group,),
-                            include_authorized_operations=False)).groups[0].group_epoch < 2:
-            assert time.monotonic() < deadline, f"{side.name}: the regex was never resolved"
-            time.sleep(0.02)
+    s.await_regex_resolved()
     time.sleep(INTERVAL)
     got = s.hb("the internal topic is assigned", "i1", 1)
     assert got[-1] == {"__consumer_offsets": [0], "t1": [0]}, got
