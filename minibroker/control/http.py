@@ -41,6 +41,8 @@ from ..faults.rules import FaultError, parse_api
 from ..request_counts import RequestCounts
 from ..request_log import RequestLog
 from .durations import DurationError, parse_duration_ms
+from .replies import bad as _bad
+from .replies import json_body as _json_body
 
 log = structlog.get_logger("minibroker.control")
 
@@ -48,21 +50,6 @@ log = structlog.get_logger("minibroker.control")
 _TXN_COORDINATOR_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn")
 _GROUP_COORDINATOR_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
                            "OffsetFetch", "TxnOffsetCommit", "ConsumerGroupHeartbeat")
-
-
-def _bad(message: str, status: int = 400) -> web.Response:
-    return web.json_response({"error": message}, status=status)
-
-
-async def _json_body(request: web.Request) -> Any:
-    text = await request.text()
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise web.HTTPBadRequest(text=json.dumps({"error": f"the body is not JSON: {e}"}),
-                                 content_type="application/json") from None
 
 
 class ControlPlane:

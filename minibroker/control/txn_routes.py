@@ -17,7 +17,8 @@ from typing import Any
 from aiohttp import web
 
 from .. import txn_inspect
-from .http import _bad, _json_body
+from .replies import bad as _bad
+from .replies import json_body as _json_body
 
 
 def add_routes(router: web.UrlDispatcher, plane: Any) -> None:
