@@ -23,6 +23,7 @@ from .config import Config, FsyncPolicy
 from .crash_points import CrashPoints
 from .dispatch import Dispatcher
 from .handlers.admin import AdminHandlers
+from .handlers.configs import ConfigHandlers
 from .handlers.consumer_group import ConsumerGroupHandlers
 from .handlers.coordinator import CoordinatorHandlers
 from .handlers.features import FeatureHandlers
@@ -30,6 +31,7 @@ from .handlers.fetch import FetchHandlers
 from .handlers.group import GroupHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
+from .handlers.telemetry import TelemetryHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
 from .listeners import BoundListener, Endpoint, host_port
@@ -55,7 +57,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
     coordinator_node = broker.coordinator_node if cluster is not None else None
     endpoints = node_endpoints if cluster is not None else None
 
-    families = (
+    families: tuple[Any, ...] = (
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
                         max_message_bytes=broker.max_message_bytes, crash=broker.crash_points,
@@ -65,7 +67,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                          create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,
                          node_endpoints=endpoints),
         AdminHandlers(logs=logs, config=broker.config, create_topic=broker.create_topic,
-                      delete_topic=broker.delete_topic),
+                      delete_topic=broker.delete_topic, client_metrics=broker.client_metrics),
+        ConfigHandlers(logs=logs, config=broker.config, client_metrics=broker.client_metrics),
         CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint,
                             coordinator_node=coordinator_node, node_endpoints=endpoints,
                             coordinator_topic=broker.coordinator_topic),
@@ -76,6 +79,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features),
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
     )
+    if broker.config.telemetry_enabled:
+        families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
                    request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node,
                    topic_name=broker.topic_name_by_id)

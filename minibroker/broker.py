@@ -114,6 +114,7 @@ class Broker:
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 assignment_interval_ms=config.group_consumer_assignment_interval_ms))
+        self.client_metrics, self.received_metrics = _client_metrics(config, clock)
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
         self._snapshot_writer = snapshot.Writer()
@@ -278,3 +279,24 @@ class Broker:
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))
+
+
+def _client_metrics(config: Config, clock: Clock):
+    """KIP-714: the subscriptions the data dir holds, and (with telemetry served) the receiver
+    of what clients push."""
+    from minibroker_storage import client_metrics as store
+
+    from .client_metrics.manager import ClientMetricsManager
+    from .client_metrics.received import ReceivedMetrics
+
+    try:
+        subscriptions = store.load(config.data_dir)
+    except store.ClientMetricsFileError as e:
+        log.warning("telemetry.subscriptions_unreadable", reason=str(e))
+        subscriptions = {}
+    received = ReceivedMetrics(clock) if config.telemetry_enabled else None
+    manager = ClientMetricsManager(
+        clock=clock, max_bytes=config.telemetry_max_bytes,
+        receiver=received.receive if received is not None else None,
+        subscriptions=subscriptions, save=lambda subs: store.save(config.data_dir, subs))
+    return manager, received

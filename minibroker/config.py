@@ -115,6 +115,16 @@ class Config:
     control_listener: tuple[str, int] | None = None
     clock: str = "system"
     faults: Path | None = None
+    # KIP-714: serve GetTelemetrySubscriptions/PushTelemetry. Kafka advertises them only when a
+    # receiver of client metrics is configured; minibroker's receiver is the console, so 'auto'
+    # serves them with --control-listener.
+    client_telemetry: str = "auto"
+    telemetry_max_bytes: int = 1_048_576
+
+    @property
+    def telemetry_enabled(self) -> bool:
+        return self.client_telemetry == "on" or (self.client_telemetry == "auto"
+                                                 and self.control_listener is not None)
 
     @property
     def node_ids(self) -> list[int]:
@@ -377,6 +387,13 @@ OPTIONS: tuple[Option, ...] = (
            "load fault rules from this JSON file at start-up ({\"rules\": [...]}, as POST "
            "/v1/faults takes them), for a reproducible run; needs --control-listener to change "
            "them later", metavar="FILE"),
+    Option("--client-telemetry", _choice("auto", "on", "off"), _D.client_telemetry,
+           "serve KIP-714 client telemetry (GetTelemetrySubscriptions, PushTelemetry): clients "
+           "push the metrics that client-metrics subscriptions ask for and the console shows "
+           "them; 'auto' serves it with --control-listener (Kafka serves it only when a metrics "
+           "receiver is configured)"),
+    Option("--telemetry-max-bytes", _int(1, INT32_MAX), _D.telemetry_max_bytes,
+           "largest PushTelemetry payload accepted, Kafka's telemetry.max.bytes"),
     Option("--scrub-bytes-per-sec", _int(0), _D.scrub_bytes_per_sec,
            "verify the checksums of closed segments in the background at this many bytes per "
            "second; 0 turns the background scrub off"),

@@ -57,6 +57,7 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "message.max.bytes": Mapping("--message-max-bytes"),
     "socket.request.max.bytes": Mapping("--max-request-bytes"),
     "queued.max.request.bytes": Mapping("--queued-max-request-bytes"),
+    "telemetry.max.bytes": Mapping("--telemetry-max-bytes"),
 }
 
 # Read to shape the listener list, not options of their own.

@@ -35,7 +35,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in [
         TopicConfigDef("cleanup.policy", LIST, "delete",
-                       choices=("delete", "compact", "compact,delete", "delete,compact"),
+                       choices=("compact", "delete"),
                        doc="Retention policy; compaction is not performed by minibroker yet."),
         TopicConfigDef("compression.type", STRING, "producer",
                        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
@@ -92,6 +92,15 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
             float(value)
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
+    if d.choices is not None and d.type == LIST:
+        # ConfigDef.ValidList: every element one of the choices; an empty list is allowed
+        # (cleanup.policy="" keeps everything, Kafka 4)
+        items = [x.strip() for x in value.split(",")] if value.strip() else []
+        bad = [v for v in items if v not in d.choices]
+        if bad:
+            return (f"Invalid value {bad[0]} for configuration {name}: "
+                    f"String must be one of: {', '.join(d.choices)}")
+        return None
     if d.choices is not None and value not in d.choices:
         return (f"Invalid value {value} for configuration {name}: "
                 f"String must be one of: {', '.join(d.choices)}")

@@ -34,6 +34,7 @@ class ApiKey(IntEnum):
     TxnOffsetCommit = 28
     DescribeConfigs = 32
     DeleteGroups = 42
+    IncrementalAlterConfigs = 44
     OffsetDelete = 47
     UpdateFeatures = 57
     DescribeCluster = 60
@@ -42,3 +43,6 @@ class ApiKey(IntEnum):
     ListTransactions = 66
     ConsumerGroupHeartbeat = 68
     ConsumerGroupDescribe = 69
+    GetTelemetrySubscriptions = 71
+    PushTelemetry = 72
+    ListConfigResources = 74

@@ -5,11 +5,14 @@ step, no CDN) and one JSON answer per poll:
 
     GET /                         the page; #/txn/<transactional id> is a transaction's timeline
     GET /static/{file}            its script and style
-    GET /v1/console/overview      {"now_ms", "node_id", "cluster_id", "partitions", "groups"}
+    GET /v1/console/overview      {"now_ms", "node_id", "cluster_id", "partitions", "groups",
+                                  "telemetry"}
                                   ?internal=false leaves out __consumer_offsets and
                                   __transaction_state
     GET /v1/console/partitions    {"partitions": [...]}
     GET /v1/console/groups        {"groups": [...]}
+    GET /v1/console/telemetry     {"served", "subscriptions", "clients"}: KIP-714 client
+                                  instances and the metrics they pushed
 
 Transactions and their timelines come from /v1/transactions (txn_routes.py); the console polls
 both about once a second.
@@ -62,11 +65,15 @@ def add_routes(router: Any, plane: Any) -> None:
     async def groups(request: web.Request) -> web.Response:
         return web.json_response({"groups": views.groups(broker())})
 
+    async def telemetry(request: web.Request) -> web.Response:
+        return web.json_response(views.telemetry(broker()))
+
     router.add_get("/", index)
     router.add_get("/static/{name}", static)
     router.add_get("/v1/console/overview", overview)
     router.add_get("/v1/console/partitions", partitions)
     router.add_get("/v1/console/groups", groups)
+    router.add_get("/v1/console/telemetry", telemetry)
 
 
 def _file(name: str) -> web.StreamResponse:

@@ -13,18 +13,22 @@ from minibroker_storage.manager import LogManager
 
 from .. import topic_configs as tc
 from ..api import Api, RequestContext
+from ..client_metrics import configs as cmc
 from ..config import Config
 from .common import ZERO, CreateTopic, answers, response_cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16
+CLIENT_METRICS_CONFIG = 7  # DescribeConfigs config_source of a subscription's own config
 
 
 class AdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config, create_topic: CreateTopic,
-                 delete_topic: Callable[[str], None]) -> None:
+                 delete_topic: Callable[[str], None], client_metrics: Any = None) -> None:
         self.logs = logs
+        self.client_metrics = client_metrics
         self.config = config
         self.create_topic = create_topic
         # deletes the topic's logs and wakes the fetches waiting on it
@@ -172,6 +176,8 @@ class AdminHandlers:
                     res.resource_name, getattr(ctx.connection, "listeners", ()))
             elif res.resource_type == RESOURCE_BROKER_LOGGER:
                 error, message, entries = ErrorCode.none, None, []
+            elif res.resource_type == RESOURCE_CLIENT_METRICS and self.client_metrics is not None:
+                error, message, entries = self._client_metrics_configs(res.resource_name)
             else:
                 error, message, entries = (ErrorCode.invalid_request,
                                            f"Unsupported resource type {res.resource_type}", [])
@@ -187,6 +193,20 @@ class AdminHandlers:
                                  resource_type=res.resource_type, resource_name=res.resource_name,
                                  configs=configs))
         return build(R, throttle_time=ZERO, results=tuple(results))
+
+    def _client_metrics_configs(self, name: str):
+        if not name:
+            return ErrorCode.invalid_request, "Client metrics subscription name must not be empty", []
+        own = self.client_metrics.configs.get(name, {})
+        entries = []
+        for key in sorted(cmc.NAMES):
+            value, source = ((own[key], CLIENT_METRICS_CONFIG) if key in own
+                             else (cmc.DEFAULTS[key], tc.DEFAULT_CONFIG))
+            if cmc.TYPES[key] == tc.LIST:  # shown as ConfigDef prints a parsed list
+                value = ",".join(cmc.java_list(value))
+            entries.append((key, value, source, False, cmc.TYPES[key], cmc.DOCS[key]))
+        # Kafka answers an empty message, not null, for a subscription (ConfigHelper)
+        return ErrorCode.none, "", entries
 
     def _topic_configs(self, name: str):
         info = self.logs.topic(name)

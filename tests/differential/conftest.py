@@ -16,7 +16,7 @@ from tests.reference.kafka import KafkaReference, KafkaUnavailable
 
 @pytest.fixture(scope="session")
 def kafka_reference():
-    kafka = KafkaReference(settings.kafka_properties())
+    kafka = KafkaReference(settings.kafka_properties(), classpath=settings.kafka_classpath())
     try:
         kafka.java()
     except KafkaUnavailable as e:

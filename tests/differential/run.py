@@ -17,7 +17,10 @@ from .pair import Pair
 @contextlib.contextmanager
 def minibroker_reference(checkout: str | None = None):
     env = {"PYTHONPATH": checkout_path(checkout)} if checkout else None
-    with MiniBroker(name="differential", env=env, **settings.minibroker_options()) as mb:
+    options = settings.minibroker_options()
+    if checkout:  # an older checkout may predate --client-telemetry
+        options.pop("client_telemetry")
+    with MiniBroker(name="differential", env=env, **options) as mb:
         yield mb
 
 
@@ -26,7 +29,7 @@ def brokers(kafka: KafkaReference | None = None, checkout: str | None = None):
     """A ``Pair`` over a Kafka (started here unless given) and a new minibroker; sets ``machine.PAIR``."""
     with contextlib.ExitStack() as stack:
         if kafka is None:
-            kafka = stack.enter_context(KafkaReference(settings.kafka_properties()))
+            kafka = stack.enter_context(KafkaReference(settings.kafka_properties(), classpath=settings.kafka_classpath()))
         mb = stack.enter_context(minibroker_reference(checkout))
         pair = Pair(kafka.port, mb.port)
         stack.callback(pair.close)

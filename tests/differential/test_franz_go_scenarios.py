@@ -42,7 +42,8 @@ def level2(kafka_reference, mbgo):
     mb = MiniBroker(name="fg-scenarios-tv2", **settings.minibroker_options(transaction_version=2))
     franz_go.start_or_skip(mb)
     try:
-        with KafkaReference(settings.kafka_properties(), transaction_version=2) as kafka:
+        with KafkaReference(settings.kafka_properties(), transaction_version=2,
+                            classpath=settings.kafka_classpath()) as kafka:
             yield {"kafka": kafka.bootstrap_servers, "minibroker": mb.bootstrap_servers}
     finally:
         mb.close()

@@ -9,6 +9,7 @@ run leaves the checkout as it found it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -63,14 +64,12 @@ FENCED_FIXTURE = {
 }
 
 
-def test_the_console_shows_an_open_transaction_and_its_timeline(broker_factory, topic, tmp_path):
+@contextlib.contextmanager
+def console_page(problems: list[str]):
+    """A page of Debian's chromium in Playwright; page errors and console errors and warnings
+    are added to ``problems`` (a test asserts it stays empty)."""
     path = chromium()
-    from playwright.sync_api import expect, sync_playwright
-
-    b = broker_factory(TXN_BROKER_ARGS + ["--clock", "virtual"], control=True)
-    control, bootstrap = b.control.address, b.bootstrap_servers
-    DOCS.mkdir(exist_ok=True)
-    problems: list[str] = []
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=path, headless=True,
@@ -81,61 +80,72 @@ def test_the_console_shows_an_open_transaction_and_its_timeline(broker_factory, 
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
                     if m.type in ("error", "warning") else None)
-
-            # a broker with no topics
-            page.goto(f"http://{control}/", timeout=WAIT_MS)
-            page.wait_for_selector("body[data-loaded=overview]")
-            expect(page.locator("#partitions-empty")).to_be_visible()
-            expect(page.locator("#open-txns-empty")).to_be_visible()
-
-            # a transaction left open: records produced, not committed
-            create_topic(bootstrap, topic, 1)
-            tid = txn_id("console")
-            producer = open_transaction(bootstrap, tid, topic, [(0, b"a|1"), (0, b"a|2"), (0, b"a|3")],
-                                        **{"transaction.timeout.ms": 60_000})
-            row = page.locator(f'#partitions tr[data-topic="{topic}"][data-partition="0"]')
-            expect(row.locator("td.held")).to_contain_text(tid)  # the LSO is held back by it
-            expect(row.locator("td.held")).to_contain_text("3 records")
-            expect(page.locator(f'#open-txns tr[data-transactional-id="{tid}"]')).to_contain_text("Ongoing")
-            expect(page.locator("#producers")).to_contain_text(tid)
-            b.control.advance("45s")  # the age bar turns amber: 45 s of 60 s
-            expect(page.locator(f'#open-txns tr[data-transactional-id="{tid}"] .bar.warn')).to_be_visible()
-            if UPDATE_DOCS:
-                page.screenshot(path=str(DOCS / "console.png"))
-            page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
-
-            # the incident: the transaction outlives its timeout and the coordinator aborts it
-            b.control.advance("16s")
-            from confluent_kafka import KafkaException
-            with pytest.raises(KafkaException):
-                producer.commit_transaction(10)  # the stalled producer learns it was fenced
-            page.goto(f"http://{control}/#/txn/{tid}", timeout=WAIT_MS)
-            page.wait_for_selector("body[data-loaded=timeline]")
-            svg = page.locator("#tl-picture svg")
-            expect(svg.locator(f'.marker.abort[data-partition="{topic}-0"]')).to_have_count(1)
-            expect(svg.locator(".incident.timeout_abort text")).to_contain_text("TIMED OUT")
-            expect(svg.locator(".span-abort").first).to_be_visible()
-            expect(page.locator("#tl-diagnosis")).not_to_be_empty()
-            expect(page.locator("#tl-story li").first).to_be_visible()
-            if UPDATE_DOCS:
-                page.screenshot(path=str(DOCS / "console-timeline.png"))
-            page.screenshot(path=str(tmp_path / "console-timeline.png"), full_page=True)
-
-            # back to the overview: the partition is no longer held
-            page.click("text=← all transactions")
-            expect(row.locator("td.held")).to_have_count(0)
-            expect(row).to_be_visible()
-
-            # a fenced zombie's history, drawn from data alone
-            drawn = page.evaluate("""(data) => {
-                const svg = window.minibrokerConsole.drawTimeline(data, data.events[0].ts + 6000);
-                return {html: svg.outerHTML, markers: svg.querySelectorAll('.marker').length,
-                        fenced: svg.querySelector('.incident.fenced text').textContent};
-            }""", FENCED_FIXTURE)
-            assert drawn["markers"] == 2
-            assert drawn["fenced"] == "FENCED by client orders-7 (10.0.0.5)"
-            assert "PRODUCER_FENCED" in drawn["html"]
+            yield page
         finally:
             browser.close()
+
+
+def test_the_console_shows_an_open_transaction_and_its_timeline(broker_factory, topic, tmp_path):
+    from playwright.sync_api import expect
+
+    b = broker_factory(TXN_BROKER_ARGS + ["--clock", "virtual"], control=True)
+    control, bootstrap = b.control.address, b.bootstrap_servers
+    DOCS.mkdir(exist_ok=True)
+    problems: list[str] = []
+
+    with console_page(problems) as page:
+        # a broker with no topics
+        page.goto(f"http://{control}/", timeout=WAIT_MS)
+        page.wait_for_selector("body[data-loaded=overview]")
+        expect(page.locator("#partitions-empty")).to_be_visible()
+        expect(page.locator("#open-txns-empty")).to_be_visible()
+
+        # a transaction left open: records produced, not committed
+        create_topic(bootstrap, topic, 1)
+        tid = txn_id("console")
+        producer = open_transaction(bootstrap, tid, topic, [(0, b"a|1"), (0, b"a|2"), (0, b"a|3")],
+                                    **{"transaction.timeout.ms": 60_000})
+        row = page.locator(f'#partitions tr[data-topic="{topic}"][data-partition="0"]')
+        expect(row.locator("td.held")).to_contain_text(tid)  # the LSO is held back by it
+        expect(row.locator("td.held")).to_contain_text("3 records")
+        expect(page.locator(f'#open-txns tr[data-transactional-id="{tid}"]')).to_contain_text("Ongoing")
+        expect(page.locator("#producers")).to_contain_text(tid)
+        b.control.advance("45s")  # the age bar turns amber: 45 s of 60 s
+        expect(page.locator(f'#open-txns tr[data-transactional-id="{tid}"] .bar.warn')).to_be_visible()
+        if UPDATE_DOCS:
+            page.screenshot(path=str(DOCS / "console.png"))
+        page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
+
+        # the incident: the transaction outlives its timeout and the coordinator aborts it
+        b.control.advance("16s")
+        from confluent_kafka import KafkaException
+        with pytest.raises(KafkaException):
+            producer.commit_transaction(10)  # the stalled producer learns it was fenced
+        page.goto(f"http://{control}/#/txn/{tid}", timeout=WAIT_MS)
+        page.wait_for_selector("body[data-loaded=timeline]")
+        svg = page.locator("#tl-picture svg")
+        expect(svg.locator(f'.marker.abort[data-partition="{topic}-0"]')).to_have_count(1)
+        expect(svg.locator(".incident.timeout_abort text")).to_contain_text("TIMED OUT")
+        expect(svg.locator(".span-abort").first).to_be_visible()
+        expect(page.locator("#tl-diagnosis")).not_to_be_empty()
+        expect(page.locator("#tl-story li").first).to_be_visible()
+        if UPDATE_DOCS:
+            page.screenshot(path=str(DOCS / "console-timeline.png"))
+        page.screenshot(path=str(tmp_path / "console-timeline.png"), full_page=True)
+
+        # back to the overview: the partition is no longer held
+        page.click("text=← all transactions")
+        expect(row.locator("td.held")).to_have_count(0)
+        expect(row).to_be_visible()
+
+        # a fenced zombie's history, drawn from data alone
+        drawn = page.evaluate("""(data) => {
+            const svg = window.minibrokerConsole.drawTimeline(data, data.events[0].ts + 6000);
+            return {html: svg.outerHTML, markers: svg.querySelectorAll('.marker').length,
+                    fenced: svg.querySelector('.incident.fenced text').textContent};
+        }""", FENCED_FIXTURE)
+        assert drawn["markers"] == 2
+        assert drawn["fenced"] == "FENCED by client orders-7 (10.0.0.5)"
+        assert "PRODUCER_FENCED" in drawn["html"]
     assert problems == []
     assert (DOCS / "console.png").stat().st_size < 1_000_000

@@ -93,7 +93,7 @@ def test_bad_rules_are_one_line(spec, words):
 
 
 def _served(tmp_path):
-    broker = Broker(Config(data_dir=tmp_path, port=0))
+    broker = Broker(Config(data_dir=tmp_path, port=0, client_telemetry="on"))  # every API there is
     try:
         return {a.key: (a.min_version, a.max_version) for a in build_dispatcher(broker).apis.values()}
     finally:
@@ -123,7 +123,8 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
     assert "EndTxn" not in refused and "Produce" not in refused and "TxnOffsetCommit" not in refused
     assert refused <= {"CreateTopics", "DeleteTopics", "OffsetFetch", "DescribeGroups", "DeleteGroups",
                        "DescribeProducers", "WriteTxnMarkers", "DescribeConfigs", "ConsumerGroupDescribe",
-                       "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups"}, refused
+                       "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups",
+                       "IncrementalAlterConfigs"}, refused
 
 
 def _empty_request(cls):

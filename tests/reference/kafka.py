@@ -115,8 +115,10 @@ class KafkaReference:
     def __init__(self, properties: dict[str, str] | None = None, *, libs: Path | None = None,
                  startup_timeout: float = 120.0, stop_timeout: float = 30.0,
                  transaction_version: int | None = 1, group_version: int | None = 1,
-                 jvm_flags: list[str] | None = None):
+                 jvm_flags: list[str] | None = None, classpath: list[Path] | None = None):
         self.libs = libs or libs_dir()
+        # directories of plugin classes (metric.reporters) after Kafka's jars
+        self.classpath = list(classpath or [])
         self.jvm_flags = list(JVM_FLAGS if jvm_flags is None else jvm_flags)
         self.extra = dict(properties or {})
         self.startup_timeout = startup_timeout
@@ -183,7 +185,8 @@ class KafkaReference:
     def _java_cmd(self, java: str, main: str, *args: str) -> list[str]:
         assert self.work_dir is not None
         return [java, *self.jvm_flags, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
-                f"-Dkafka.logs.dir={self.work_dir}", "-cp", str(self.libs / "*"), main, *args]
+                f"-Dkafka.logs.dir={self.work_dir}", "-cp",
+                os.pathsep.join([str(self.libs / "*"), *map(str, self.classpath)]), main, *args]
 
     def start(self) -> "KafkaReference":
         t0 = time.monotonic()

@@ -32,11 +32,40 @@ TRANSACTION_VERSION = 1
 
 
 def minibroker_options(transaction_version: int = TRANSACTION_VERSION) -> dict[str, object]:
-    return {**{opt: v for opt, (_prop, v) in SHARED.items()}, "transaction_version": transaction_version}
+    return {**{opt: v for opt, (_prop, v) in SHARED.items()}, "transaction_version": transaction_version,
+            "client_telemetry": "on" if telemetry_sink() else "off"}
 
 
 def kafka_properties() -> dict[str, str]:
     def text(v: object) -> str:
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
-    return {prop: text(v) for prop, v in SHARED.values()}
+    props = {prop: text(v) for prop, v in SHARED.values()}
+    if telemetry_sink():
+        props["metric.reporters"] = TELEMETRY_SINK_CLASS
+    return props
+
+
+# KIP-714: Kafka serves GetTelemetrySubscriptions/PushTelemetry only with a metrics receiver
+# configured; the reference Kafka gets one (tests/reference/telemetry_sink.py) and the pair's
+# minibroker --client-telemetry on. Without a JDK neither serves them.
+TELEMETRY_SINK_CLASS = "minibroker.reference.TelemetrySink"
+_sink: list = []
+
+
+def telemetry_sink():
+    """The compiled sink's classes dir (compiled once per process), or None."""
+    if not _sink:
+        from .kafka import libs_dir
+        from .telemetry_sink import classes
+
+        try:
+            _sink.append(classes(libs_dir()))
+        except RuntimeError:  # javac failed: Kafka runs without the sink
+            _sink.append(None)
+    return _sink[0]
+
+
+def kafka_classpath() -> list:
+    sink = telemetry_sink()
+    return [sink] if sink else []

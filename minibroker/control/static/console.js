@@ -8,7 +8,7 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const OPEN_STATES = new Set(["Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"]);
 
-  const state = { showInternal: false, timer: null, busy: false };
+  const state = { showInternal: false, timer: null, busy: false, unfolded: {} };
 
   // -- small helpers ------------------------------------------------------------------------
   function $(id) { return document.getElementById(id); }
@@ -205,6 +205,74 @@
     $("groups-empty").hidden = boxes.length > 0;
   }
 
+  function metricValue(m) {
+    if (m.kind === "histogram" || m.kind === "summary" || m.kind === "exponential_histogram") {
+      return "count " + m.count + (m.value !== null && m.value !== undefined ? ", sum " + m.value : "");
+    }
+    return m.value === null || m.value === undefined ? "–" : number(m.value);
+  }
+
+  function number(v) {
+    return Number.isInteger(v) ? v.toLocaleString("en") : Number(v.toPrecision(6)).toLocaleString("en", { maximumFractionDigits: 6 });
+  }
+
+  function renderClients(t) {
+    const note = $("telemetry-note");
+    const subs = Object.entries((t && t.subscriptions) || {});
+    if (!t || !t.served) {
+      note.hidden = false;
+      note.textContent = "Client telemetry is not served: start the broker with --client-telemetry on " +
+        "(it is on by default with --control-listener).";
+    } else if (!subs.length) {
+      note.hidden = false;
+      note.textContent = "No client metrics subscription: clients push nothing until one asks, e.g. " +
+        "kafka-client-metrics.sh --bootstrap-server HOST:PORT --alter --name all --metrics '*' --interval 5000";
+    } else {
+      note.hidden = true;
+    }
+    $("subscriptions").textContent = subs.length ? "subscriptions: " + subs.map(([name, c]) =>
+      name + " (" + Object.entries(c).map(([k, v]) => k + "=" + v).join(", ") + ")").join("; ") : "";
+    const boxes = [];
+    for (const c of (t && t.clients) || []) {
+      const box = el("div", { class: "client", dataset: { clientInstanceId: c.client_instance_id,
+                                                           clientId: c.client_id || "" } });
+      box.append(el("div", {},
+        el("span", { class: "title" }, c.client_id || "(no client id)"),
+        el("span", { class: "tag" }, c.software || "unknown software"),
+        el("span", { class: "meta" }, (c.address || "?") + " · instance " + c.client_instance_id + " · " +
+          c.pushes + " push(es), " + bytes(c.bytes) + (c.last_push_ms ? " · last " + clockTime(c.last_push_ms) : "") +
+          (c.live ? "" : " · gone") + (c.terminated ? " · terminated" : ""))));
+      if (c.requested_metrics) {
+        box.append(el("div", { class: "members" }, "asked for: " +
+          (c.requested_metrics.length ? c.requested_metrics.join(", ") : "nothing") +
+          " every " + seconds(c.push_interval_ms) +
+          (Object.keys(c.refused || {}).length ? " · refused: " + Object.entries(c.refused).map(([k, v]) => k + " ×" + v).join(", ") : "")));
+      }
+      if (c.metrics.length) {
+        const table = el("table", { class: "client-metrics" }, el("thead", {}, el("tr", {},
+          el("th", {}, "Metric"), el("th", {}, "Attributes"), el("th", { class: "num" }, "Last value"),
+          el("th", { class: "num" }, "Total (delta sums)"))));
+        const body = el("tbody");
+        for (const m of c.metrics) {
+          body.append(el("tr", { dataset: { metric: m.name } }, td(m.name),
+            td(Object.entries(m.attributes).map(([k, v]) => k + "=" + v).join(" ") || null),
+            td(metricValue(m), "num"), td(m.total === null || m.total === undefined ? null : number(m.total), "num")));
+        }
+        table.append(body);
+        // a long list starts folded (and stays as the reader left it across polls)
+        const key = c.client_instance_id;
+        const open = key in state.unfolded ? state.unfolded[key] : c.metrics.length <= 25;
+        const details = el("details", { open: open ? "" : null },
+          el("summary", {}, c.metrics.length + " metric series"), table);
+        details.addEventListener("toggle", () => { state.unfolded[key] = details.open; });
+        box.append(details);
+      }
+      boxes.push(box);
+    }
+    $("clients").replaceChildren(...boxes);
+    $("clients-empty").hidden = boxes.length > 0;
+  }
+
   async function pollOverview() {
     const [ov, tx] = await Promise.all([getJSON("/v1/console/overview"), getJSON("/v1/transactions")]);
     if (!ov.ok || !ov.body) throw new Error((ov.body && ov.body.error) || "HTTP " + ov.status);
@@ -212,6 +280,7 @@
     renderPartitions(ov.body.partitions);
     renderProducers(ov.body.partitions);
     renderGroups(ov.body.groups);
+    renderClients(ov.body.telemetry);
     renderTransactions(tx.ok && tx.body ? tx.body : null);
   }
 

@@ -1,0 +1,170 @@
+"""IncrementalAlterConfigs and ListConfigResources: topic configs and KIP-714 client metrics
+subscriptions, changed at runtime as Kafka's controller changes them.
+
+Kafka: ConfigAdminManager.preprocess (duplicates) and ConfigurationControlManager
+.incrementalAlterConfigResource (SET, DELETE, and APPEND/SUBTRACT on LIST configs, starting
+from the current value or, when none is set, the default); the whole resource is checked after
+the operations and changes nothing when one fails. Broker, broker-logger and group configs are
+not changed at runtime by minibroker (docs/divergences.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.topics import topic_name_error
+from minibroker_storage.manager import LogManager
+
+from .. import topic_configs as tc
+from ..api import Api, RequestContext
+from ..client_metrics.configs import SubscriptionError, java_list
+from ..client_metrics.manager import ClientMetricsManager
+from ..config import Config
+from .common import ZERO, answers, response_cls
+
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+class Refusal(Exception):
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ConfigHandlers:
+    def __init__(self, *, logs: LogManager, config: Config, client_metrics: ClientMetricsManager) -> None:
+        self.logs = logs
+        self.config = config
+        self.client_metrics = client_metrics
+
+    def apis(self) -> list[Api]:
+        return [Api(ApiKey.IncrementalAlterConfigs, 0, 1, self.incremental_alter_configs),
+                Api(ApiKey.ListConfigResources, 0, 1, self.list_config_resources)]
+
+    # -- IncrementalAlterConfigs ---------------------------------------------------------
+    @answers
+    def incremental_alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        R = response_cls(ctx)
+        Result = nested(R, "AlterConfigsResourceResponse")
+        keys = [(r.resource_type, r.resource_name) for r in req.resources]
+        results = []
+        for res in req.resources:
+            try:
+                if keys.count((res.resource_type, res.resource_name)) > 1:
+                    raise Refusal(ErrorCode.invalid_request, "Each resource must appear at most once.")
+                names = [c.name for c in res.configs]
+                if len(set(names)) != len(names):
+                    raise Refusal(ErrorCode.invalid_request, "Error due to duplicate config keys")
+                self._alter(res, req.validate_only)
+                error, message = ErrorCode.none, None
+            except Refusal as e:
+                error, message = e.code, e.message
+            results.append(build(Result, error_code=error, error_message=message,
+                                 resource_type=res.resource_type, resource_name=res.resource_name))
+        return build(R, throttle_time=ZERO, responses=tuple(results))
+
+    def _alter(self, res: Any, validate_only: bool) -> None:
+        kind, name = res.resource_type, res.resource_name
+        if kind == TOPIC:
+            if not name:
+                raise Refusal(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+            why = topic_name_error(name)
+            if why is not None:
+                raise Refusal(ErrorCode.invalid_topic_exception, why)
+            info = self.logs.topic(name)
+            if info is None:
+                raise Refusal(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+            configs = _apply(res.configs, dict(info.configs), _topic_list, self._topic_default)
+            for key, value in configs.items():
+                why = tc.validate_topic_config(key, value)
+                if why is not None:
+                    raise Refusal(ErrorCode.invalid_config, why)
+            if not validate_only and configs != dict(info.configs):
+                self.logs.alter_topic_configs(name, configs)
+        elif kind == CLIENT_METRICS:
+            current = self.client_metrics.configs.get(name, {})
+            # Kafka's controller knows no CLIENT_METRICS config types: APPEND and SUBTRACT are
+            # refused for every key (ConfigurationControlManager, isSplittable)
+            configs = _apply(res.configs, dict(current), lambda k: False, lambda k: "")
+            try:
+                self.client_metrics.alter(name, configs, validate_only=validate_only)
+            except SubscriptionError as e:
+                raise Refusal(e.code, str(e)) from None
+        elif kind in (BROKER, BROKER_LOGGER, GROUP):
+            raise Refusal(ErrorCode.invalid_request,
+                          f"minibroker does not change {_KIND_NAMES[kind]} configs at runtime; set broker "
+                          "options at start-up (minibroker --help)")
+        else:
+            raise Refusal(ErrorCode.invalid_request, f"Unknown resource type {kind}")
+
+    def _topic_default(self, key: str) -> str:
+        return tc.default_for(key, self.config)[0] if key in tc.TOPIC_CONFIGS else ""
+
+    # -- ListConfigResources --------------------------------------------------------------
+    @answers
+    def list_config_resources(self, ctx: RequestContext, req: Any) -> Any:
+        R = response_cls(ctx)
+        Res = nested(R, "ConfigResource")
+        # v0 was ListClientMetricsResources: client metrics subscriptions only
+        asked = set(getattr(req, "resource_types", ()) or ()) if ctx.api_version >= 1 else {CLIENT_METRICS}
+        if not asked:
+            asked = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
+        if not asked <= {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}:
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_version, config_resources=())
+        out: list[tuple[str, int]] = []
+        # Kafka's order (KafkaApis.handleListConfigResources): groups, subscriptions, the broker's
+        # logger and itself, then topics
+        if CLIENT_METRICS in asked:
+            out += [(n, CLIENT_METRICS) for n in sorted(self.client_metrics.configs)]
+        node = str(self.config.node_id)
+        if BROKER_LOGGER in asked:
+            out.append((node, BROKER_LOGGER))
+        if BROKER in asked:
+            out.append((node, BROKER))
+        if TOPIC in asked:
+            out += [(t.name, TOPIC) for t in sorted(self.logs.topics(), key=lambda t: t.name)]
+        kw = (lambda t: {"resource_type": t}) if ctx.api_version >= 1 else (lambda t: {})
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none,
+                     config_resources=tuple(build(Res, resource_name=n, **kw(t)) for n, t in out))
+
+
+_KIND_NAMES = {BROKER: "broker", BROKER_LOGGER: "broker logger", GROUP: "group"}
+
+
+def _topic_list(key: str) -> bool:
+    d = tc.TOPIC_CONFIGS.get(key)
+    return d is not None and d.type == tc.LIST
+
+
+def _apply(ops: Any, configs: dict[str, str], is_list, default) -> dict[str, str]:
+    """The resource's configs after the operations, in order (a Refusal on a bad one)."""
+    for op in ops:
+        key, value = op.name, op.value
+        if op.config_operation == SET:
+            if value is None:
+                raise Refusal(ErrorCode.invalid_request, f"Null value not supported for : {key}")
+            configs[key] = ",".join(java_list(value)) if is_list(key) else value
+        elif op.config_operation == DELETE:
+            configs.pop(key, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if not is_list(key):
+                raise Refusal(ErrorCode.invalid_config, f"Can't {_OP_NAMES[op.config_operation]} to key "
+                                                        f"{key} because its type is not LIST.")
+            items = java_list(configs[key] if key in configs else default(key))
+            given = java_list(value or "")
+            if op.config_operation == APPEND:
+                for v in given:
+                    if v not in items:
+                        items.append(v)
+            else:
+                items = [v for v in items if v not in given]
+            configs[key] = ",".join(items)
+        else:  # Kafka answers an unknown operation with UNKNOWN_SERVER_ERROR and no message
+            raise Refusal(ErrorCode.unknown_server_error, None)
+    return configs
