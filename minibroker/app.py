@@ -19,6 +19,7 @@ from minibroker_storage.errors import StorageError
 
 from .broker import Broker
 from .clock import SYSTEM_CLOCK, Clock, ControlledClock
+from .cluster import connection_node
 from .config import Config, FsyncPolicy
 from .crash_points import CrashPoints
 from .dispatch import Dispatcher
@@ -29,6 +30,8 @@ from .handlers.coordinator import CoordinatorHandlers
 from .handlers.features import FeatureHandlers
 from .handlers.fetch import FetchHandlers
 from .handlers.group import GroupHandlers
+from .handlers.leaders import LeaderHandlers
+from .handlers.log_admin import LogAdminHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
 from .handlers.telemetry import TelemetryHandlers
@@ -69,6 +72,11 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         AdminHandlers(logs=logs, config=broker.config, create_topic=broker.create_topic,
                       delete_topic=broker.delete_topic, client_metrics=broker.client_metrics),
         ConfigHandlers(logs=logs, config=broker.config, client_metrics=broker.client_metrics),
+        LeaderHandlers(logs=logs, cluster=cluster),
+        LogAdminHandlers(logs=logs, config=broker.config, add_partitions=broker.add_partitions,
+                         notify_append=broker.notify_append,
+                         not_leader=(lambda ctx, t, p: cluster.not_leader(connection_node(ctx), t, p))
+                         if cluster is not None else None),
         CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint,
                             coordinator_node=coordinator_node, node_endpoints=endpoints,
                             coordinator_topic=broker.coordinator_topic),

@@ -87,6 +87,11 @@ class Broker:
             self.cluster = Cluster(config.node_ids, config.data_dir)
             for t in self.logs.topics():
                 self.cluster.observe(t.name, t.partitions)
+            # leader epochs go on from where each log's last one began (leader-epoch-checkpoint)
+            for (topic, partition), plog in self.logs.logs().items():
+                if plog.leader_epoch:
+                    self.cluster.epochs[(topic, partition)] = plog.leader_epoch
+            self.cluster.on_epoch = self._leader_epoch
         self.producer_ids = ProducerIdAllocator(config.data_dir)
         self.fetch_waiters = FetchWaiters()
         # the decisions of the transaction coordinator, kept for `minibroker txn explain`
@@ -225,6 +230,18 @@ class Broker:
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).last_stable_offset
+
+    def _leader_epoch(self, topic: str, partition: int, epoch: int) -> None:
+        plog = self.logs.get_log(topic, partition)
+        if plog is not None:
+            plog.become_leader(epoch)
+
+    def add_partitions(self, name: str, count: int) -> None:
+        """CreatePartitions: the topic grows to ``count`` partitions."""
+        self.logs.add_partitions(name, count)
+        if self.cluster is not None:
+            self.cluster.observe(name, count)
+        log.info("topic.partitions_added", topic=name, partitions=count)
 
     def delete_topic(self, name: str) -> None:
         self.logs.delete_topic(name)

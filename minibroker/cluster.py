@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,8 @@ class Cluster:
     # the partitions whose leader changes are counted, and their leader epochs
     known: set[tuple[str, int]] = field(default_factory=set)
     epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+    # told each new leader epoch: the partition's log starts it at its end (Partition.makeLeader)
+    on_epoch: Callable[[str, int, int], None] | None = None
 
     def __post_init__(self) -> None:
         self.up = set(self.node_ids)
@@ -154,6 +157,8 @@ class Cluster:
             if new != old:
                 self.epochs[tp] = self.epochs.get(tp, 0) + 1
                 changed[tp] = (old, new)
+                if self.on_epoch is not None:
+                    self.on_epoch(tp[0], tp[1], self.epochs[tp])
         return changed
 
     @staticmethod
@@ -201,6 +206,26 @@ class Cluster:
         lines = self._lines(self._bump_changed(before))
         log.info("cluster.leader_moved", topic=topic, partition=partition, broker=node, changed=lines)
         return lines
+
+    def elect(self, topic: str, partition: int, preferred: bool) -> str:
+        """ElectLeaders for one partition: 'elected', 'not_needed', or why it cannot be done
+        ('preferred_unavailable', 'no_eligible_leader'), as Kafka's controller decides."""
+        self.known.add((topic, partition))
+        leader = self.leader(topic, partition)
+        if not preferred:  # unclean: only a partition without a leader needs one
+            if leader is not None:
+                return "not_needed"
+            return "no_eligible_leader"  # every replica is stopped: there is no one to elect
+        first = self.replicas(topic, partition)[0]
+        if leader == first:
+            return "not_needed"
+        if first not in self.up:
+            return "preferred_unavailable"
+        before = self._leaders()
+        self.moved.pop((topic, partition), None)
+        lines = self._lines(self._bump_changed(before))
+        log.info("cluster.leader_elected", topic=topic, partition=partition, broker=first, changed=lines)
+        return "elected"
 
     def describe(self) -> dict:
         return {"brokers": [{"node_id": n, "up": n in self.up} for n in self.node_ids],

@@ -20,6 +20,7 @@ from minibroker_protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader
 
 from .config import INT32_MAX, FlushPolicy, LogConfig
 from .errors import LogClosed, OffsetOutOfRange, ProducerStateError, RecordBatchTooLarge, StorageError
+from .leader_epochs import LeaderEpochs
 from .producer_state import (
     ORIGINS,
     AppendOrigin,
@@ -94,6 +95,8 @@ class PartitionLog:
         self._logger = _log.bind(log=self._name)
         self._producers = ProducerStateManager(path, self._name, config.producer_id_expiration_ms)
         self._marks = VerifiedMarks(path)
+        self._epochs = LeaderEpochs(path)
+        self._epoch = 0  # stamped on every batch appended: the partition's leader epoch
         self._apply_config(config)
 
     # ------------------------------------------------------------------ open
@@ -105,7 +108,9 @@ class PartitionLog:
         config: LogConfig | None = None,
         now_ms: int | None = None,
         clock: Callable[[], int] | None = None,
+        start_offset: int | None = None,
     ) -> PartitionLog:
+        """``start_offset``: where DeleteRecords last moved the log start (checkpointed)."""
         config = config or LogConfig()
         clock = clock or wall_clock_ms
         now = clock() if now_ms is None else now_ms
@@ -157,6 +162,9 @@ class PartitionLog:
             _fsync_dir(path)
         self = cls(path, config, segments, clock)
         self._marks = marks
+        if start_offset is not None and self._start_offset < start_offset <= self._next_offset:
+            self._start_offset = start_offset
+        self._load_epochs()
         self._load_producers_and_txn_indexes(now)
         self._logger.info(
             "log.opened",
@@ -169,6 +177,33 @@ class PartitionLog:
             ms=round((time.perf_counter() - started) * 1000, 2),
         )
         return self
+
+    def _load_epochs(self) -> None:
+        epochs = LeaderEpochs.load(self.path)
+        epochs.truncate_from_end(self._next_offset)
+        epochs.truncate_from_start(self._start_offset)
+        if epochs.latest_epoch is None:  # Kafka assigns the epoch at the log end on leading
+            epochs.assign(0, self._next_offset)
+        self._epochs = epochs
+        self._epoch = epochs.latest_epoch or 0
+
+    # ---------------------------------------------------------- leader epochs
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._epoch
+
+    def become_leader(self, epoch: int) -> None:
+        """A new leader epoch begins at the log end (a leader change among virtual brokers)."""
+        if epoch <= self._epoch:
+            return
+        self._epochs.assign(epoch, self._next_offset)
+        self._epoch = epoch
+        self._logger.info("log.leader_epoch", epoch=epoch, start_offset=self._next_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch, as Kafka's leader answers it."""
+        return self._epochs.end_offset_for(epoch, self._next_offset)
 
     def _load_producers_and_txn_indexes(self, now: int) -> None:
         """Producer state from its snapshot and the log after it; on the way,
@@ -407,7 +442,7 @@ class PartitionLog:
             if waited > self._segment_ms:
                 seg = self._roll("segment.ms", now_ms, waited_ms=waited)
 
-        position = seg.append(batch, base, last, header.max_timestamp)
+        position = seg.append(batch, base, last, header.max_timestamp, self._epoch)
         self._next_offset = last + 1
 
         # Bookkeeping of what was just written: producer state update and, for
@@ -592,15 +627,38 @@ class PartitionLog:
             # Kafka 2.x ProducerStateManager.truncateHead: producers whose last
             # batch went with the deleted segments are forgotten.
             self._producers.truncate_head(self._start_offset)
+            self._epochs.truncate_from_start(self._start_offset)
             self._dir_dirty = True
         return deleted
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: the log starts at ``offset`` from now on (never moves back; at most the
+        high watermark, which the caller checks); whole segments below it are deleted. Returns
+        the new log start offset."""
+        if offset > self._next_offset:
+            raise OffsetOutOfRange(offset, self._start_offset, self._next_offset)
+        if offset <= self._start_offset:
+            return self._start_offset
+        self._start_offset = offset
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+            self._delete_oldest("delete_records", requested_start_offset=offset)
+            deleted += 1
+        self._producers.truncate_head(self._start_offset)
+        self._epochs.truncate_from_start(self._start_offset)
+        if deleted:
+            self._dir_dirty = True
+        self._logger.info("log.start_offset_advanced", log_start_offset=offset,
+                          segments_deleted=deleted, reason="delete_records")
+        return offset
 
     def _delete_oldest(self, reason: str, **details: int) -> None:
         seg = self._segments.pop(0)
         self._bases.pop(0)
         if seg in self._unflushed:
             self._unflushed.remove(seg)
-        self._start_offset = self._segments[0].base_offset
+        # DeleteRecords may have put the start inside the segment that is first now
+        self._start_offset = max(self._start_offset, self._segments[0].base_offset)
         seg.delete()
         self._logger.info(
             "segment.deleted",

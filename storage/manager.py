@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from . import start_offsets
 from .catalog import Catalog, TopicInfo, validate_topic_name
 from .config import LogConfig
 from .errors import DataDirLocked, InvalidTopic, UnknownTopic
@@ -66,6 +67,13 @@ class LogManager:
         try:
             started = time.perf_counter()
             self.catalog = Catalog.load(self.data_dir)
+            try:
+                self._start_offsets = start_offsets.load(self.data_dir)
+            except start_offsets.StartOffsetsError as e:
+                # lost: the logs start at their first segments (records DeleteRecords removed
+                # from inside one are visible again), never a failed start
+                log.warning("logs.start_offsets_unreadable", reason=str(e))
+                self._start_offsets = {}
             self._sweep()
             for info in self.catalog.list():
                 self._open_partitions(info, range(info.partitions))
@@ -131,6 +139,8 @@ class LogManager:
                 os.rename(path, target)
                 doomed.append(target)
         self.catalog.delete(name)
+        if any(tp[0] == name for tp in self._start_offsets):
+            self._save_start_offsets()  # a topic made again under this name starts at 0
         for path in doomed:
             shutil.rmtree(path, ignore_errors=True)
         log.info("topic.deleted", topic=name, topic_id=str(info.topic_id))
@@ -144,6 +154,20 @@ class LogManager:
         info = self.catalog.set_partitions(name, partitions)
         self._open_partitions(info, range(old.partitions, partitions))
         return info
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Move a partition's log start to ``offset`` (DeleteRecords), durably; the new start."""
+        plog = self._logs[(topic, partition)]
+        before = plog.log_start_offset
+        start = plog.delete_records_before(offset)
+        if start != before:
+            self._save_start_offsets()
+        return start
+
+    def _save_start_offsets(self) -> None:
+        self._start_offsets = {tp: plog.log_start_offset for tp, plog in self._logs.items()
+                               if plog.log_start_offset != plog.segments[0].base_offset}
+        start_offsets.save(self.data_dir, self._start_offsets)
 
     def alter_topic_configs(self, name: str, configs: Mapping[str, object]) -> TopicInfo:
         """Replace a topic's overrides; open logs pick them up at once."""
@@ -217,7 +241,8 @@ class LogManager:
             path = os.path.join(self.data_dir, partition_dir_name(info.name, partition))
             os.makedirs(path, exist_ok=True)
             _write_partition_metadata(path, info.topic_id)
-            self._logs[(info.name, partition)] = PartitionLog.open(path, config, now, self._clock)
+            self._logs[(info.name, partition)] = PartitionLog.open(
+                path, config, now, self._clock, start_offset=self._start_offsets.get((info.name, partition)))
 
     def _close_logs(self, clean: bool) -> None:
         while self._logs:

@@ -48,6 +48,7 @@ log = structlog.get_logger(__name__)
 _RESERVE_MIN = 64 << 10
 _RESERVE_AHEAD = 4 << 20
 _I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 
 
 _WALK = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
@@ -376,8 +377,10 @@ class Segment:
 
     # ---------------------------------------------------------------- append
 
-    def append(self, batch, base_offset: int, last_offset: int, max_timestamp: int) -> int:
-        """Copy one batch in and give it ``base_offset``; returns its position.
+    def append(self, batch, base_offset: int, last_offset: int, max_timestamp: int,
+               leader_epoch: int = 0) -> int:
+        """Copy one batch in and give it ``base_offset`` and the partition's ``leader_epoch``
+        (as Kafka's leader stamps partitionLeaderEpoch; outside the CRC); returns its position.
 
         The caller has checked that it fits (``size + len(batch) <= capacity``).
         """
@@ -390,9 +393,12 @@ class Segment:
         # which made this copy the broker's largest cost at ~1 GB/s; pwritev
         # copies into the page cache at ~4 GB/s here. The map sees the same
         # pages, so reads are unchanged. The new base offset goes in as the
-        # first 8 bytes, so the batch is never on disk with the producer's.
+        # first 8 bytes and the leader epoch as bytes 12-15, so the batch is never on disk
+        # with the producer's.
+        view = memoryview(batch)
         try:
-            written = os.pwritev(self._fd, (_I64.pack(base_offset), memoryview(batch)[8:]), pos)
+            written = os.pwritev(self._fd, (_I64.pack(base_offset), view[8:12], _I32.pack(leader_epoch),
+                                            view[16:]), pos)
         except OSError as exc:
             raise StorageError(f"{self.path}: append failed: {exc}") from exc
         if written != end - pos:

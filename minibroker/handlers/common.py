@@ -76,3 +76,10 @@ def advertised_endpoint(ctx: RequestContext, default: Endpoint) -> tuple[str, in
     if listener is not None:
         return listener.advertised
     return default()
+
+
+def by_partition(topics: Any, name: Callable[[Any], str], answer: Callable[[str, Any], Any],
+                 topic_answer: Callable[[str, tuple], Any]) -> tuple:
+    """One answer per partition asked, grouped by topic in the order asked (the shape of
+    DeleteRecords', OffsetForLeaderEpoch's and ElectLeaders' answers)."""
+    return tuple(topic_answer(name(t), tuple(answer(name(t), p) for p in t.partitions)) for t in topics)

@@ -145,7 +145,7 @@ class FetchHandlers:
                                                upper_bound=lso if committed else hw, min_one=min_one)
                 except OffsetOutOfRange:
                     fp.error_code = ErrorCode.offset_out_of_range
-                    fp.records = b""
+                    _read_failed(fp)
                     any_error = True
                     continue
                 except CorruptBatch as exc:
@@ -159,14 +159,14 @@ class FetchHandlers:
                                 position=exc.bad.position, first_offset=exc.bad.first_offset,
                                 next_offset=exc.bad.next_offset, reason=exc.bad.reason)
                     fp.error_code = ErrorCode.corrupt_message
-                    fp.records = b""
+                    _read_failed(fp)
                     any_error = True
                     continue
                 except OSError as exc:
                     log.error("fetch.read_failed", topic=info.name, partition=p.partition,
                               fetch_offset=p.fetch_offset, reason=str(exc))
                     fp.error_code = ErrorCode.kafka_storage_error
-                    fp.records = b""
+                    _read_failed(fp)
                     any_error = True
                     continue
                 # Only READ_COMMITTED gets the list: the Java consumer drops aborted
@@ -260,3 +260,10 @@ class _Missing:
         self.name = name or ""
         self.topic_id = topic_id
         self.partitions = 0
+
+
+def _read_failed(fp) -> None:
+    """A partition whose read failed answers no offsets (ReplicaManager.readFromLocalLog's
+    LogReadResult for an exception: high watermark, LSO and log start all -1)."""
+    fp.records = b""
+    fp.high_watermark = fp.last_stable_offset = fp.log_start_offset = -1

@@ -3,6 +3,8 @@ in the shape of every API and version the broker serves."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from minibroker.app import build_dispatcher
@@ -102,7 +104,8 @@ def _served(tmp_path):
 
 def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
     """Every API an error rule is accepted for answers every version it serves with an error
-    that encodes (Metadata below v13 asked for all topics has no place for one: disconnect);
+    that encodes (Metadata below v13 asked for all topics, and the versions of some APIs without a
+    top-level error code, have no place for one: disconnect);
     the others are refused when the rule is added, with the actions that do apply."""
     refused = set()
     for key, (lo, hi) in _served(tmp_path).items():
@@ -115,16 +118,20 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
             req_cls = codec.request_type(key, version)
             try:
                 entity = error_entity(key, version, _empty_request(req_cls), ErrorCode.not_coordinator, None)
-            except NoErrorShape:
-                assert key == ApiKey.Metadata and version < 13
+            except NoErrorShape:  # answered by a disconnect
+                # older versions of some APIs have no top-level error code (DescribeLogDirs v1-2,
+                # ElectLeaders v0); Metadata below v13 asked for all topics has nowhere to put one
+                top = {f.name for f in dataclasses.fields(codec.response_type(key, version))}
+                assert (key == ApiKey.Metadata and version < 13) or "error_code" not in top
                 continue
             assert codec.encode_response(1, entity)
     # Batched answers with a code per entry and nothing at the top.
     assert "EndTxn" not in refused and "Produce" not in refused and "TxnOffsetCommit" not in refused
-    assert refused <= {"CreateTopics", "DeleteTopics", "OffsetFetch", "DescribeGroups", "DeleteGroups",
-                       "DescribeProducers", "WriteTxnMarkers", "DescribeConfigs", "ConsumerGroupDescribe",
-                       "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups",
-                       "IncrementalAlterConfigs"}, refused
+    batched = {"CreateTopics", "DeleteTopics", "OffsetFetch", "DescribeGroups", "DeleteGroups",
+               "DescribeProducers", "WriteTxnMarkers", "DescribeConfigs", "ConsumerGroupDescribe",
+               "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups", "IncrementalAlterConfigs",
+               "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions"}
+    assert refused <= batched, refused
 
 
 def _empty_request(cls):

@@ -1,0 +1,144 @@
+"""CreatePartitions, DeleteRecords and DescribeLogDirs: what admin tools, Kafka Streams (which
+purges its repartition topics with DeleteRecords) and kafka-log-dirs.sh ask of the logs.
+
+Kafka: ReplicationControlManager.createPartitions (checks and messages), ReplicaManager
+.deleteRecords (offset -1 = high watermark; past it OFFSET_OUT_OF_RANGE), ReplicaManager
+.describeLogDirs (one entry per log dir, sizes per partition).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.manager import LogManager
+
+from ..api import Api, RequestContext
+from ..config import Config
+from .common import ZERO, answers, by_partition, response_cls
+
+HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
+
+
+class LogAdminHandlers:
+    def __init__(self, *, logs: LogManager, config: Config,
+                 add_partitions: Callable[[str, int], None], notify_append: Callable[[str, int], None],
+                 not_leader: Callable[[RequestContext, str, int], bool] | None = None) -> None:
+        self.logs = logs
+        self.config = config
+        self.add_partitions = add_partitions
+        self.notify = notify_append
+        self.not_leader = not_leader
+
+    def apis(self) -> list[Api]:
+        return [Api(ApiKey.CreatePartitions, 0, 3, self.create_partitions),
+                Api(ApiKey.DeleteRecords, 0, 2, self.delete_records),
+                Api(ApiKey.DescribeLogDirs, 1, 5, self.describe_log_dirs)]
+
+    # -- CreatePartitions ---------------------------------------------------------------
+    @answers
+    def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
+        R = response_cls(ctx)
+        Result = nested(R, "CreatePartitionsTopicResult")
+        names = [t.name for t in req.topics]
+        results = []
+        answered = set()
+        for t in req.topics:
+            if t.name in answered:  # a duplicate is answered once (ControllerApis.createPartitions)
+                continue
+            answered.add(t.name)
+            error, message = self._check_partitions(t, names)
+            if error == ErrorCode.none and not req.validate_only:
+                self.add_partitions(t.name, t.count)
+            results.append(build(Result, name=t.name, error_code=error, error_message=message))
+        return build(R, throttle_time=ZERO, results=tuple(results))
+
+    def _check_partitions(self, t: Any, names: list[str]) -> tuple[ErrorCode, str | None]:
+        if names.count(t.name) > 1:
+            return ErrorCode.invalid_request, "Duplicate topic name."
+        info = self.logs.topic(t.name)
+        if info is None:
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+        if t.count < info.partitions:
+            return (ErrorCode.invalid_partitions, f"The topic {t.name} currently has {info.partitions} "
+                                                  f"partition(s); {t.count} would not be an increase.")
+        if t.count == info.partitions:
+            return ErrorCode.invalid_partitions, f"Topic already has {info.partitions} partition(s)."
+        if t.assignments is not None:
+            added = t.count - info.partitions
+            if len(t.assignments) != added:
+                return (ErrorCode.invalid_replica_assignment,
+                        f"Attempted to add {added} additional partition(s), but only "
+                        f"{len(t.assignments)} assignment(s) were specified.")
+            nodes = set(self.config.node_ids)
+            for a in t.assignments:
+                ids = list(a.broker_ids)
+                if not ids or not set(ids) <= nodes or len(set(ids)) != len(ids):
+                    return (ErrorCode.invalid_replica_assignment,
+                            f"The manual partition assignment includes broker(s) that are not registered "
+                            f"or duplicates: {list(a.broker_ids)}")
+        return ErrorCode.none, None
+
+    # -- DeleteRecords ------------------------------------------------------------------
+    @answers
+    def delete_records(self, ctx: RequestContext, req: Any) -> Any:
+        R = response_cls(ctx)
+        Topic = nested(R, "DeleteRecordsTopicResult")
+        Part = nested(R, "DeleteRecordsPartitionResult")
+
+        def answer(topic: str, p: Any) -> Any:
+            error, low = self._delete(ctx, topic, p.partition_index, p.offset)
+            return build(Part, partition_index=p.partition_index, low_watermark=low, error_code=error)
+        topics = by_partition(req.topics, lambda t: t.name, answer,
+                              lambda name, parts: build(Topic, name=name, partitions=parts))
+        return build(R, throttle_time=ZERO, topics=topics)
+
+    def _delete(self, ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+        info = self.logs.topic(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return ErrorCode.unknown_topic_or_partition, -1
+        if self.not_leader is not None and self.not_leader(ctx, topic, partition):
+            return ErrorCode.not_leader_or_follower, -1
+        plog = self.logs.get_log(topic, partition)
+        assert plog is not None
+        target = plog.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > plog.high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        low = self.logs.delete_records(topic, partition, target)
+        self.notify(topic, partition)  # a fetch waiting below the new start is answered now
+        return ErrorCode.none, low
+
+    # -- DescribeLogDirs ----------------------------------------------------------------
+    @answers
+    def describe_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
+        R = response_cls(ctx)
+        Result = nested(R, "DescribeLogDirsResult")
+        Topic = nested(R, "DescribeLogDirsTopic")
+        Part = nested(R, "DescribeLogDirsPartition")
+        if req.topics is None:
+            wanted = {t.name: set(range(t.partitions)) for t in self.logs.topics()}
+        else:
+            wanted = {}
+            for t in req.topics:
+                wanted.setdefault(t.topic, set()).update(t.partitions)
+        topics = []
+        for name in sorted(wanted):
+            info = self.logs.topic(name)
+            if info is None:
+                continue
+            parts = []
+            for p in sorted(wanted[name]):
+                plog = self.logs.get_log(name, p) if p < info.partitions else None
+                if plog is not None:
+                    parts.append(build(Part, partition_index=p, partition_size=plog.size_bytes, offset_lag=0,
+                                       is_future_key=False))
+            if parts:
+                topics.append(build(Topic, name=name, partitions=tuple(parts)))
+        disk = shutil.disk_usage(self.logs.data_dir)
+        result = build(Result, error_code=ErrorCode.none, log_dir=self.logs.data_dir, topics=tuple(topics),
+                       total_bytes=disk.total, usable_bytes=disk.free)
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none, results=(result,))
