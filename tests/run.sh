@@ -12,6 +12,8 @@
 #   - installs a JDK (default-jdk-headless) if javac is missing and Maven if mvn is missing, and
 #     caches the kafka-clients 4.4.0 jars from Maven Central outside the repo
 #     (python -m tests.integration.java_client fetch);
+#   - caches Kafka Streams 4.4.0 and its runtime jars (RocksDB) the same way
+#     (python -m tests.integration.streams_app fetch), for the exactly-once Streams app test;
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
@@ -112,6 +114,12 @@ if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
     log "kafka-clients jars (python -m tests.integration.java_client fetch)"
     "$VENV_PY" -m tests.integration.java_client fetch
 fi
+
+# --- Kafka Streams 4.4.0, the exactly-once application (tests/integration/test_streams_eos.py) ----
+# kafka-streams and its runtime dependencies (RocksDB) from Maven Central (tests/integration/streams/
+# pom.xml) into ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/kafka-streams-4.4.0/libs.
+log "kafka-streams jars (python -m tests.integration.streams_app fetch)"
+"$VENV_PY" -m tests.integration.streams_app fetch
 
 # --- Apache Kafka, the reference of the differential tests (tests/differential) ------------------
 # kafka_2.13 4.4.0 and its runtime dependencies from Maven Central (tests/reference/pom.xml),

@@ -1,30 +1,9 @@
-"""Fixtures of the differential tests: ONE Apache Kafka per test session (it takes seconds to start).
-
-Without java or the Kafka jars the tests skip, or fail under MINIBROKER_TEST_REQUIRE_TOOLS=1
-(set by tests/run.sh, which fetches the jars).
-"""
+"""Fixtures of the differential tests: the pair of brokers over the session's one Kafka
+(``kafka_reference``, tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-from tests.reference import settings
-from tests.reference.kafka import KafkaReference, KafkaUnavailable
-
-
-@pytest.fixture(scope="session")
-def kafka_reference():
-    kafka = KafkaReference(settings.kafka_properties(), classpath=settings.kafka_classpath())
-    try:
-        kafka.java()
-    except KafkaUnavailable as e:
-        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
-            pytest.fail(str(e))
-        pytest.skip(str(e))
-    with kafka:
-        yield kafka
 
 
 @pytest.fixture(scope="session")

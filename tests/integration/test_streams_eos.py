@@ -1,0 +1,177 @@
+"""A Kafka Streams 4.4 application with processing.guarantee=exactly_once_v2 on minibroker and
+on Apache Kafka 4.4, the same input on both (streams/EosStreamsApp.java: a join with a
+GlobalKTable, a repartition, a windowed sum in a state store with its changelog).
+
+Events are produced while the app runs; it is killed with SIGKILL twice mid-stream and
+restarted (and on minibroker the broker is killed and restarted too). Each event makes exactly
+one update of its window's running sum, so the output read with read_committed must hold, per
+key, the running sums of exactly that key's events, each once: a lost or a repeated update
+shows. The totals must equal a reference computed here, and Kafka's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from . import streams_app
+
+EVENTS = 12_000
+USERS = 40
+T0 = 1_700_000_000_000          # aligned to the 10 s windows
+STEP_MS = 7                      # event timestamps: 84 s, 9 windows
+RATE = 3000                      # events per second while the app runs
+
+
+def event(i: int) -> tuple[str, str, int]:
+    user = i % USERS
+    return f"e{i}", f"u{user},{(i * 7) % 13 + 1}", T0 + i * STEP_MS
+
+
+def region(user: int) -> str:
+    return f"r{user % 5}"
+
+
+def reference() -> dict[str, list[int]]:
+    """Per output key, the amounts of its events in event order."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for i in range(EVENTS):
+        _k, v, ts = event(i)
+        user, amount = v.split(",")
+        out[f"{region(int(user[1:]))}@{ts - ts % 10_000}"].append(int(amount))
+    return out
+
+
+class Totals:
+    """A read_committed reader of the output that keeps everything it saw."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"totals-{uuid.uuid4().hex[:6]}",
+                           "isolation.level": "read_committed", "enable.auto.commit": False})
+        self.c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self.records: list[tuple[int, int, str, int]] = []
+
+    def poll(self, seconds: float) -> int:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for m in self.c.consume(num_messages=5000, timeout=0.1):
+                if m.error() is None:
+                    self.records.append((m.partition(), m.offset(), m.key().decode(), int(m.value())))
+        return len(self.records)
+
+    def wait_for(self, count: int, timeout: float, what: str, app=None, log=None) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.records) < count and time.monotonic() < deadline:
+            self.poll(0.3)
+            if app is not None and app.poll() is not None:
+                raise AssertionError(f"{what}: the app exited ({app.returncode}):\n{log.read_text()[-3000:]}")
+        assert len(self.records) >= count, f"{what}: {len(self.records)} of {count} updates within {timeout} s"
+
+
+def run_pipeline(bootstrap: str, tmp, restart_broker=None) -> dict[str, list[int]]:
+    """Run the app over the events with two SIGKILLs (and a broker restart when given); the
+    committed output as {key: [running sums in output order]}."""
+    tc, classes = streams_app.toolchain()
+    app = f"eos-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic(f"{app}-users", 1, 1), NewTopic(f"{app}-events", 4, 1), NewTopic(f"{app}-totals", 3, 1)]
+    for f in admin.create_topics(topics).values():
+        f.result(20)
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for u in range(USERS):
+        p.produce(f"{app}-users", key=f"u{u}", value=region(u), timestamp=T0 - 1000)
+    assert p.flush(20) == 0
+
+    def produce_events():
+        for i in range(EVENTS):
+            k, v, ts = event(i)
+            while True:
+                try:
+                    p.produce(f"{app}-events", key=k, value=v, timestamp=ts)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            if i % 300 == 299:
+                p.poll(0)
+                time.sleep(300 / RATE)
+        assert p.flush(60) == 0
+
+    totals = Totals(bootstrap, f"{app}-totals", 3)
+    log = tmp / f"{app}.log"
+
+    def start():
+        # Each start on an empty state dir, as a container restarted without a volume: the
+        # window store is restored from its changelog topic (and RocksDB never reopens files a
+        # SIGKILL left mid-write).
+        return streams_app.start(tc, classes, bootstrap, app, tmp / f"{app}-state-{len(procs)}", "eos-app", log)
+    procs: list = []
+    procs.append(start())
+    feeder = threading.Thread(target=produce_events, daemon=True)
+    try:
+        feeder.start()
+        for fraction in (0.25, 0.5):
+            totals.wait_for(int(EVENTS * fraction), 120, f"before kill at {fraction:.0%}", procs[-1], log)
+            procs[-1].kill()  # SIGKILL, this JVM only: no commit, no close
+            procs[-1].wait(30)
+            procs.append(start())
+        if restart_broker is not None:
+            totals.wait_for(int(EVENTS * 0.7), 120, "before the broker restart", procs[-1], log)
+            restart_broker()
+        feeder.join(120)
+        assert not feeder.is_alive(), "the producer did not finish"
+        totals.wait_for(EVENTS, 180, "all updates", procs[-1], log)
+        totals.poll(1.5)  # a repeated update, if any, would arrive now
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except Exception:
+                    proc.kill()
+        totals.c.close()
+    # Streams purged what it consumed of its repartition topic (DeleteRecords after commits)
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{app}"})
+    try:
+        repartition = f"{app}-by-region-repartition"
+        starts = [probe.get_watermark_offsets(TopicPartition(repartition, i), timeout=10)[0] for i in range(4)]
+    finally:
+        probe.close()
+    assert sum(starts) > 0, starts
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for _p, _o, key, value in sorted(totals.records):
+        by_key[key].append(value)
+    print(f"{bootstrap}: {len(totals.records)} updates, {len(by_key)} keys, {len(procs)} app starts, "
+          f"repartition topic purged up to {starts}; app log {log}")
+    return by_key
+
+
+def check_exactly_once(by_key: dict[str, list[int]]) -> None:
+    expected = reference()
+    assert sorted(by_key) == sorted(expected)
+    for key, sums in by_key.items():
+        increments = [b - a for a, b in zip([0] + sums, sums)]
+        # each event's amount once: nothing lost, nothing repeated
+        assert sorted(increments) == sorted(expected[key]), key
+        assert sums[-1] == sum(expected[key])
+
+
+@pytest.mark.timeout(900)
+def test_streams_exactly_once_v2_on_minibroker_and_kafka(broker_factory, kafka_reference, tmp_path):
+    b = broker_factory(["--transaction-abort-check-interval-ms", "200", "--group-initial-rebalance-delay-ms", "0"])
+
+    def restart_broker():
+        b.kill9()
+        b.start()
+
+    mini = run_pipeline(b.bootstrap_servers, tmp_path, restart_broker)
+    check_exactly_once(mini)
+    kafka = run_pipeline(kafka_reference.bootstrap_servers, tmp_path)
+    check_exactly_once(kafka)
+    assert {k: v[-1] for k, v in mini.items()} == {k: v[-1] for k, v in kafka.items()}
