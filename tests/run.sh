@@ -12,6 +12,8 @@
 #   - installs a JDK (default-jdk-headless) if javac is missing and Maven if mvn is missing, and
 #     caches the kafka-clients 4.4.0 jars from Maven Central outside the repo
 #     (python -m tests.integration.java_client fetch);
+#   - gets the kafka-clients releases 0.11.0.3 to 4.4.0 into ~/.m2 for the client matrix
+#     (python -m tests.integration.client_matrix fetch);
 #   - caches Kafka Streams 4.4.0 and its runtime jars (RocksDB) the same way
 #     (python -m tests.integration.streams_app fetch), for the exactly-once Streams app test;
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
@@ -114,6 +116,11 @@ if [ -z "${MINIBROKER_TEST_JAVA_LIBS:-}" ]; then
     log "kafka-clients jars (python -m tests.integration.java_client fetch)"
     "$VENV_PY" -m tests.integration.java_client fetch
 fi
+
+# --- every Java client release since 0.11 (tests/integration/test_java_matrix.py) ---------------
+# kafka-clients 0.11.0.3 ... 4.4.0 into Maven's repository (mvn dependency:get; ~/.m2).
+log "kafka-clients releases 0.11 to 4.4 (python -m tests.integration.client_matrix fetch)"
+"$VENV_PY" -m tests.integration.client_matrix fetch
 
 # --- Kafka Streams 4.4.0, the exactly-once application (tests/integration/test_streams_eos.py) ----
 # kafka-streams and its runtime dependencies (RocksDB) from Maven Central (tests/integration/streams/
