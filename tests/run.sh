@@ -15,7 +15,8 @@
 #   - gets the kafka-clients releases 0.11.0.3 to 4.4.0 into ~/.m2 for the client matrix
 #     (python -m tests.integration.client_matrix fetch);
 #   - caches Kafka Streams 4.4.0 and its runtime jars (RocksDB) the same way
-#     (python -m tests.integration.streams_app fetch), for the exactly-once Streams app test;
+#     (python -m tests.integration.streams_app fetch), for the exactly-once Streams app test, and
+#     Kafka Connect 4.3.1 (python -m tests.integration.connect_worker fetch) for the Connect one;
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
@@ -127,6 +128,12 @@ log "kafka-clients releases 0.11 to 4.4 (python -m tests.integration.client_matr
 # pom.xml) into ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/kafka-streams-4.4.0/libs.
 log "kafka-streams jars (python -m tests.integration.streams_app fetch)"
 "$VENV_PY" -m tests.integration.streams_app fetch
+
+# --- Kafka Connect 4.3.1, the exactly-once source (tests/integration/test_connect_eos.py) --------
+# connect-runtime, connect-file and their runtime dependencies (tests/integration/connect/pom.xml)
+# into ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/kafka-connect-4.3.1/libs.
+log "Kafka Connect jars (python -m tests.integration.connect_worker fetch)"
+"$VENV_PY" -m tests.integration.connect_worker fetch
 
 # --- Apache Kafka, the reference of the differential tests (tests/differential) ------------------
 # kafka_2.13 4.4.0 and its runtime dependencies from Maven Central (tests/reference/pom.xml),
