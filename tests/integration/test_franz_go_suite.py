@@ -31,7 +31,7 @@ EXPECTED_SKIPS = {
     "TestSCRAMAuth": "KGO_TEST_SCRAM",
     "TestSCRAMAuthBadCredentials": "KGO_TEST_SCRAM",
 }
-RECORDS = 8_000  # per ETL chain (franz-go's default is 500,000: minutes, not seconds, here; 8,000
+RECORDS = 5_000  # per ETL chain (franz-go's default is 500,000: minutes, not seconds, here; 5,000
 # still spreads every chain over all partitions and rebalances, and keeps the suite under 30 min)
 
 
