@@ -178,9 +178,9 @@ log "mypy"; "$VENV_PY" -m mypy || { log "mypy found problems"; exit 1; }
 
 # --- the suite ---------------------------------------------------------------------------
 export MINIBROKER_TEST_REQUIRE_TOOLS=1
-log "python -m pytest -p no:cacheprovider tests $*"
+log "python -m pytest -p no:cacheprovider --durations=30 tests $*"
 set +e
-"$VENV_PY" -m pytest -p no:cacheprovider tests "$@"
+"$VENV_PY" -m pytest -p no:cacheprovider --durations=30 tests "$@"
 status=$?
 set -e
 exit "$status"

@@ -126,8 +126,12 @@ def compile_drivers(tc: JavaToolchain, timeout: float = 120.0, src_dir: Path | N
     for jar in tc.jars:
         h.update(str(jar).encode() + b"\0")
     h.update(_javac_version(tc.javac).encode())
-    out = cache_root() / "java-classes" / h.hexdigest()[:16]
+    # One family of builds per source dir: a build is pruned only by a newer one of its own sources
+    # (the reference Kafka's telemetry sink must not go because the drivers changed).
+    family = src_dir.name
+    out = cache_root() / "java-classes" / f"{family}-{h.hexdigest()[:16]}"
     if (out / ".complete").exists():
+        os.utime(out)  # used now: the newest of its family
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="javac-", dir=out.parent))
@@ -146,14 +150,14 @@ def compile_drivers(tc: JavaToolchain, timeout: float = 120.0, src_dir: Path | N
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    _prune_old_builds(out.parent, keep=out)
+    _prune_old_builds(out.parent, family, keep=out)
     return out
 
 
-def _prune_old_builds(parent: Path, keep: Path, max_builds: int = 8) -> None:
-    """Remove all but the newest ``max_builds`` compiled-driver dirs (each source change adds one)."""
+def _prune_old_builds(parent: Path, family: str, keep: Path, max_builds: int = 3) -> None:
+    """Remove all but the newest ``max_builds`` builds of one source dir (each change adds one)."""
     try:
-        builds = sorted((d for d in parent.iterdir() if d.is_dir() and not d.name.startswith("javac-")),
+        builds = sorted((d for d in parent.iterdir() if d.is_dir() and d.name.startswith(family + "-")),
                         key=lambda d: d.stat().st_mtime, reverse=True)
     except OSError:
         return

@@ -17,7 +17,7 @@ import pytest
 from .connect_worker import Worker
 from .test_txn_support import READ_COMMITTED, consumer
 
-LINES = 6000
+LINES = 4000
 
 
 def _free_port() -> int:

@@ -23,11 +23,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import streams_app
 
-EVENTS = 12_000
+EVENTS = 8_000
 USERS = 40
 T0 = 1_700_000_000_000          # aligned to the 10 s windows
-STEP_MS = 7                      # event timestamps: 84 s, 9 windows
-RATE = 3000                      # events per second while the app runs
+STEP_MS = 10                     # event timestamps: 80 s, 8 windows
+RATE = 4000                      # events per second while the app runs
 
 
 def event(i: int) -> tuple[str, str, int]:
