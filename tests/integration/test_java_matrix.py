@@ -65,15 +65,23 @@ def test_every_java_client_since_0_11(broker_factory):
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  stdin=subprocess.DEVNULL)
              for v in client_matrix.VERSIONS}
-    outputs = {}
-    for v, proc in procs.items():
-        try:
-            out, err = proc.communicate(timeout=max(1.0, 240 - (time.monotonic() - started)))
-        except subprocess.TimeoutExpired:
-            proc.kill()  # this JVM only
-            out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, f"kafka-clients {v} ({proc.returncode}):\n{out[-2000:]}\n{err[-3000:]}"
-        outputs[v] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    outputs, failed = {}, []
+    try:
+        for v, proc in procs.items():
+            try:
+                out, err = proc.communicate(timeout=max(1.0, 240 - (time.monotonic() - started)))
+            except subprocess.TimeoutExpired:
+                proc.kill()  # this JVM only
+                out, err = proc.communicate(timeout=30)
+            if proc.returncode != 0:
+                failed.append(f"kafka-clients {v} ({proc.returncode}):\n{out[-2000:]}\n{err[-3000:]}")
+            outputs[v] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    finally:
+        for proc in procs.values():  # none outlives the test, whatever failed
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+    assert not failed, "\n".join(failed)
     print(f"{len(procs)} Java client releases in {time.monotonic() - started:.1f} s")
 
     versions = client_matrix.VERSIONS
