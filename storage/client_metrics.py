@@ -8,8 +8,9 @@ reported, never fatal: the broker then starts without subscriptions.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from .atomic_file import write_atomically
 
 FILE = "client-metrics.json"
 
@@ -34,10 +35,5 @@ def load(data_dir: Path) -> dict[str, dict[str, str]]:
 
 
 def save(data_dir: Path, subscriptions: dict[str, dict[str, str]]) -> None:
-    path = Path(data_dir) / FILE
-    tmp = path.with_name(FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump({"subscriptions": subscriptions}, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(Path(data_dir) / FILE,
+                     json.dumps({"subscriptions": subscriptions}, indent=1, sort_keys=True))

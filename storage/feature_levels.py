@@ -8,8 +8,9 @@ at its default levels.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from .atomic_file import write_atomically
 
 FILE = "feature-levels"
 EPOCH_KEY = "features.epoch"
@@ -51,11 +52,6 @@ def load(data_dir: Path) -> tuple[dict[str, int], int] | None:
 
 
 def save(data_dir: Path, levels: dict[str, int], epoch: int) -> None:
-    path = Path(data_dir) / FILE
-    tmp = path.with_name(FILE + ".tmp")
     body = "".join(f"{k}={v}\n" for k, v in sorted(levels.items())) + f"{EPOCH_KEY}={epoch}\n"
-    with open(tmp, "w") as f:
-        f.write("# finalized feature levels (UpdateFeatures); minibroker rewrites this file\n" + body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(Path(data_dir) / FILE,
+                     "# finalized feature levels (UpdateFeatures); minibroker rewrites this file\n" + body)

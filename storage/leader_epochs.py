@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right
 
+from .atomic_file import write_atomically
+
 FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -26,8 +28,19 @@ class LeaderEpochs:
         self.entries: list[tuple[int, int]] = list(entries or [])  # (epoch, start offset), ascending
 
     @classmethod
-    def load(cls, directory: str) -> LeaderEpochs:
-        """The checkpointed epochs; an unreadable file is treated as absent (epoch 0 again)."""
+    def load(cls, directory: str, start_offset: int, end_offset: int) -> LeaderEpochs:
+        """The checkpointed epochs within the log's offsets; an unreadable file is treated as
+        absent. Without any, epoch 0 from the log end (Kafka assigns the epoch at the log end on
+        leading), which needs no file: opening a partition writes nothing."""
+        cache = cls._read(directory)
+        cache.truncate_from_end(end_offset)
+        cache.truncate_from_start(start_offset)
+        if not cache.entries:
+            cache._put(0, end_offset)
+        return cache
+
+    @classmethod
+    def _read(cls, directory: str) -> LeaderEpochs:
         cache = cls(directory)
         try:
             with open(cache.path) as f:
@@ -95,9 +108,5 @@ class LeaderEpochs:
             if os.path.exists(self.path):
                 os.unlink(self.path)
             return
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"0\n{len(self.entries)}\n" + "".join(f"{e} {s}\n" for e, s in self.entries))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        body = "".join(f"{e} {s}\n" for e, s in self.entries)
+        write_atomically(self.path, f"0\n{len(self.entries)}\n{body}")

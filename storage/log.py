@@ -179,13 +179,8 @@ class PartitionLog:
         return self
 
     def _load_epochs(self) -> None:
-        epochs = LeaderEpochs.load(self.path)
-        epochs.truncate_from_end(self._next_offset)
-        epochs.truncate_from_start(self._start_offset)
-        if epochs.latest_epoch is None:  # Kafka assigns the epoch at the log end on leading
-            epochs.assign(0, self._next_offset)
-        self._epochs = epochs
-        self._epoch = epochs.latest_epoch or 0
+        self._epochs = LeaderEpochs.load(self.path, self._start_offset, self._next_offset)
+        self._epoch = self._epochs.latest_epoch or 0
 
     # ---------------------------------------------------------- leader epochs
 

@@ -44,6 +44,7 @@ from minibroker_protocol.records import (
     parse_end_txn_marker,
 )
 
+from .atomic_file import write_atomically
 from .config import INT32_MAX
 from .errors import (
     InvalidProducerEpoch,
@@ -297,17 +298,6 @@ def decode_snapshot(data: bytes, expect_offset: int | None = None) -> list[Produ
     if pos != len(body):
         raise CorruptSnapshot(f"{len(body) - pos} bytes after the last entry")
     return entries
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 class ProducerStateManager:
@@ -564,7 +554,7 @@ class ProducerStateManager:
         keeps the newest ``SNAPSHOTS_TO_KEEP``. The caller fsyncs the directory."""
         started = time.perf_counter()
         path = snapshot_path(self.directory, offset)
-        _write_atomically(path, encode_snapshot(offset, self._producers.values()))
+        write_atomically(path, encode_snapshot(offset, self._producers.values()))
         if offset not in self._snapshots:
             self._snapshots.append(offset)
             self._snapshots.sort()

@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from .atomic_file import write_atomically
+
 FILE = "log-start-offset-checkpoint"
 
 
@@ -40,16 +42,5 @@ def load(data_dir: str | os.PathLike) -> dict[tuple[str, int], int]:
 
 
 def save(data_dir: str | os.PathLike, offsets: Mapping[tuple[str, int], int]) -> None:
-    path = Path(data_dir) / FILE
-    tmp = path.with_name(FILE + ".tmp")
     body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(offsets.items()))
-    with open(tmp, "w") as f:
-        f.write(f"0\n{len(offsets)}\n{body}")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(Path(data_dir) / FILE, f"0\n{len(offsets)}\n{body}", sync_dir=True)

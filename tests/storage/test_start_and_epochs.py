@@ -29,7 +29,7 @@ def test_end_offset_for_follows_kafka(tmp_path):
     assert c.end_offset_for(0, 55) == (0, 5)       # below every epoch: the first start
     assert c.end_offset_for(8, 55) == (-1, -1)     # above every epoch
     assert c.end_offset_for(-1, 55) == (-1, -1)
-    assert LeaderEpochs.load(str(tmp_path)).entries == [(1, 5), (3, 20), (7, 40)]
+    assert LeaderEpochs.load(str(tmp_path), 0, 55).entries == [(1, 5), (3, 20), (7, 40)]
     c.assign(5, 30)                                # a conflicting later entry goes
     assert c.entries == [(1, 5), (3, 20), (5, 30)]
     c.truncate_from_start(25)
