@@ -155,14 +155,18 @@ class LogManager:
         self._open_partitions(info, range(old.partitions, partitions))
         return info
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> int:
-        """Move a partition's log start to ``offset`` (DeleteRecords), durably; the new start."""
-        plog = self._logs[(topic, partition)]
-        before = plog.log_start_offset
-        start = plog.delete_records_before(offset)
-        if start != before:
+    def delete_records(self, targets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Move partitions' log starts (DeleteRecords: {(topic, partition): offset}), durably,
+        with one checkpoint write for them all; the new starts."""
+        starts, moved = {}, False
+        for tp, offset in targets.items():
+            plog = self._logs[tp]
+            before = plog.log_start_offset
+            starts[tp] = plog.delete_records_before(offset)
+            moved = moved or starts[tp] != before
+        if moved:
             self._save_start_offsets()
-        return start
+        return starts
 
     def _save_start_offsets(self) -> None:
         self._start_offsets = {tp: plog.log_start_offset for tp, plog in self._logs.items()

@@ -60,9 +60,7 @@ class LeaderHandlers:
 
     def _end_offset(self, ctx: RequestContext, topic: str, partition: int, current: int,
                     asked: int) -> tuple[ErrorCode, int, int]:
-        info = self.logs.topic(topic)
-        plog = self.logs.get_log(topic, partition) if info is not None and 0 <= partition < info.partitions \
-            else None
+        plog = self.logs.get_log(topic, partition)  # None: no such topic or partition
         if plog is None:
             return ErrorCode.unknown_topic_or_partition, -1, -1
         if self.cluster is not None and self.cluster.not_leader(connection_node(ctx), topic, partition):
@@ -89,11 +87,10 @@ class LeaderHandlers:
             asked = [(t.topic, list(t.partitions)) for t in req.topic_partitions]
         results = []
         for topic, partitions in asked:
-            info = self.logs.topic(topic)
             parts = []
             for p in partitions:
                 message: str | None
-                if info is None or not 0 <= p < info.partitions:
+                if self.logs.get_log(topic, p) is None:
                     error, message = ErrorCode.unknown_topic_or_partition, "The partition does not exist."
                 else:
                     outcome = "not_needed" if self.cluster is None else self.cluster.elect(topic, p,

@@ -90,27 +90,39 @@ class LogAdminHandlers:
         Topic = nested(R, "DeleteRecordsTopicResult")
         Part = nested(R, "DeleteRecordsPartitionResult")
 
+        refused: dict[tuple[str, int], ErrorCode] = {}
+        targets: dict[tuple[str, int], int] = {}
+        for t in req.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                checked = self._target(ctx, *tp, p.offset)
+                if isinstance(checked, ErrorCode):
+                    refused[tp] = checked
+                else:  # a partition named twice: the log never moves back, so the larger wins
+                    targets[tp] = max(targets.get(tp, checked), checked)
+        starts = self.logs.delete_records(targets)  # one checkpoint write for the request
+        for tp in starts:
+            self.notify(*tp)  # a fetch waiting below the new start is answered now
+
         def answer(topic: str, p: Any) -> Any:
-            error, low = self._delete(ctx, topic, p.partition_index, p.offset)
-            return build(Part, partition_index=p.partition_index, low_watermark=low, error_code=error)
+            tp = (topic, p.partition_index)
+            return build(Part, partition_index=p.partition_index, low_watermark=starts.get(tp, -1),
+                         error_code=refused.get(tp, ErrorCode.none))
         topics = by_partition(req.topics, lambda t: t.name, answer,
                               lambda name, parts: build(Topic, name=name, partitions=parts))
         return build(R, throttle_time=ZERO, topics=topics)
 
-    def _delete(self, ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
-        info = self.logs.topic(topic)
-        if info is None or not 0 <= partition < info.partitions:
-            return ErrorCode.unknown_topic_or_partition, -1
+    def _target(self, ctx: RequestContext, topic: str, partition: int, offset: int) -> int | ErrorCode:
+        """The offset a partition's log is to start at, or why it cannot."""
+        plog = self.logs.get_log(topic, partition)  # None: no such topic or partition
+        if plog is None:
+            return ErrorCode.unknown_topic_or_partition
         if self.not_leader is not None and self.not_leader(ctx, topic, partition):
-            return ErrorCode.not_leader_or_follower, -1
-        plog = self.logs.get_log(topic, partition)
-        assert plog is not None
+            return ErrorCode.not_leader_or_follower
         target = plog.high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0 or target > plog.high_watermark:
-            return ErrorCode.offset_out_of_range, -1
-        low = self.logs.delete_records(topic, partition, target)
-        self.notify(topic, partition)  # a fetch waiting below the new start is answered now
-        return ErrorCode.none, low
+            return ErrorCode.offset_out_of_range
+        return target
 
     # -- DescribeLogDirs ----------------------------------------------------------------
     @answers
@@ -127,12 +139,9 @@ class LogAdminHandlers:
                 wanted.setdefault(t.topic, set()).update(t.partitions)
         topics = []
         for name in sorted(wanted):
-            info = self.logs.topic(name)
-            if info is None:
-                continue
             parts = []
             for p in sorted(wanted[name]):
-                plog = self.logs.get_log(name, p) if p < info.partitions else None
+                plog = self.logs.get_log(name, p)  # None: no such topic or partition
                 if plog is not None:
                     parts.append(build(Part, partition_index=p, partition_size=plog.size_bytes, offset_lag=0,
                                        is_future_key=False))

@@ -68,9 +68,9 @@ def test_delete_records_moves_the_start_durably(tmp_path):
             log.append(make_batch(2, 200))
         segments = len(log.segments)
         assert segments > 2
-        assert m.delete_records("t", 0, 21) == 21
+        assert m.delete_records({("t", 0): 21}) == {("t", 0): 21}
         assert log.log_start_offset == 21 and len(log.segments) < segments
-        assert m.delete_records("t", 0, 5) == 21  # never moves back
+        assert m.delete_records({("t", 0): 5}) == {("t", 0): 21}  # never moves back
         with pytest.raises(OffsetOutOfRange):
             log.read(20, 1000)
         with pytest.raises(OffsetOutOfRange):
