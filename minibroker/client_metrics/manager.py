@@ -63,10 +63,8 @@ class ClientInstance:
     last_get_ms: int = 0
     last_push_ms: int = 0
     terminating: bool = False
-    last_error: ErrorCode = ErrorCode.none
     expires_ms: int = 0
     created_ms: int = 0
-    pushes: int = 0
     refused: dict[str, int] = field(default_factory=dict)
 
     def may_get(self, now: int) -> bool:
@@ -135,7 +133,6 @@ class ClientMetricsManager:
             self._refuse(inst, "get", ErrorCode.throttling_quota_exceeded,
                          f"Request from the client [{instance_id}] arrived before the next push "
                          "interval time")
-        inst.last_error = ErrorCode.none
         return inst
 
     # -- PushTelemetry -------------------------------------------------------------------
@@ -156,8 +153,6 @@ class ClientMetricsManager:
                 self.receiver(inst, compression_type, metrics)
             except ValueError as e:
                 self._refuse(inst, "push", ErrorCode.invalid_record, str(e))
-        inst.pushes += 1
-        inst.last_error = ErrorCode.none
         return inst
 
     def _check_push(self, inst: ClientInstance, subscription_id: int, terminating: bool,
@@ -183,7 +178,6 @@ class ClientMetricsManager:
                          f"[{self.max_bytes}]")
 
     def _refuse(self, inst: ClientInstance, what: str, code: ErrorCode, message: str) -> None:
-        inst.last_error = code
         inst.refused[code.name] = inst.refused.get(code.name, 0) + 1
         log.info("telemetry.refused", request=what, client_instance_id=kafka_uuid_text(inst.instance_id),
                  client_id=inst.attributes.get("client_id"), error=code.name, reason=message)
@@ -205,7 +199,7 @@ class ClientMetricsManager:
             inst = self._evaluate(iid, attributes, now)
             inst.connection = connection
             if old is not None:  # what the console shows survives a re-evaluation
-                inst.created_ms, inst.pushes, inst.refused = old.created_ms, old.pushes, old.refused
+                inst.created_ms, inst.refused = old.created_ms, old.refused
             self.instances[iid] = inst
             while len(self.instances) > CACHE_MAX:
                 self.instances.popitem(last=False)

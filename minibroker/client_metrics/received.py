@@ -88,14 +88,21 @@ class ReceivedMetrics:
         return [pushed_json(p) for p in reversed(self.clients.values())]
 
 
-def pushed_json(p: Pushed) -> dict[str, Any]:
+def client_identity(instance_id: uuid.UUID, attributes: dict[str, str | None]) -> dict[str, Any]:
+    """Who a client instance is, as the console shows it."""
+    software = (attributes.get("client_software_name"), attributes.get("client_software_version"))
     return {
         # as Kafka prints a Uuid (base64url), what clientInstanceId() shows the application
-        "client_instance_id": kafka_uuid_text(p.instance_id),
-        "client_id": p.attributes.get("client_id"),
-        "software": "/".join(x for x in (p.attributes.get("client_software_name"),
-                                         p.attributes.get("client_software_version")) if x) or None,
-        "address": p.attributes.get("client_source_address"),
+        "client_instance_id": kafka_uuid_text(instance_id),
+        "client_id": attributes.get("client_id"),
+        "software": "/".join(x for x in software if x) or None,
+        "address": attributes.get("client_source_address"),
+    }
+
+
+def pushed_json(p: Pushed) -> dict[str, Any]:
+    return {
+        **client_identity(p.instance_id, p.attributes),
         "resource": p.resource,
         "pushes": p.pushes,
         "bytes": p.bytes,

@@ -157,23 +157,19 @@ def overview(broker: Any, now_ms: int, *, internal: bool = True) -> dict[str, An
 
 
 def telemetry(broker: Any) -> dict[str, Any]:
-    from ..client_metrics.manager import kafka_uuid_text
-
     """KIP-714: whether it is served, the subscriptions, and each client instance with what it
     was asked for and what it pushed (an instance gone since, expired or disconnected, keeps
     its last push)."""
+    from ..client_metrics.received import client_identity
+
     manager, received = broker.client_metrics, broker.received_metrics
     pushed = {c["client_instance_id"]: c for c in (received.all() if received is not None else [])}
     clients = []
     for inst in sorted(manager.live(), key=lambda i: -i.created_ms):
-        iid = kafka_uuid_text(inst.instance_id)
-        a = inst.attributes
-        row = pushed.pop(iid, None) or {
-            "client_instance_id": iid, "client_id": a.get("client_id"),
-            "software": "/".join(x for x in (a.get("client_software_name"), a.get("client_software_version"))
-                                 if x) or None,
-            "address": a.get("client_source_address"), "resource": {}, "pushes": 0, "bytes": 0,
-            "last_push_ms": None, "terminated": False, "metrics": []}
+        identity = client_identity(inst.instance_id, inst.attributes)
+        row = pushed.pop(identity["client_instance_id"], None) or {
+            **identity, "resource": {}, "pushes": 0, "bytes": 0, "last_push_ms": None,
+            "terminated": False, "metrics": []}
         clients.append({**row, "live": True, "requested_metrics": list(inst.metrics),
                         "push_interval_ms": inst.interval_ms, "subscription_id": inst.subscription_id,
                         "refused": dict(inst.refused)})

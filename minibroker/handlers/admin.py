@@ -17,12 +17,6 @@ from ..client_metrics import configs as cmc
 from ..config import Config
 from .common import ZERO, CreateTopic, answers, response_cls
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-RESOURCE_BROKER_LOGGER = 8
-RESOURCE_CLIENT_METRICS = 16
-CLIENT_METRICS_CONFIG = 7  # DescribeConfigs config_source of a subscription's own config
-
 
 class AdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config, create_topic: CreateTopic,
@@ -169,14 +163,14 @@ class AdminHandlers:
         results = []
         for res in req.resources:
             keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-            if res.resource_type == RESOURCE_TOPIC:
+            if res.resource_type == tc.RESOURCE_TOPIC:
                 error, message, entries = self._topic_configs(res.resource_name)
-            elif res.resource_type == RESOURCE_BROKER:
+            elif res.resource_type == tc.RESOURCE_BROKER:
                 error, message, entries = self._broker_configs(
                     res.resource_name, getattr(ctx.connection, "listeners", ()))
-            elif res.resource_type == RESOURCE_BROKER_LOGGER:
+            elif res.resource_type == tc.RESOURCE_BROKER_LOGGER:
                 error, message, entries = ErrorCode.none, None, []
-            elif res.resource_type == RESOURCE_CLIENT_METRICS and self.client_metrics is not None:
+            elif res.resource_type == tc.RESOURCE_CLIENT_METRICS and self.client_metrics is not None:
                 error, message, entries = self._client_metrics_configs(res.resource_name)
             else:
                 error, message, entries = (ErrorCode.invalid_request,
@@ -200,7 +194,7 @@ class AdminHandlers:
         own = self.client_metrics.configs.get(name, {})
         entries = []
         for key in sorted(cmc.NAMES):
-            value, source = ((own[key], CLIENT_METRICS_CONFIG) if key in own
+            value, source = ((own[key], tc.CLIENT_METRICS_CONFIG) if key in own
                              else (cmc.DEFAULTS[key], tc.DEFAULT_CONFIG))
             if cmc.TYPES[key] == tc.LIST:  # shown as ConfigDef prints a parsed list
                 value = ",".join(cmc.java_list(value))

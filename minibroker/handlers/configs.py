@@ -5,7 +5,7 @@ Kafka: ConfigAdminManager.preprocess (duplicates) and ConfigurationControlManage
 .incrementalAlterConfigResource (SET, DELETE, and APPEND/SUBTRACT on LIST configs, starting
 from the current value or, when none is set, the default); the whole resource is checked after
 the operations and changes nothing when one fails. Broker, broker-logger and group configs are
-not changed at runtime by minibroker (docs/divergences.md).
+not changed at runtime by minibroker (tests/differential/divergences.py, REFUSED_ON_PURPOSE).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ..client_metrics.manager import ClientMetricsManager
 from ..config import Config
 from .common import ZERO, answers, response_cls
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
@@ -71,7 +70,7 @@ class ConfigHandlers:
 
     def _alter(self, res: Any, validate_only: bool) -> None:
         kind, name = res.resource_type, res.resource_name
-        if kind == TOPIC:
+        if kind == tc.RESOURCE_TOPIC:
             if not name:
                 raise Refusal(ErrorCode.invalid_request, "Default topic resources are not allowed.")
             why = topic_name_error(name)
@@ -87,7 +86,7 @@ class ConfigHandlers:
                     raise Refusal(ErrorCode.invalid_config, why)
             if not validate_only and configs != dict(info.configs):
                 self.logs.alter_topic_configs(name, configs)
-        elif kind == CLIENT_METRICS:
+        elif kind == tc.RESOURCE_CLIENT_METRICS:
             current = self.client_metrics.configs.get(name, {})
             # Kafka's controller knows no CLIENT_METRICS config types: APPEND and SUBTRACT are
             # refused for every key (ConfigurationControlManager, isSplittable)
@@ -96,7 +95,7 @@ class ConfigHandlers:
                 self.client_metrics.alter(name, configs, validate_only=validate_only)
             except SubscriptionError as e:
                 raise Refusal(e.code, str(e)) from None
-        elif kind in (BROKER, BROKER_LOGGER, GROUP):
+        elif kind in (tc.RESOURCE_BROKER, tc.RESOURCE_BROKER_LOGGER, tc.RESOURCE_GROUP):
             raise Refusal(ErrorCode.invalid_request,
                           f"minibroker does not change {_KIND_NAMES[kind]} configs at runtime; set broker "
                           "options at start-up (minibroker --help)")
@@ -112,29 +111,31 @@ class ConfigHandlers:
         R = response_cls(ctx)
         Res = nested(R, "ConfigResource")
         # v0 was ListClientMetricsResources: client metrics subscriptions only
-        asked = set(getattr(req, "resource_types", ()) or ()) if ctx.api_version >= 1 else {CLIENT_METRICS}
+        asked = (set(getattr(req, "resource_types", ()) or ()) if ctx.api_version >= 1
+                 else {tc.RESOURCE_CLIENT_METRICS})
         if not asked:
-            asked = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
-        if not asked <= {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}:
+            asked = set(tc.RESOURCE_TYPES)
+        if not asked <= set(tc.RESOURCE_TYPES):
             return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_version, config_resources=())
         out: list[tuple[str, int]] = []
         # Kafka's order (KafkaApis.handleListConfigResources): groups, subscriptions, the broker's
         # logger and itself, then topics
-        if CLIENT_METRICS in asked:
-            out += [(n, CLIENT_METRICS) for n in sorted(self.client_metrics.configs)]
+        if tc.RESOURCE_CLIENT_METRICS in asked:
+            out += [(n, tc.RESOURCE_CLIENT_METRICS) for n in sorted(self.client_metrics.configs)]
         node = str(self.config.node_id)
-        if BROKER_LOGGER in asked:
-            out.append((node, BROKER_LOGGER))
-        if BROKER in asked:
-            out.append((node, BROKER))
-        if TOPIC in asked:
-            out += [(t.name, TOPIC) for t in sorted(self.logs.topics(), key=lambda t: t.name)]
+        if tc.RESOURCE_BROKER_LOGGER in asked:
+            out.append((node, tc.RESOURCE_BROKER_LOGGER))
+        if tc.RESOURCE_BROKER in asked:
+            out.append((node, tc.RESOURCE_BROKER))
+        if tc.RESOURCE_TOPIC in asked:
+            out += [(t.name, tc.RESOURCE_TOPIC) for t in sorted(self.logs.topics(), key=lambda t: t.name)]
         kw = (lambda t: {"resource_type": t}) if ctx.api_version >= 1 else (lambda t: {})
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none,
                      config_resources=tuple(build(Res, resource_name=n, **kw(t)) for n, t in out))
 
 
-_KIND_NAMES = {BROKER: "broker", BROKER_LOGGER: "broker logger", GROUP: "group"}
+_KIND_NAMES = {tc.RESOURCE_BROKER: "broker", tc.RESOURCE_BROKER_LOGGER: "broker logger",
+               tc.RESOURCE_GROUP: "group"}
 
 
 def _topic_list(key: str) -> bool:
