@@ -1,4 +1,4 @@
-"""The broker's background loops: retention, producer-id expiration, log flushing,
+"""The broker's background loops: retention, log compaction, producer-id expiration, log flushing,
 coordinator snapshots, the transaction timeout and transactional-id expiry checks, and
 the scrubber. Each loop survives its own failures (logged, retried next interval); all
 are cancelled by :meth:`Background.stop`.
@@ -7,12 +7,15 @@ are cancelled by :meth:`Background.stop`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import structlog
 
+from minibroker_storage.cleaner import CleaningAborted
 from minibroker_storage.manager import LogManager
 from minibroker_storage.sync_job import SyncJob
 
@@ -43,11 +46,14 @@ class Background:
         self.snapshot_writer = snapshot_writer
         self.clock = clock
         self.tasks: list[asyncio.Task] = []
+        self._cleaner_wake: asyncio.Event | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         cfg = self.config
         self.tasks.append(loop.create_task(self._retention_loop()))
+        if cfg.log_cleaner_enable:
+            self.tasks.append(loop.create_task(self._cleaner_loop()))
         self.tasks.append(loop.create_task(self._producer_expiration_loop()))
         self.tasks.append(loop.create_task(self._every(
             cfg.transaction_abort_check_interval_ms, self.abort_timed_out, "txn_timeout_check")))
@@ -114,6 +120,50 @@ class Background:
                 self.logs.apply_retention(self.clock.wall_ms())
             except Exception:
                 log.exception("retention.failed")
+
+    async def _cleaner_loop(self) -> None:
+        """Kafka's log cleaner thread: rounds are planned and installed on the loop, and
+        their work (reading, filtering, writing segments) runs on a thread of its own."""
+        cleaner = self.logs.cleaner
+        loop = asyncio.get_running_loop()
+        wake = self._cleaner_wake = asyncio.Event()
+        pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        try:
+            while True:
+                task = None
+                try:
+                    task = cleaner.plan(self.clock.wall_ms())
+                    if task is None:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(wake.wait(), self.config.log_cleaner_backoff_ms / 1000)
+                        wake.clear()
+                        continue
+                    work = loop.run_in_executor(pool, cleaner.run, task)
+                    try:
+                        result = await asyncio.shield(work)
+                    except asyncio.CancelledError:
+                        cleaner.stopping.set()  # the round stops at its next batch
+                        with contextlib.suppress(Exception):
+                            await work
+                        raise
+                    cleaner.install(task, result)
+                except asyncio.CancelledError:
+                    if task is not None:
+                        cleaner.failed(task, CleaningAborted("the broker is stopping"))
+                    raise
+                except Exception as e:
+                    if task is not None:
+                        cleaner.failed(task, e)
+                    else:
+                        log.exception("cleaner.failed")
+                    await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+        finally:
+            pool.shutdown(wait=False)
+
+    def wake_cleaner(self) -> None:
+        """Look for a log to clean now (the clock jumped: horizons and lags may have passed)."""
+        if self._cleaner_wake is not None:
+            self._cleaner_wake.set()
 
     async def _every(self, interval_ms: int, fn, name: str) -> None:
         while True:

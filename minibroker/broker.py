@@ -276,6 +276,7 @@ class Broker:
         expired_ids = self.txn_coordinator.expire_ids(now)
         expired_producers = self.logs.expire_producers(now)
         deleted = self.logs.apply_retention(now)
+        self.background.wake_cleaner()
         return {"transactions_aborted": aborted, "transactional_ids_expired": expired_ids,
                 "producers_expired": expired_producers,
                 "segments_deleted": deleted}

@@ -79,6 +79,8 @@ class Config:
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
     retention_check_interval_ms: int = 300_000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
     message_max_bytes: int = 1_048_588
     producer_id_expiration_ms: int = 86_400_000
     transaction_max_timeout_ms: int = 900_000
@@ -317,6 +319,12 @@ OPTIONS: tuple[Option, ...] = (
            "log.retention.bytes"),
     Option("--retention-check-interval-ms", _int(1), _D.retention_check_interval_ms,
            "how often retention runs, Kafka's log.retention.check.interval.ms"),
+    Option("--log-cleaner-enable", _bool, _D.log_cleaner_enable,
+           "compact the topics whose cleanup.policy includes compact, Kafka's log.cleaner.enable",
+           metavar="BOOL"),
+    Option("--log-cleaner-backoff-ms", _int(1), _D.log_cleaner_backoff_ms,
+           "how long the log cleaner sleeps when no log needs cleaning, Kafka's "
+           "log.cleaner.backoff.ms"),
     Option("--producer-id-expiration-ms", _int(1, INT32_MAX), _D.producer_id_expiration_ms,
            "forget an idempotent producer's state after this long without a write, Kafka's "
            "producer.id.expiration.ms"),

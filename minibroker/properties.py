@@ -42,6 +42,8 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "log.retention.hours": Mapping("--retention-ms", _HOUR_MS),
     "log.retention.bytes": Mapping("--retention-bytes"),
     "log.retention.check.interval.ms": Mapping("--retention-check-interval-ms"),
+    "log.cleaner.enable": Mapping("--log-cleaner-enable"),
+    "log.cleaner.backoff.ms": Mapping("--log-cleaner-backoff-ms"),
     "producer.id.expiration.ms": Mapping("--producer-id-expiration-ms"),
     "producer.id.expiration.check.interval.ms": Mapping("--producer-id-expiration-check-interval-ms"),
     "transaction.max.timeout.ms": Mapping("--transaction-max-timeout-ms"),

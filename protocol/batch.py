@@ -28,6 +28,9 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+# KIP-534: set by the log cleaner on a batch holding tombstones or a transaction marker;
+# its baseTimestamp is then the time after which the cleaner may remove them.
+DELETE_HORIZON_BIT = 0x40
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -94,6 +97,11 @@ class BatchHeader:
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones or marker (KIP-534), if set."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
     @property
     def last_sequence(self) -> int:
@@ -163,6 +171,7 @@ def check_batch(
     check_crc: bool = False,
     sequential: bool = False,
     expect_base: int | None = None,
+    end_offset: int = -1,
     origin: int = 0,
 ) -> BatchHeader | str:
     """The batch at ``position`` of ``buf[:end]`` if it is a whole, well-formed batch, else
@@ -171,8 +180,10 @@ def check_batch(
 
     ``sequential``: the batch must hold a forward offset range (lastOffsetDelta >= 0);
     ``expect_base``: and start at that offset (a batch copied in but not yet given its
-    offset when the broker died still carries the producer's). ``origin`` is added to
-    the header's ``position``: where ``buf`` starts in the file it was read from. Without
+    offset when the broker died still carries the producer's) - or, in a sealed segment
+    whose end (the next segment's base, ``end_offset``) is known, anywhere from there to
+    that end: compaction leaves gaps, and only sealed segments are compacted. ``origin``
+    is added to the header's ``position``: where ``buf`` starts in the file it was read from. Without
     ``check_crc`` only the header need be in ``buf``; ``end`` may then lie beyond it.
     """
     if end is None:
@@ -192,7 +203,10 @@ def check_batch(
         if fields[6] < 0:
             return f"last offset delta {fields[6]}"
         if expect_base is not None and fields[0] != expect_base:
-            return f"base offset {fields[0]}, expected {expect_base}"
+            if end_offset < 0:
+                return f"base offset {fields[0]}, expected {expect_base}"
+            if not expect_base < fields[0] <= fields[0] + fields[6] < end_offset:
+                return f"base offset {fields[0]}, expected {expect_base} up to {end_offset}"
     if check_crc:
         if stop > len(buf):
             return "short read"  # ``end`` promised bytes ``buf`` does not hold
@@ -210,6 +224,7 @@ def iter_headers(
     *,
     sequential: bool = False,
     expect_base: int | None = None,
+    end_offset: int = -1,
     origin: int = 0,
 ):
     """Yield the headers of consecutive complete batches in ``buf[start:end]``.
@@ -217,15 +232,16 @@ def iter_headers(
     Stops quietly at the first batch ``check_batch`` refuses: incomplete, zeroed
     (preallocated space) or, with ``check_crc``, corrupt; with ``sequential``, also at
     one whose offsets do not follow the batch before it (``expect_base`` for the
-    first). The caller learns where by comparing the last header's ``end`` with ``end``
-    (``origin``, as for ``check_batch``, is added to every position).
+    first; ``end_offset`` as for ``check_batch``). The caller learns where by comparing
+    the last header's ``end`` with ``end`` (``origin``, as for ``check_batch``, is added
+    to every position).
     """
     if end is None:
         end = len(buf)
     pos = start
     while pos + HEADER_SIZE <= end:
         header = check_batch(buf, pos, end, check_crc=check_crc, sequential=sequential,
-                             expect_base=expect_base, origin=origin)
+                             expect_base=expect_base, end_offset=end_offset, origin=origin)
         if isinstance(header, str):
             return
         yield header

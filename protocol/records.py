@@ -37,6 +37,7 @@ from .batch import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     CRC_START,
+    DELETE_HORIZON_BIT,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -61,6 +62,8 @@ __all__ = [
     "Record",
     "build_batch",
     "build_control_batch",
+    "empty_batch",
+    "rebuild_batch",
     "compress",
     "decode_batch",
     "decode_varint",
@@ -552,4 +555,61 @@ def build_control_batch(
         producer_epoch=producer_epoch,
         base_sequence=NO_SEQUENCE,
         partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def rebuild_batch(header, records: list[Record], delete_horizon_ms: int | None = None) -> bytes:
+    """The batch ``header`` describes, holding only ``records`` (some of its own), as the
+    log cleaner writes it (Kafka's MemoryRecords.buildRetainedRecordsInto).
+
+    Offsets keep their places: the base offset and the last offset delta are the original
+    batch's, so the producer's last sequence survives. With a delete horizon (KIP-534) the
+    base timestamp is that horizon and the attribute bit says so; the records' timestamp
+    deltas are taken from it. The codec is the original one.
+    """
+    if not records:
+        raise ValueError("a rebuilt batch keeps at least one record; use empty_batch")
+    base_ts = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    base = header.base_offset
+    encoded = [
+        _encode_record(r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers,
+                       r.attributes)
+        for r in records
+    ]
+    attributes = header.attributes & ~DELETE_HORIZON_BIT
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_BIT
+    log_append = header.attributes & TIMESTAMP_TYPE_BIT
+    return _assemble(
+        records_section=compress(header.attributes & COMPRESSION_MASK, b"".join(encoded)),
+        record_count=len(records),
+        base_offset=base,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=base_ts,
+        max_timestamp=header.max_timestamp if log_append else max(r.timestamp for r in records),
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )
+
+
+def empty_batch(header) -> bytes:
+    """The batch ``header`` describes with no records: what the cleaner keeps of a producer's
+    last batch so its sequence and epoch survive (Kafka's DefaultRecordBatch.writeEmptyHeader:
+    uncompressed, both timestamps the original maximum, no delete horizon)."""
+    keep = header.attributes & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT)
+    return _assemble(
+        records_section=b"",
+        record_count=0,
+        base_offset=header.base_offset,
+        attributes=keep,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.max_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import InvalidConfig
 
@@ -45,6 +45,21 @@ class LogConfig:
     # Kafka's producer.id.expiration.ms: a broker-level setting, not a topic
     # config, so it has no entry in _KAFKA_NAMES and overrides leave it alone.
     producer_id_expiration_ms: int = 86400000
+    # cleanup.policy and the cleaner's topic configs (storage/cleaner.py)
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Retention applies: Kafka deletes old segments only under the "delete" policy."""
+        return "delete" in self.cleanup_policy
 
     def __post_init__(self) -> None:
         # Index positions are int32, so a segment can never exceed 2 GiB.
@@ -74,10 +89,20 @@ class LogConfig:
         """
         if not overrides:
             return self
-        changes: dict[str, int] = {}
+        changes: dict[str, Any] = {}
         for name, attr in _KAFKA_NAMES.items():
             if name in overrides:
                 changes[attr] = _long(name, overrides[name])
+        if "cleanup.policy" in overrides:
+            policy = str(overrides["cleanup.policy"])
+            changes["cleanup_policy"] = tuple(p.strip() for p in policy.split(",") if p.strip())
+        if "min.cleanable.dirty.ratio" in overrides:
+            try:
+                changes["min_cleanable_dirty_ratio"] = float(str(overrides["min.cleanable.dirty.ratio"]))
+            except ValueError:
+                raise InvalidConfig(
+                    f"min.cleanable.dirty.ratio={overrides['min.cleanable.dirty.ratio']!r} "
+                    "is not a number") from None
         flush = self.flush
         if "flush.messages" in overrides and _long("flush.messages", overrides["flush.messages"]) == 1:
             flush = replace(flush, mode="always")
@@ -90,6 +115,8 @@ class LogConfig:
     def to_kafka(self) -> dict[str, str]:
         """The storage configs under Kafka's names, as DescribeConfigs shows them."""
         out = {name: str(getattr(self, attr)) for name, attr in _KAFKA_NAMES.items()}
+        out["cleanup.policy"] = ",".join(self.cleanup_policy)
+        out["min.cleanable.dirty.ratio"] = str(self.min_cleanable_dirty_ratio)
         mode = self.flush.mode
         out["flush.messages"] = "1" if mode == "always" else str(LONG_MAX)
         out["flush.ms"] = str(self.flush.interval_ms) if mode == "interval" else str(LONG_MAX)
@@ -102,6 +129,9 @@ _KAFKA_NAMES = {
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "index.interval.bytes": "index_interval_bytes",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
 
 

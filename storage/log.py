@@ -18,6 +18,7 @@ import structlog
 
 from minibroker_protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 
+from . import segment_swap
 from .config import INT32_MAX, FlushPolicy, LogConfig
 from .errors import LogClosed, OffsetOutOfRange, ProducerStateError, RecordBatchTooLarge, StorageError
 from .leader_epochs import LeaderEpochs
@@ -118,6 +119,8 @@ class PartitionLog:
         os.makedirs(path, exist_ok=True)
         marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
+        # A cleaner round the broker died in: dropped if uncommitted, finished if committed.
+        segment_swap.recover(path, lambda base: _delete_segment_files(path, base))
         bases = _segment_bases(path)
         marks = VerifiedMarks.load(path)
         segments: list[Segment] = []
@@ -599,6 +602,8 @@ class PartitionLog:
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole old segments past retention.ms or retention.bytes,
         oldest first and never the active one; returns how many went."""
+        if not self.config.delete:
+            return 0  # a compact-only topic keeps its segments (Kafka: cleanup.policy=compact)
         now = self._clock() if now_ms is None else now_ms
         deleted = 0
         retention_ms = self.config.retention_ms
@@ -664,6 +669,42 @@ class PartitionLog:
             log_start_offset=self._start_offset,
             **details,
         )
+
+    # ------------------------------------------------------------- compaction
+
+    def replace_segments(self, old: list[Segment], now_ms: int) -> bool:
+        """Put the cleaned segments staged by the log cleaner (storage/cleaner.py) in place
+        of ``old``, consecutive sealed segments of this log; False, changing nothing, when
+        they are no longer all here (retention or DeleteRecords removed some meanwhile)."""
+        if not old:
+            return False
+        try:
+            i = self._segments.index(old[0])
+        except ValueError:
+            return False
+        if self._segments[i:i + len(old)] != old or self._segments[-1] in old:
+            return False
+        segment_swap.commit(self.path, [s.base_offset for s in old])
+        by_base = {s.base_offset: s for s in old}
+
+        def delete_old(base: int) -> None:
+            seg = by_base[base]
+            if seg in self._unflushed:
+                self._unflushed.remove(seg)
+            self._marks.forget(base)
+            seg.delete()
+
+        new_bases = segment_swap.finish(self.path, delete_old)
+        end = self._segments[i + len(old)].base_offset
+        ends = new_bases[1:] + [end]
+        new = [Segment.load(self.path, b, self.config, now_ms, end_offset=e) for b, e in zip(new_bases, ends)]
+        for seg in new:
+            seg.seal()
+            self._marks.mark(seg.base_offset, seg.path)
+        self._segments[i:i + len(old)] = new
+        self._bases[i:i + len(old)] = new_bases
+        self._marks.save()
+        return True
 
     # ------------------------------------------------------------ durability
 
@@ -788,6 +829,14 @@ def _segment_bases(path: str) -> list[int]:
             os.unlink(os.path.join(path, name))
             _log.info("log.leftover_removed", path=os.path.join(path, name))
     return sorted(bases)
+
+
+def _delete_segment_files(path: str, base: int) -> None:
+    for suffix in _SEGMENT_SUFFIXES:  # the .log first: an index without its log is a leftover
+        try:
+            os.unlink(os.path.join(path, f"{base:020d}{suffix}"))
+        except FileNotFoundError:
+            pass
 
 
 def _fsync_dir(path: str) -> None:

@@ -21,6 +21,7 @@ import structlog
 
 from . import start_offsets
 from .catalog import Catalog, TopicInfo, validate_topic_name
+from .cleaner import LogCleaner
 from .config import LogConfig
 from .errors import DataDirLocked, InvalidTopic, UnknownTopic
 from .log import PartitionLog, wall_clock_ms
@@ -78,6 +79,7 @@ class LogManager:
             for info in self.catalog.list():
                 self._open_partitions(info, range(info.partitions))
             self.load_seconds = time.perf_counter() - started
+            self.cleaner = LogCleaner(self.data_dir, lambda: self._logs, self._clock)
         except BaseException:
             self._close_logs(clean=True)
             _unlock(self._lock_fd)
@@ -133,6 +135,7 @@ class LogManager:
             plog = self._logs.pop((name, partition), None)
             if plog is not None:
                 plog.release()
+            self.cleaner.forget((name, partition))
             path = os.path.join(self.data_dir, partition_dir_name(name, partition))
             if os.path.isdir(path):
                 target = f"{path}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"

@@ -56,7 +56,8 @@ _WALK_TS = struct.Struct(">qi11xi8xq")  # ... and maxTimestamp
 _EMPTY = memoryview(b"")
 
 
-def scan(buf, start: int, end: int, check_crc: bool = False, expect_base: int | None = None):
+def scan(buf, start: int, end: int, check_crc: bool = False, expect_base: int | None = None,
+         end_offset: int = -1):
     """Yield ``(position, base_offset, last_offset, max_timestamp, end)`` of the
     consecutive well-formed batches in ``buf[start:end]``.
 
@@ -65,7 +66,8 @@ def scan(buf, start: int, end: int, check_crc: bool = False, expect_base: int | 
     a batch copied but not yet given its offset when the broker died still
     carries the producer's base offset.
     """
-    for h in iter_headers(buf, start, end, check_crc, sequential=True, expect_base=expect_base):
+    for h in iter_headers(buf, start, end, check_crc, sequential=True, expect_base=expect_base,
+                          end_offset=end_offset):
         yield h.position, h.base_offset, h.last_offset, h.max_timestamp, h.end
 
 
@@ -189,7 +191,7 @@ class Segment:
             seg._verify(cut_tail=False, end_offset=end_offset, reason="not verified")
         else:
             try:
-                seg._load_indexes(check_crc, may_cut=end_offset < 0)
+                seg._load_indexes(check_crc, end_offset)
             except IndexCorrupt as exc:
                 # Checked batch by batch; a sealed segment is never cut on a guess.
                 seg._verify(cut_tail=end_offset < 0, end_offset=end_offset, reason=str(exc))
@@ -212,7 +214,8 @@ class Segment:
         self._reserved = self.size
         self._synced = self.size
 
-    def _load_indexes(self, check_crc: bool, may_cut: bool = True) -> None:
+    def _load_indexes(self, check_crc: bool, end_offset: int = -1) -> None:
+        may_cut = end_offset < 0
         index = OffsetIndex.load(self.index.path, self.base_offset, self.size)
         if index is None:
             raise IndexCorrupt(f"{self.index.path} is missing")
@@ -229,7 +232,8 @@ class Segment:
                     f"the log has {base}..{base + delta} there"
                 )
         expect = self.base_offset if start == 0 else None
-        tail = list(scan(self._buffer(), start, self.size, check_crc, expect)) if self.size else []
+        tail = (list(scan(self._buffer(), start, self.size, check_crc, expect, end_offset))
+                if self.size else [])
         if start and not tail:
             raise IndexCorrupt(f"{index.path}: last entry points at an invalid batch")
         self.next_offset = tail[-1][2] + 1 if tail else self.base_offset

@@ -21,8 +21,9 @@ class StartOffsetsError(ValueError):
     pass
 
 
-def load(data_dir: str | os.PathLike) -> dict[tuple[str, int], int]:
-    path = Path(data_dir) / FILE
+def load(data_dir: str | os.PathLike, file: str = FILE) -> dict[tuple[str, int], int]:
+    """Any of Kafka's OffsetCheckpointFiles (the log cleaner's uses it too)."""
+    path = Path(data_dir) / file
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
@@ -41,6 +42,6 @@ def load(data_dir: str | os.PathLike) -> dict[tuple[str, int], int]:
         raise StartOffsetsError(f"{path}: {e}") from None
 
 
-def save(data_dir: str | os.PathLike, offsets: Mapping[tuple[str, int], int]) -> None:
+def save(data_dir: str | os.PathLike, offsets: Mapping[tuple[str, int], int], file: str = FILE) -> None:
     body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(offsets.items()))
-    write_atomically(Path(data_dir) / FILE, f"0\n{len(offsets)}\n{body}", sync_dir=True)
+    write_atomically(Path(data_dir) / file, f"0\n{len(offsets)}\n{body}", sync_dir=True)

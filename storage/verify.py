@@ -74,7 +74,7 @@ class CorruptBatch(StorageError):
         self.next_offset = bad.next_offset
 
 
-def _check(read: Reader, pos: int, size: int, expect: int | None) -> GoodBatch | str:
+def _check(read: Reader, pos: int, size: int, expect: int | None, end_offset: int = -1) -> GoodBatch | str:
     """The batch at ``pos`` if it is sound, else why not (``check_batch``'s reason)."""
     if pos + HEADER_SIZE > size:
         return f"{size - pos} bytes left, fewer than a batch header"
@@ -83,7 +83,8 @@ def _check(read: Reader, pos: int, size: int, expect: int | None) -> GoodBatch |
     whole = length + LOG_OVERHEAD
     if MIN_BATCH_LENGTH <= length and pos + whole <= size:
         head = read(pos, whole)  # all of it, for the CRC
-    found = check_batch(head, 0, size - pos, check_crc=True, sequential=True, expect_base=expect, origin=pos)
+    found = check_batch(head, 0, size - pos, check_crc=True, sequential=True, expect_base=expect,
+                        end_offset=end_offset, origin=pos)
     if isinstance(found, str):
         return found
     return GoodBatch(pos, found.base_offset, found.last_offset, found.max_timestamp, found.end)
@@ -128,7 +129,7 @@ def verify_batches(
     resync = sorted(resync)
     pos, expect = start, base_offset
     while pos < size:
-        found = _check(read, pos, size, expect)
+        found = _check(read, pos, size, expect, end_offset)
         if isinstance(found, GoodBatch):
             yield found
             pos, expect = found.end, found.last_offset + 1
