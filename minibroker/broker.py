@@ -48,9 +48,6 @@ from .txn_timeline import Timeline
 
 log = structlog.get_logger("minibroker.broker")
 
-INTERNAL_SEGMENT_BYTES = 100 * 1024 * 1024
-
-
 class Broker:
     def __init__(self, config: Config, *, clock: Clock = SYSTEM_CLOCK,
                  crash_points: CrashPoints | None = None) -> None:
@@ -176,13 +173,16 @@ class Broker:
     def internal_log(self, topic: str, partition: int):
         """A partition of __transaction_state / __consumer_offsets, created on first use."""
         if self.topic(topic) is None:
-            count = (self.config.offsets_topic_partitions if topic == GROUP_METADATA_TOPIC
+            groups = topic == GROUP_METADATA_TOPIC
+            count = (self.config.offsets_topic_partitions if groups
                      else self.config.transaction_state_partitions)
             # Kafka's offsets.topic.segment.bytes / transaction.state.log.segment.bytes
-            # (100 MiB, not log.segment.bytes): segments roll, and each roll's producer
-            # snapshot bounds what storage replays of the history at start-up.
+            # (100 MiB, not log.segment.bytes): segments roll, each roll's producer snapshot
+            # bounds what storage replays at start-up, and the cleaner compacts what it sealed.
+            segment_bytes = (self.config.offsets_topic_segment_bytes if groups
+                             else self.config.transaction_state_log_segment_bytes)
             self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
-                                                  "segment.bytes": str(INTERNAL_SEGMENT_BYTES)})
+                                                  "segment.bytes": str(segment_bytes)})
             if self.cluster is not None:
                 # Kafka's offsets.topic.replication.factor / transaction.state.log.replication.factor
                 # (3), as far as there are brokers: a coordinator moves when its broker stops.

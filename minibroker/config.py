@@ -89,6 +89,10 @@ class Config:
     transactional_id_expiration_check_interval_ms: int = 3_600_000
     transaction_state_partitions: int = 1
     offsets_topic_partitions: int = 1
+    # segment.bytes of __consumer_offsets / __transaction_state when they are created: a roll
+    # makes the history before it cleanable (compaction) and snapshots producer state
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
     group_initial_rebalance_delay_ms: int = 3000
     # KIP-848 consumer groups (Kafka's group.consumer.* defaults)
     group_consumer_session_timeout_ms: int = 45_000
@@ -319,6 +323,11 @@ OPTIONS: tuple[Option, ...] = (
            "log.retention.bytes"),
     Option("--retention-check-interval-ms", _int(1), _D.retention_check_interval_ms,
            "how often retention runs, Kafka's log.retention.check.interval.ms"),
+    Option("--offsets-topic-segment-bytes", _int(14, INT32_MAX), _D.offsets_topic_segment_bytes,
+           "segment.bytes of __consumer_offsets when it is created, Kafka's offsets.topic.segment.bytes"),
+    Option("--transaction-state-log-segment-bytes", _int(14, INT32_MAX), _D.transaction_state_log_segment_bytes,
+           "segment.bytes of __transaction_state when it is created, Kafka's "
+           "transaction.state.log.segment.bytes"),
     Option("--log-cleaner-enable", _bool, _D.log_cleaner_enable,
            "compact the topics whose cleanup.policy includes compact, Kafka's log.cleaner.enable",
            metavar="BOOL"),

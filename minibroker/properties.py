@@ -43,6 +43,8 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "log.retention.bytes": Mapping("--retention-bytes"),
     "log.retention.check.interval.ms": Mapping("--retention-check-interval-ms"),
     "log.cleaner.enable": Mapping("--log-cleaner-enable"),
+    "offsets.topic.segment.bytes": Mapping("--offsets-topic-segment-bytes"),
+    "transaction.state.log.segment.bytes": Mapping("--transaction-state-log-segment-bytes"),
     "log.cleaner.backoff.ms": Mapping("--log-cleaner-backoff-ms"),
     "producer.id.expiration.ms": Mapping("--producer-id-expiration-ms"),
     "producer.id.expiration.check.interval.ms": Mapping("--producer-id-expiration-check-interval-ms"),

@@ -18,6 +18,8 @@ SHARED = {
     # Short, so a producer's state on a partition can expire within one example.
     "producer_id_expiration_ms": ("producer.id.expiration.ms", 3_000),
     "producer_id_expiration_check_interval_ms": ("producer.id.expiration.check.interval.ms", 200),
+    # Short, so a compaction round follows a segment roll within a test's patience.
+    "log_cleaner_backoff_ms": ("log.cleaner.backoff.ms", 100),
 }
 
 
