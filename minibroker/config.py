@@ -325,7 +325,8 @@ OPTIONS: tuple[Option, ...] = (
            "how often retention runs, Kafka's log.retention.check.interval.ms"),
     Option("--offsets-topic-segment-bytes", _int(14, INT32_MAX), _D.offsets_topic_segment_bytes,
            "segment.bytes of __consumer_offsets when it is created, Kafka's offsets.topic.segment.bytes"),
-    Option("--transaction-state-log-segment-bytes", _int(14, INT32_MAX), _D.transaction_state_log_segment_bytes,
+    Option("--transaction-state-log-segment-bytes", _int(14, INT32_MAX),
+           _D.transaction_state_log_segment_bytes,
            "segment.bytes of __transaction_state when it is created, Kafka's "
            "transaction.state.log.segment.bytes"),
     Option("--log-cleaner-enable", _bool, _D.log_cleaner_enable,
