@@ -1,6 +1,7 @@
 """Coordinator snapshots: the state a replay of an internal topic would rebuild, up to
-known offsets, so a restart replays only what was written after them (issue 13, defect 5;
-a stand-in until ``__transaction_state`` and ``__consumer_offsets`` are compacted).
+known offsets, so a restart replays only what was written after them (issue 13, defect 5).
+The log cleaner compacts ``__transaction_state`` and ``__consumer_offsets`` too, so the full
+replay a missing or untrusted snapshot falls back to reads the live state, not the history.
 
 One file per coordinator in the data directory (``<name>.snapshot``), written atomically
 (temporary file, fsync, rename, fsync of the directory) and checked at load: a file that

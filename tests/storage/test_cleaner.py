@@ -331,3 +331,25 @@ def test_cleaned_logs_serve_transactions_read_committed(manager, clock):
                if r.key and r.key.startswith(b"t")]
     # the latest committed value of each key: t0 <- v8 (i=8 committed), t1 <- v7
     assert sorted(visible) == [(b"t0", b"v8"), (b"t1", b"v7")]
+
+
+def test_a_compacted_log_scrubs_clean_and_a_corrupt_base_offset_is_still_caught(manager):
+    """Gaps are allowed only inside a sealed segment's offset range: a base offset past the
+    next segment's base (a flipped bit outside the CRC) is still a bad batch."""
+    import struct
+
+    from minibroker_storage.scrub import scrub_data_dir
+
+    m = manager()
+    m.create_topic("c", 1, COMPACT)
+    plog = m.get_log("c", 0)
+    fill(plog, 60)
+    m.cleaner.clean()
+    data_dir = m.data_dir
+    seg = next(s for s in plog.segments[:-1] if s.size)
+    assert [h.base_offset for h in iter_headers(seg.view(0, seg.size), 0, seg.size)][0] > seg.base_offset
+    m.close_all()
+    assert not [f for f in scrub_data_dir(data_dir).findings]
+    with open(seg.path, "r+b") as f:
+        f.write(struct.pack(">q", 1 << 40))
+    assert [f.segment for f in scrub_data_dir(data_dir).findings] == [seg.path]
