@@ -31,20 +31,23 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
 from . import segment_swap, start_offsets
-from .compaction import BatchFilter, CleanStats, OffsetMap, TxnTracker, map_batch
 from .config import INT32_MAX
 from .log import PartitionLog
 from .segment import Segment
 from .segment_files import LOG_SUFFIX, SegmentFiles, file_stem, walk_segment
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnIndex
 
+if TYPE_CHECKING:  # the filter decodes records: imported by the first round, not at start-up
+    from .compaction import BatchFilter, CleanStats, OffsetMap, TxnTracker
+
 log = structlog.get_logger("minibroker_storage.cleaner")
 
-CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+CHECKPOINT_FILE = start_offsets.CLEANER_FILE
 
 Key = tuple[str, int]
 
@@ -71,8 +74,8 @@ class Task:
 @dataclass
 class Result:
     end_offset: int  # the next round's first dirty offset
+    stats: CleanStats
     groups: list[list[Segment]] = field(default_factory=list)
-    stats: CleanStats = field(default_factory=CleanStats)
     seconds: float = 0.0
 
 
@@ -152,11 +155,13 @@ class LogCleaner:
     def run(self, task: Task) -> Result:
         """The round's work, in the cleaner's thread: map the dirty range, write the
         cleaned groups into the partition's staging directory."""
+        from .compaction import BatchFilter, CleanStats, OffsetMap, TxnTracker
+
         started = time.perf_counter()
         omap = OffsetMap(self._max_map_keys) if self._max_map_keys else OffsetMap()
         txns = TxnTracker(task.aborted)
         end = self._build_map(task, omap, txns)
-        result = Result(end)
+        result = Result(end, CleanStats())
         config = task.log.config
         filt = BatchFilter(omap, TxnTracker(task.aborted), now_ms=task.now_ms,
                            delete_retention_ms=config.delete_retention_ms,
@@ -172,6 +177,8 @@ class LogCleaner:
         return result
 
     def _build_map(self, task: Task, omap: OffsetMap, txns: TxnTracker) -> int:
+        from .compaction import map_batch
+
         start = task.first_dirty
         omap.update_latest(start - 1)
         segments = task.segments

@@ -16,16 +16,19 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import structlog
 
 from . import start_offsets
 from .catalog import Catalog, TopicInfo, validate_topic_name
-from .cleaner import LogCleaner
 from .config import LogConfig
 from .errors import DataDirLocked, InvalidTopic, UnknownTopic
 from .log import PartitionLog, wall_clock_ms
 from .sync_job import SyncJob
+
+if TYPE_CHECKING:
+    from .cleaner import LogCleaner
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +66,7 @@ class LogManager:
         self.default_config = default_config or LogConfig()
         self._clock = clock or wall_clock_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._cleaner: LogCleaner | None = None
         os.makedirs(self.data_dir, exist_ok=True)
         self._lock_fd = _lock(self.data_dir)
         try:
@@ -79,7 +83,6 @@ class LogManager:
             for info in self.catalog.list():
                 self._open_partitions(info, range(info.partitions))
             self.load_seconds = time.perf_counter() - started
-            self.cleaner = LogCleaner(self.data_dir, lambda: self._logs, self._clock)
         except BaseException:
             self._close_logs(clean=True)
             _unlock(self._lock_fd)
@@ -135,7 +138,9 @@ class LogManager:
             plog = self._logs.pop((name, partition), None)
             if plog is not None:
                 plog.release()
-            self.cleaner.forget((name, partition))
+            cleaned = os.path.exists(os.path.join(self.data_dir, start_offsets.CLEANER_FILE))
+            if self._cleaner is not None or cleaned:
+                self.cleaner.forget((name, partition))  # a topic made again under this name is all dirty
             path = os.path.join(self.data_dir, partition_dir_name(name, partition))
             if os.path.isdir(path):
                 target = f"{path}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
@@ -187,6 +192,15 @@ class LogManager:
         return info
 
     # ------------------------------------------------------------------ logs
+
+    @property
+    def cleaner(self) -> LogCleaner:
+        """The log cleaner (storage/cleaner.py), made on first use: not on the start-up path."""
+        if self._cleaner is None:
+            from .cleaner import LogCleaner
+
+            self._cleaner = LogCleaner(self.data_dir, lambda: self._logs, self._clock)
+        return self._cleaner
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))

@@ -15,6 +15,7 @@ from pathlib import Path
 from .atomic_file import write_atomically
 
 FILE = "log-start-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"  # the log cleaner's (storage/cleaner.py), same format
 
 
 class StartOffsetsError(ValueError):

@@ -353,3 +353,18 @@ def test_a_compacted_log_scrubs_clean_and_a_corrupt_base_offset_is_still_caught(
     with open(seg.path, "r+b") as f:
         f.write(struct.pack(">q", 1 << 40))
     assert [f.segment for f in scrub_data_dir(data_dir).findings] == [seg.path]
+
+
+def test_a_topic_made_again_under_a_cleaned_name_is_all_dirty(manager):
+    m = manager()
+    m.create_topic("c", 1, COMPACT)
+    fill(m.get_log("c", 0), 60)
+    m.cleaner.clean()
+    m.close_all()
+    m2 = manager()  # the cleaner not made yet when the topic goes
+    m2.delete_topic("c")
+    m2.create_topic("c", 1, COMPACT)
+    fill(m2.get_log("c", 0), 200)
+    assert ("c", 0) not in m2.cleaner.checkpoints
+    task = m2.cleaner.plan()
+    assert task is not None and task.first_dirty == 0
