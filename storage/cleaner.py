@@ -173,6 +173,7 @@ class LogCleaner:
             nxt = (result.groups[i + 1][0].base_offset if i + 1 < len(result.groups)
                    else task.first_uncleanable)
             self._write_group(staging, group, filt, nxt, task)
+        segment_swap.sync_staged(task.log.path)
         result.seconds = time.perf_counter() - started
         return result
 

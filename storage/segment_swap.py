@@ -48,8 +48,9 @@ def discard(partition_path: str) -> None:
     shutil.rmtree(os.path.join(partition_path, STAGING_DIR), ignore_errors=True)
 
 
-def commit(partition_path: str, old_bases: Iterable[int]) -> str:
-    """Step 1: make the staged segments the partition's, durably. Returns the swap dir."""
+def sync_staged(partition_path: str) -> None:
+    """fsync every staged file (the cleaner's thread does it, so ``commit`` on the broker's
+    event loop finds them clean and its own fsyncs cost nothing)."""
     staging = os.path.join(partition_path, STAGING_DIR)
     for name in os.listdir(staging):
         fd = os.open(os.path.join(staging, name), os.O_RDONLY)
@@ -57,6 +58,12 @@ def commit(partition_path: str, old_bases: Iterable[int]) -> str:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def commit(partition_path: str, old_bases: Iterable[int]) -> str:
+    """Step 1: make the staged segments the partition's, durably. Returns the swap dir."""
+    staging = os.path.join(partition_path, STAGING_DIR)
+    sync_staged(partition_path)
     write_atomically(os.path.join(staging, _REPLACES),
                      "".join(f"{b}\n" for b in old_bases), sync_dir=True)
     swap = os.path.join(partition_path, SWAP_DIR)
