@@ -128,15 +128,23 @@ class Background:
         loop = asyncio.get_running_loop()
         wake = self._cleaner_wake = asyncio.Event()
         pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        backoff = self.config.log_cleaner_backoff_ms / 1000
+
+        async def pause() -> None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), backoff)
+            wake.clear()
+
         try:
+            # One backoff first: start-up (and the coordinators' replay) is not slowed by a
+            # round over internal topics that have never been cleaned.
+            await pause()
             while True:
                 task = None
                 try:
                     task = cleaner.plan(self.clock.wall_ms())
                     if task is None:
-                        with contextlib.suppress(asyncio.TimeoutError):
-                            await asyncio.wait_for(wake.wait(), self.config.log_cleaner_backoff_ms / 1000)
-                        wake.clear()
+                        await pause()
                         continue
                     work = loop.run_in_executor(pool, cleaner.run, task)
                     try:
@@ -156,7 +164,7 @@ class Background:
                         cleaner.failed(task, e)
                     else:
                         log.exception("cleaner.failed")
-                    await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+                    await asyncio.sleep(backoff)
         finally:
             pool.shutdown(wait=False)
 

@@ -27,6 +27,7 @@ Theory of operation (Kafka's LogCleaner, LogCleanerManager and Cleaner):
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from . import segment_swap, start_offsets
-from .config import INT32_MAX
+from .config import INT32_MAX, LONG_MAX
 from .log import PartitionLog
 from .segment import Segment
 from .segment_files import LOG_SUFFIX, SegmentFiles, file_stem, walk_segment
@@ -50,6 +51,10 @@ log = structlog.get_logger("minibroker_storage.cleaner")
 CHECKPOINT_FILE = start_offsets.CLEANER_FILE
 
 Key = tuple[str, int]
+
+
+class CorruptSegment(Exception):
+    """A segment did not read whole: the partition is left alone until restart."""
 
 
 class CleaningAborted(Exception):
@@ -141,7 +146,7 @@ class LogCleaner:
         ratio = dirty_bytes / total if total else 0.0
         if dirty_bytes and ratio > config.min_cleanable_dirty_ratio:
             reason = "dirty_ratio"
-        elif dirty_bytes and min(_oldest_ms(s) for s in dirty) < now - config.max_compaction_lag_ms:
+        elif dirty_bytes and _oldest_ms(dirty) < now - config.max_compaction_lag_ms:
             reason = "max_compaction_lag"
         else:
             return None
@@ -159,7 +164,9 @@ class LogCleaner:
 
         started = time.perf_counter()
         omap = OffsetMap(self._max_map_keys) if self._max_map_keys else OffsetMap()
-        txns = TxnTracker(task.aborted)
+        # Kafka's buildOffsetMap collects the aborted transactions of [first dirty, end) only:
+        # one whose marker lies below is never closed by the map's walk, which starts there
+        txns = TxnTracker(t for t in task.aborted if t.last_offset >= task.first_dirty)
         end = self._build_map(task, omap, txns)
         result = Result(end, CleanStats())
         config = task.log.config
@@ -213,14 +220,25 @@ class LogCleaner:
         seg = Segment.load(staging, base, task.log.config, task.now_ms, verify=True, end_offset=nxt)
         seg.seal()
         seg.release()
+        if seg.bad:
+            raise CorruptSegment(f"{stem + LOG_SUFFIX}: the cleaned segment does not verify")
+        # Kafka keeps the last cleaned segment's modification time (retention of an emptied one)
+        mtime = os.stat(group[-1].path).st_mtime_ns
+        os.utime(stem + LOG_SUFFIX, ns=(mtime, mtime))
 
     def _batches(self, seg: Segment):
-        """The sealed segment's batches, read with pread (never through the log's map)."""
-        for h, batch in walk_segment(SegmentFiles(seg.base_offset, seg.path), check_crc=False,
+        """The sealed segment's batches, read with pread (never through the log's map), each
+        CRC-checked; a segment that does not read whole to its end fails the round (Kafka's
+        cleaner throws CorruptRecordException): a bad batch is never compacted away."""
+        end = 0
+        for h, batch in walk_segment(SegmentFiles(seg.base_offset, seg.path), check_crc=True,
                                      position=0):
             if self.stopping.is_set():
                 raise CleaningAborted("the broker is stopping")
+            end = h.end
             yield h, batch
+        if end != seg.size:
+            raise CorruptSegment(f"{seg.path}: batches read to byte {end} of {seg.size}")
 
     # -------------------------------------------------------------- install
 
@@ -229,7 +247,9 @@ class LogCleaner:
         under the round and it was thrown away."""
         plog = task.log
         old = [s for g in result.groups for s in g]
-        if plog.closed or not plog.replace_segments(old, task.now_ms):
+        # a scrub may have found a bad batch in them meanwhile: the round read it (and failed)
+        # or read it before it went bad; either way the old segments stay
+        if plog.closed or any(s.bad for s in old) or not plog.replace_segments(old, task.now_ms):
             segment_swap.discard(plog.path)
             log.info("cleaner.round_dropped", log=plog.path, reason="the log changed meanwhile")
             return False
@@ -286,9 +306,11 @@ class LogCleaner:
         start_offsets.save(self.data_dir, self.checkpoints, CHECKPOINT_FILE)
 
 
-def _oldest_ms(seg: Segment) -> int:
-    ts = seg.first_batch_timestamp
-    return ts if ts >= 0 else seg.created_ms
+def _oldest_ms(segments: list[Segment]) -> int:
+    """The earliest first-batch timestamp of the dirty segments (Kafka's maxCompactionDelay
+    ignores segments without one)."""
+    stamps = [s.first_batch_timestamp for s in segments if s.first_batch_timestamp > 0]
+    return min(stamps) if stamps else LONG_MAX
 
 
 def _groups(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:

@@ -45,6 +45,7 @@ from .txn_index import AbortedTxn
 # at its 0.9 load factor; a full map ends the round's dirty range early, and the next
 # round goes on from there.
 MAX_MAP_KEYS = 4_000_000
+_LONG_MAX = 2**63 - 1
 
 
 class OffsetMap:
@@ -144,7 +145,7 @@ def map_batch(header: BatchHeader, batch, start: int, omap: OffsetMap, txns: Txn
         txns.on_marker(header, control_type(batch))
     elif not txns.on_batch(header) and header.record_count:
         offsets = omap.offsets
-        if len(offsets) + header.record_count > omap.max_keys:
+        if offsets and len(offsets) + header.record_count > omap.max_keys:
             return False
         for r in decode_batch(batch):
             if r.key is not None and r.offset >= start:
@@ -233,7 +234,7 @@ class BatchFilter:
                 out = batch
             else:
                 if new_horizon:
-                    horizon = self.now + self.delete_retention_ms
+                    horizon = min(self.now + self.delete_retention_ms, _LONG_MAX)
                 out = rebuild_batch(h, kept, horizon)
         elif retain_empty:
             if drop_records:

@@ -694,7 +694,13 @@ class PartitionLog:
             self._marks.forget(base)
             seg.delete()
 
-        new_bases = segment_swap.finish(self.path, delete_old)
+        try:
+            new_bases = segment_swap.finish(self.path, delete_old)
+        except OSError as e:
+            # Committed but not finished (a disk error): the next open finishes it.
+            self._logger.error("cleaner.swap_failed", error=str(e), consequence=(
+                "reads of the cleaned range fail until a restart finishes the swap"))
+            raise
         end = self._segments[i + len(old)].base_offset
         ends = new_bases[1:] + [end]
         new = [Segment.load(self.path, b, self.config, now_ms, end_offset=e) for b, e in zip(new_bases, ends)]

@@ -63,6 +63,9 @@ def sync_staged(partition_path: str) -> None:
 def commit(partition_path: str, old_bases: Iterable[int]) -> str:
     """Step 1: make the staged segments the partition's, durably. Returns the swap dir."""
     staging = os.path.join(partition_path, STAGING_DIR)
+    if os.path.isdir(os.path.join(partition_path, SWAP_DIR)):
+        # a swap whose finish failed (an I/O error) would block this one's rename
+        raise FileExistsError(f"{partition_path}: an unfinished swap is in the way")
     sync_staged(partition_path)
     write_atomically(os.path.join(staging, _REPLACES),
                      "".join(f"{b}\n" for b in old_bases), sync_dir=True)

@@ -119,6 +119,9 @@ class LogAdminHandlers:
             return ErrorCode.unknown_topic_or_partition
         if self.not_leader is not None and self.not_leader(ctx, topic, partition):
             return ErrorCode.not_leader_or_follower
+        if not plog.config.delete:
+            # Kafka's Partition.deleteRecordsOnLeader: only the delete policy lets records go
+            return ErrorCode.policy_violation
         target = plog.high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0 or target > plog.high_watermark:
             return ErrorCode.offset_out_of_range

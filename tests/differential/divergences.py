@@ -45,21 +45,6 @@ REFUSED_ON_PURPOSE: dict[str, str] = {
 }
 
 
-# Behaviour that differs on purpose where no single answer shows it; the differential tests
-# avoid these situations, and the named test checks minibroker's side.
-BEHAVES_DIFFERENTLY: dict[str, str] = {
-    "Log compaction with an open transaction in a sealed segment":
-        "Kafka's cleanable range ends at the last stable offset itself, and the offset map reads the "
-        "segment holding it whole, records of the still-open transaction included "
-        "(LogCleanerManager.cleanableOffsets, Cleaner.buildOffsetMapForSegment). minibroker stops at "
-        "the base of that segment, so nothing at or after an undecided record is cleaned or counts "
-        "as a key's latest value (tests/storage/test_cleaner.py::"
-        "test_nothing_at_or_past_an_open_transaction_is_cleaned). When no transaction is open "
-        "across a roll both stop at the active segment, and the rounds are equal "
-        "(tests/differential/test_compaction.py).",
-}
-
-
 # Differences found and reported as minibroker BUGS, not yet fixed. Never applied by default:
 # ``MINIBROKER_DIFFERENTIAL_LOOK_PAST=name,name`` drops them for one local run, so a developer can
 # look for the next divergence while one is being fixed. Remove an entry once it is fixed.

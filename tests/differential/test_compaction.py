@@ -27,7 +27,7 @@ from minibroker_protocol.records import decode_batch
 from tests.reference import settings
 from tests.reference.client import Connection, part, req
 
-FETCH = 1
+FETCH, DELETE_RECORDS = 1, 21
 SEGMENT_MS = 600
 DELETE_RETENTION_MS = 1500
 CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS),
@@ -40,27 +40,39 @@ def minibroker_ref():
         yield mb
 
 
+def _fetch(conn: Connection, topic: str, offset: int, isolation: int):
+    base = (FETCH, 12)
+    fp = part(base, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=offset,
+              last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
+    r = conn.call(req(FETCH, 12, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0,
+                      max_bytes=1 << 20, isolation_level=isolation, session_id=0, session_epoch=-1,
+                      rack_id="", forgotten_topics_data=(),
+                      topics=(part(base, "FetchTopic", topic=topic, partitions=(fp,)),)))
+    p = r.responses[0].partitions[0]
+    assert p.error_code == 0, p
+    return p
+
+
 def _listing(port: int, topic: str) -> dict:
-    """What a Fetch from offset 0 returns: every batch, and read_committed's aborted list."""
+    """The whole log as Fetches return it (one segment per answer), and the aborted
+    transactions a read_committed Fetch from 0 lists."""
     conn = Connection("127.0.0.1", port)
     try:
-        out = {}
-        for isolation in (0, 1):
-            base = (FETCH, 12)
-            fp = part(base, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=0,
-                      last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
-            r = conn.call(req(FETCH, 12, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0,
-                              max_bytes=1 << 20, isolation_level=isolation, session_id=0, session_epoch=-1,
-                              rack_id="", forgotten_topics_data=(),
-                              topics=(part(base, "FetchTopic", topic=topic, partitions=(fp,)),)))
-            p = r.responses[0].partitions[0]
-            assert p.error_code == 0, p
-            if isolation == 0:
-                out["batches"] = _batches(p.records or b"")
-                out["high_watermark"] = p.high_watermark
-            else:
-                out["aborted"] = sorted((a.producer_id, a.first_offset) for a in p.aborted_transactions or ())
-        return _normalise(out)
+        batches: list[tuple] = []
+        offset, hw = 0, None
+        for _ in range(50):
+            p = _fetch(conn, topic, offset, 0)
+            hw = p.high_watermark
+            got = _batches(p.records or b"")
+            if not got:
+                break
+            batches += got
+            offset = got[-1][0] + got[-1][1] + 1
+            if offset >= hw:
+                break
+        aborted = sorted((a.producer_id, a.first_offset)
+                         for a in _fetch(conn, topic, 0, 1).aborted_transactions or ())
+        return _normalise({"batches": batches, "high_watermark": hw, "aborted": aborted})
     finally:
         conn.close()
 
@@ -118,8 +130,17 @@ def _scenario(bootstrap: str, port: int, topic: str) -> list[dict]:
     send(txp, "k3", "c2")
     txp.commit_transaction(30)
 
+    # A transaction left open across the second roll: that round stops at the base of the
+    # segment holding it (the last stable offset's), on both brokers
+    txo = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-open", "linger.ms": 0})
+    txo.init_transactions(30)
     rounds = []
     for n, key in enumerate(("k5", "k6", "k7")):
+        if n == 1:
+            txo.begin_transaction()
+            send(txo, "k1", "open")
+        elif n == 2:
+            txo.commit_transaction(30)
         time.sleep((SEGMENT_MS if n == 0 else DELETE_RETENTION_MS) / 1000 + 0.2)
         send(plain, key, f"v{n}")  # rolls the segment: what was before it becomes cleanable
         before = _listing(port, topic)
@@ -133,7 +154,21 @@ def _scenario(bootstrap: str, port: int, topic: str) -> list[dict]:
         after = _listing(port, topic)
         assert after == _listing(port, topic)
         rounds.append(after)
+    rounds.append({"delete_records": _delete_records(port, topic)})
     return rounds
+
+
+def _delete_records(port: int, topic: str) -> int:
+    """DeleteRecords on the compacted topic: Kafka refuses it (POLICY_VIOLATION)."""
+    base = (DELETE_RECORDS, 2)
+    conn = Connection("127.0.0.1", port)
+    try:
+        r = conn.call(req(DELETE_RECORDS, 2, timeout=datetime.timedelta(seconds=5), topics=(
+            part(base, "DeleteRecordsTopic", name=topic, partitions=(
+                part(base, "DeleteRecordsPartition", partition_index=0, offset=1),)),)))
+        return r.topics[0].partitions[0].error_code
+    finally:
+        conn.close()
 
 
 def test_compaction_rounds_match_kafka(kafka_reference, minibroker_ref):
@@ -145,8 +180,11 @@ def test_compaction_rounds_match_kafka(kafka_reference, minibroker_ref):
     for n, (k, m) in enumerate(zip(k_rounds, m_rounds)):
         assert m == k, f"round {n + 1}: Kafka {k}\n minibroker {m}"
     # and the outcome is compaction's, so two brokers that fail alike do not pass
-    first, _second, third = k_rounds
+    first, second, third, refused = k_rounds
+    assert refused == {"delete_records": 44}  # POLICY_VIOLATION
+    assert (b"k1", b"open") in [(r[1], r[2]) for b in second["batches"] for r in b[8]]
     kv = [(r[1], r[2]) for b in third["batches"] for r in b[8] if not b[3] & 0x20]
-    assert (b"k1", b"a1") not in kv and (b"k1", b"aborted") not in kv
+    assert (b"k1", b"a1") not in kv and (b"k1", b"aborted") not in kv and (b"k1", b"a2") not in kv
+    assert (b"k1", b"open") in kv  # committed in the end: the latest k1
     assert (b"k3", b"c2") in kv and not [v for k, v in kv if k == b"k2"]
     assert first["aborted"] and not third["aborted"]

@@ -368,3 +368,41 @@ def test_a_topic_made_again_under_a_cleaned_name_is_all_dirty(manager):
     assert ("c", 0) not in m2.cleaner.checkpoints
     task = m2.cleaner.plan()
     assert task is not None and task.first_dirty == 0
+
+
+def test_a_batch_gone_bad_since_it_was_written_fails_the_round_and_changes_nothing(manager):
+    m = manager()
+    m.create_topic("c", 1, COMPACT)
+    plog = m.get_log("c", 0)
+    fill(plog, 60)
+    seg = plog.segments[1]
+    with open(seg.path, "r+b") as f:  # a flipped byte inside the second batch's CRC range
+        f.seek(seg.size // 2)
+        byte = f.read(1)
+        f.seek(seg.size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    before = {s.path: open(s.path, "rb").read() for s in plog.segments[:-1]}
+    assert m.cleaner.clean() == []
+    assert {s.path: open(s.path, "rb").read() for s in plog.segments[:-1]} == before
+    assert m.cleaner.plan() is None  # left alone until restart, as Kafka's uncleanable partitions
+    assert not os.path.exists(os.path.join(plog.path, segment_swap.STAGING_DIR))
+
+
+def test_a_transaction_aborted_below_the_dirty_range_does_not_hide_its_producers_later_commits(manager):
+    """Kafka's map pass takes only the aborted transactions ending in the dirty range: one whose
+    marker lies below would otherwise never close, and the producer's later committed records
+    would not count as their keys' latest."""
+    m = manager()
+    m.create_topic("c", 1, COMPACT)
+    plog = m.get_log("c", 0)
+    put(plog, "a", "old")
+    put(plog, "x", "aborted", pid=7, seq=0, txn=True)
+    marker(plog, 7, commit=False)
+    fill(plog, 40, keys=3, start=100)
+    m.cleaner.clean()
+    assert [t.producer_id for t in plog.aborted_txns()] == [7]  # marker and entry kept: pid 7's last batch
+    put(plog, "a", "new", pid=7, seq=1, txn=True)
+    marker(plog, 7, commit=True)
+    fill(plog, 40, keys=3, start=200)
+    m.cleaner.clean()
+    assert [r.value for _, recs in batches(plog) for r in recs if r.key == b"a"] == [b"new"]
