@@ -39,11 +39,15 @@ class ProducerIds:
         self.names: dict[int, str] = {}
 
     def name(self, pid: int, register: bool = True) -> object:
+        """``register`` False: the id is in an answer with an error, where it is whatever the
+        schema's default is (DescribeTransactions' TRANSACTIONAL_ID_NOT_FOUND says 0): never
+        named, so a 0 that one broker happened to give a producer is not compared as that
+        producer's."""
         if pid is None or pid < 0:
             return pid
+        if not register:
+            return "unnamed"
         if pid not in self.names:
-            if not register:
-                return "unnamed"
             self.names[pid] = f"P{len(self.names)}"
         return self.names[pid]
 

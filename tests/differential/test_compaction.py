@@ -130,30 +130,30 @@ def _scenario(bootstrap: str, port: int, topic: str) -> list[dict]:
     send(txp, "k3", "c2")
     txp.commit_transaction(30)
 
-    # A transaction left open across the second roll: that round stops at the base of the
+    # A transaction left open across the second round: that round stops at the base of the
     # segment holding it (the last stable offset's), on both brokers
     txo = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-open", "linger.ms": 0})
     txo.init_transactions(30)
     rounds = []
-    for n, key in enumerate(("k5", "k6", "k7")):
+    for n in range(3):
+        time.sleep((SEGMENT_MS if n == 0 else DELETE_RETENTION_MS) / 1000 + 0.2)
         if n == 1:
+            # this append rolls: the open transaction starts the new segment, and the round
+            # cleans only what is below it
             txo.begin_transaction()
             send(txo, "k1", "open")
-        elif n == 2:
-            txo.commit_transaction(30)
-        time.sleep((SEGMENT_MS if n == 0 else DELETE_RETENTION_MS) / 1000 + 0.2)
-        send(plain, key, f"v{n}")  # rolls the segment: what was before it becomes cleanable
-        before = _listing(port, topic)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            time.sleep(0.2)
-            now = _listing(port, topic)
-            if now != before:
-                break
-        time.sleep(0.5)  # settled: a second look must agree
+        send(plain, f"k{5 + n}", f"v{n}")  # rolls the segment: what was before it becomes cleanable
+        time.sleep(1.0)  # ten cleaner backoffs on either broker: the round is done
         after = _listing(port, topic)
-        assert after == _listing(port, topic)
+        for _ in range(20):  # settled: two looks half a second apart agree
+            time.sleep(0.5)
+            again = _listing(port, topic)
+            if again == after:
+                break
+            after = again
         rounds.append(after)
+        if n == 1:
+            txo.commit_transaction(30)
     rounds.append({"delete_records": _delete_records(port, topic)})
     return rounds
 
