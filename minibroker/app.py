@@ -111,6 +111,7 @@ class _NodeListener:
     factory: Any
     bound: BoundListener
     server: Acceptor
+    tls: Any = None
 
 
 @dataclass
@@ -143,7 +144,7 @@ class RunningBroker:
         if node not in self.nodes or node in cluster.up:
             return cluster.start(node)  # refuses: no such broker, or already up
         n = self.nodes[node]
-        n.server, _port = _bind_listener(n.spec, n.bound.port, n.factory)
+        n.server, _port = _bind_listener(n.spec, n.bound.port, n.factory, n.tls)
         await n.server.start_serving()
         self.servers.append(n.server)
         return cluster.start(node)
@@ -252,6 +253,7 @@ async def start(config: Config) -> RunningBroker:
     servers: list[Acceptor] = []
     bound: list[BoundListener] = []
     nodes: dict[int, _NodeListener] = {}  # with --brokers N
+    tls = _tls_context(config)
     try:
         # Bind every listener before any serves: a connection must never see a half-made
         # broker or a partial listener list (DescribeConfigs shows them all).
@@ -264,7 +266,7 @@ async def start(config: Config) -> RunningBroker:
                                            slot[0], everything, memory)
                 # Virtual brokers listen on consecutive ports (each a free one with port 0).
                 port_asked = spec.port + i if spec.port else 0
-                server, port = _bind_listener(spec, port_asked, factory)
+                server, port = _bind_listener(spec, port_asked, factory, tls)
                 servers.append(server)
                 host, adv_port = spec.advertised(port)
                 slot.append(BoundListener(spec.name, spec.host, port, host, adv_port,
@@ -272,7 +274,7 @@ async def start(config: Config) -> RunningBroker:
                 bound.append(slot[0])
                 if config.brokers > 1:
                     broker.node_endpoints[node] = (host, adv_port)
-                    nodes[node] = _NodeListener(spec, factory, slot[0], server)
+                    nodes[node] = _NodeListener(spec, factory, slot[0], server, tls)
     except OSError:
         for server in servers:
             server.close()
@@ -302,9 +304,21 @@ def _bind(host: str, port: int) -> list[socket.socket]:
     return [sock] if sock is not None else _bound_sockets(host or "0.0.0.0", port)
 
 
-def _bind_listener(spec: Any, port: int, factory: Any) -> tuple[Acceptor, int]:
+def _bind_listener(spec: Any, port: int, factory: Any, tls: Any = None) -> tuple[Acceptor, int]:
     socks = _bind(spec.host, port)
-    return Acceptor(socks, factory, spec.name, backlog=1024), socks[0].getsockname()[1]
+    return (Acceptor(socks, factory, spec.name, backlog=1024, ssl=tls if spec.tls else None),
+            socks[0].getsockname()[1])
+
+
+def _tls_context(config: Config) -> Any:
+    """The SSL listeners' server context (None without one): ``ssl`` is imported only then."""
+    if not any(spec.tls for spec in config.effective_listeners()):
+        return None
+    from .tls import server_context
+
+    assert config.ssl_certfile is not None and config.ssl_keyfile is not None  # config checked
+    return server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
+                          config.ssl_client_auth)
 
 
 async def _start_control(address: tuple[str, int], broker: Broker, clock: ControlledClock,

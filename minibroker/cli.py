@@ -23,6 +23,7 @@ TOOLS = {
     "requests": ("minibroker.control.cli", "requests_main"),
     "cluster": ("minibroker.control.cli", "cluster_main"),
     "txn": ("minibroker.control.cli", "txn_main"),
+    "certs": ("minibroker.certs", "main"),
 }
 SUBCOMMANDS = ("serve", *TOOLS)
 
@@ -31,6 +32,7 @@ minibroker [serve] [OPTIONS] [server.properties]
        minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
        minibroker {faults,clock,requests,cluster} ... --control HOST:PORT
        minibroker txn {explain,list,hanging,abort} ... (--control HOST:PORT | --data-dir DIR)
+       minibroker certs DIR [--host NAME ...]
        minibroker --version"""
 
 DESCRIPTION = """\
@@ -47,7 +49,8 @@ commands:
   clock       advance a running broker's clock (transaction and session timeouts fire)
   requests    the requests a running broker served: API, version, client, latency, error
   cluster     stop/start virtual brokers, move partition leaders and coordinators (--brokers N)
-  txn         explain a transactional id's history (why was it fenced?), list, find hanging, abort"""
+  txn         explain a transactional id's history (why was it fenced?), list, find hanging, abort
+  certs       write a throw-away CA and broker/client certificates for SSL listeners (tests, compose)"""
 
 EPILOG = """\
 Every option can also be set by the environment variable named after it (MINIBROKER_PORT=9093),

@@ -112,6 +112,12 @@ class Config:
     log_format: str = "console"
     # Empty: one PLAINTEXT listener from host/port/advertised_host/advertised_port.
     listeners: tuple[Listener, ...] = ()
+    listener_security_protocol_map: str | None = None
+    # TLS of SSL listeners, from PEM files (Kafka: ssl.keystore.type=PEM)
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_cafile: Path | None = None
+    ssl_client_auth: str = "none"
     ready_file: Path | None = None
     ephemeral: bool = False
     # The control plane (fault injection, clock, request log): off unless a listener is set.
@@ -279,8 +285,23 @@ OPTIONS: tuple[Option, ...] = (
            "sockets to listen on, Kafka's listeners syntax, e.g. "
            "INTERNAL://0.0.0.0:29092,EXTERNAL://0.0.0.0:9092; an empty host means every "
            "interface, port 0 a free port; replaces --host/--port and the --advertised-host/"
-           "--advertised-port shorthand; every listener is PLAINTEXT",
+           "--advertised-port shorthand; each listener speaks the protocol "
+           "--listener-security-protocol-map gives its name (PLAINTEXT:// and SSL:// name themselves)",
            metavar="NAME://HOST:PORT,..."),
+    Option("--listener-security-protocol-map", _text, None,
+           "the security protocol of each listener name, Kafka's listener.security.protocol.map, "
+           "e.g. INTERNAL:PLAINTEXT,EXTERNAL:SSL (default: each protocol names itself)",
+           metavar="NAME:PROTOCOL,..."),
+    Option("--ssl-certfile", _path, None,
+           "the broker's certificate chain (PEM) for SSL listeners; 'minibroker certs DIR' writes one",
+           metavar="FILE"),
+    Option("--ssl-keyfile", _path, None, "the private key (PEM, unencrypted) of --ssl-certfile",
+           metavar="FILE"),
+    Option("--ssl-cafile", _path, None,
+           "CA certificates (PEM) that client certificates are checked against (with --ssl-client-auth)",
+           metavar="FILE"),
+    Option("--ssl-client-auth", _choice("required", "requested", "none"), _D.ssl_client_auth,
+           "whether SSL clients must present a certificate, Kafka's ssl.client.auth"),
     Option("--advertised-listeners", _text, None,
            "the address each listener gives its clients in Metadata and FindCoordinator "
            "answers, e.g. INTERNAL://minibroker:29092,EXTERNAL://localhost:9092; a listener "
@@ -633,6 +654,9 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
                     notes.append(("config.controller_listeners_dropped",
                                   {"names": dropped,
                                    "reason": "minibroker has no controller quorum"}))
+        if listener_props.get("listener.security.protocol.map") and not values.get(
+                "listener_security_protocol_map"):
+            values["listener_security_protocol_map"] = listener_props["listener.security.protocol.map"]
     ignored = sorted({p for lay in layers for p in lay.ignored})
     if ignored:
         notes.append(("config.kafka_properties_ignored",
@@ -675,7 +699,14 @@ def _build(v: dict) -> Config:
         listeners_text = f"PLAINTEXT://{'[' + v['host'] + ']' if ':' in v['host'] else v['host']}:{v['port']}"
     listeners = resolve(listeners_text, advertised_text, host=v["host"], port=v["port"],
                         advertised_host=v["advertised_host"] or None,
-                        advertised_port=v["advertised_port"] or None)
+                        advertised_port=v["advertised_port"] or None,
+                        protocol_map=v["listener_security_protocol_map"])
+    if any(listener.tls for listener in listeners) and not (v["ssl_certfile"] and v["ssl_keyfile"]):
+        raise ListenerError("--listeners: an SSL listener needs --ssl-certfile and --ssl-keyfile "
+                            "(PEM; 'minibroker certs DIR' writes a throw-away pair)")
+    if v["ssl_client_auth"] != "none" and not v["ssl_cafile"]:
+        raise ListenerError(f"--ssl-client-auth {v['ssl_client_auth']}: client certificates "
+                            "are checked against --ssl-cafile, which is not set")
     fields = {k: val for k, val in v.items() if k not in ("listeners", "advertised_listeners")}
     fields["advertised_host"] = v["advertised_host"] or None
     fields["advertised_port"] = v["advertised_port"] or None

@@ -6,8 +6,10 @@ and FindCoordinator with the advertised address of the listener the request *cam
 otherwise a host client is sent to ``minibroker:29092``, which it cannot resolve (Kafka:
 ``KafkaApis.handleTopicMetadataRequest`` looks brokers up by ``request.context.listenerName``).
 
-Every listener speaks PLAINTEXT: minibroker has no TLS or SASL, so the names that imply them
-are refused instead of being silently served in clear text.
+Each listener speaks the security protocol ``listener.security.protocol.map`` gives its name
+(Kafka's default map: every protocol's own name, so ``SSL://`` is TLS). PLAINTEXT and SSL are
+served; SASL_PLAINTEXT and SASL_SSL are refused until SASL exists, never silently served
+without authentication.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import socket
 from dataclasses import dataclass
 
 DEFAULT_NAME = "PLAINTEXT"
-_UNSUPPORTED_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+# Kafka's default listener.security.protocol.map: each protocol names itself.
+DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 WILDCARDS = ("", "0.0.0.0", "::")
 
 
@@ -47,6 +52,11 @@ class Listener:
     port: int
     advertised_host: str | None = None
     advertised_port: int | None = None
+    protocol: str = "PLAINTEXT"
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host
@@ -100,9 +110,6 @@ def parse_endpoints(text: str, option: str) -> list[Endpoint]:
         port = int(port_text)
         if not 0 <= port <= 65535:
             raise ListenerError(f"{option}: port {port} of {item!r} is out of range")
-        if name in _UNSUPPORTED_PROTOCOLS:
-            raise ListenerError(f"{option}: {name} needs TLS/SASL, which minibroker does not "
-                                "implement; every listener is PLAINTEXT")
         if any(e.name == name for e in out):
             raise ListenerError(f"{option}: listener name {name} appears twice")
         out.append(Endpoint(name, host, port))
@@ -134,10 +141,53 @@ def _check_ports(bind: list[Endpoint]) -> None:
                             "used twice; only one IPv4 and one IPv6 address may share one)")
 
 
+def parse_protocol_map(text: str | None, option: str = "--listener-security-protocol-map"
+                       ) -> dict[str, str] | None:
+    """``NAME:PROTOCOL[,...]``; None when not given."""
+    if not text or not text.strip():
+        return None
+    out: dict[str, str] = {}
+    for pair in (p.strip() for p in text.split(",")):
+        if not pair:
+            continue
+        name, sep, proto = pair.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name:
+            raise ListenerError(f"{option}: {pair!r} is not NAME:PROTOCOL")
+        if proto not in PROTOCOLS:
+            raise ListenerError(f"{option}: {proto!r} is not a security protocol "
+                                f"({', '.join(PROTOCOLS)})")
+        if name in out:
+            raise ListenerError(f"{option}: listener name {name} appears twice")
+        out[name] = proto
+    return out
+
+
+def _protocol(name: str, protocols: dict[str, str] | None) -> str:
+    proto: str | None
+    if protocols is None:
+        # No map given: the protocol names map to themselves (Kafka's default map), and any
+        # other name is PLAINTEXT, as minibroker has always served it (compose files name
+        # their listeners INTERNAL/EXTERNAL without a map; Kafka would refuse to start).
+        proto = DEFAULT_PROTOCOL_MAP.get(name, "PLAINTEXT")
+    else:
+        proto = protocols.get(name)
+    if proto is None:
+        # Kafka: "No security protocol defined for listener NAME" (KafkaConfig validation)
+        raise ListenerError(f"--listeners: no security protocol defined for listener {name} "
+                            "(--listener-security-protocol-map / listener.security.protocol.map)")
+    if proto not in SERVED_PROTOCOLS:
+        raise ListenerError(f"--listeners: listener {name} is {proto}; minibroker serves "
+                            f"{' and '.join(SERVED_PROTOCOLS)} (SASL is not implemented yet)")
+    return proto
+
+
 def resolve(listeners: str | None, advertised: str | None, *, host: str, port: int,
-            advertised_host: str | None, advertised_port: int | None) -> tuple[Listener, ...]:
+            advertised_host: str | None, advertised_port: int | None,
+            protocol_map: str | None = None) -> tuple[Listener, ...]:
     """The listeners to bind: from ``--listeners``/``--advertised-listeners`` when given,
     else the one-listener shorthand ``--host/--port/--advertised-host/--advertised-port``."""
+    protocols = parse_protocol_map(protocol_map)
     if not listeners:
         if advertised:
             raise ListenerError("--advertised-listeners needs --listeners")
@@ -160,5 +210,6 @@ def resolve(listeners: str | None, advertised: str | None, *, host: str, port: i
             raise ListenerError(f"--advertised-listeners: {a} is not an address a client can "
                                 "connect to")
         out.append(Listener(e.name, e.host, e.port,
-                            a.host if a else None, (a.port or None) if a else None))
+                            a.host if a else None, (a.port or None) if a else None,
+                            _protocol(e.name, protocols)))
     return tuple(out)

@@ -43,6 +43,7 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "log.retention.bytes": Mapping("--retention-bytes"),
     "log.retention.check.interval.ms": Mapping("--retention-check-interval-ms"),
     "log.cleaner.enable": Mapping("--log-cleaner-enable"),
+    "ssl.client.auth": Mapping("--ssl-client-auth"),
     "offsets.topic.segment.bytes": Mapping("--offsets-topic-segment-bytes"),
     "transaction.state.log.segment.bytes": Mapping("--transaction-state-log-segment-bytes"),
     "log.cleaner.backoff.ms": Mapping("--log-cleaner-backoff-ms"),
@@ -143,16 +144,12 @@ def _unquote(value: str) -> str:
 def filter_listeners(listeners: str, protocol_map: str | None,
                      controller_names: str | None, label: str) -> tuple[str, list[str]]:
     """The listeners a client may use: controller listeners dropped (minibroker has no
-    controller quorum), each remaining name checked to map to PLAINTEXT. Returns the list
-    and the names dropped."""
-    protocols: dict[str, str] = {}
+    controller quorum). Returns the list and the names dropped; each listener's protocol is
+    checked with the map when the listeners are resolved (listeners.resolve)."""
     for pair in (protocol_map or "").split(","):
-        if pair.strip():
-            name, sep, proto = pair.partition(":")
-            if not sep:
-                raise PropertiesError(f"{label}: listener.security.protocol.map entry {pair!r} "
-                                      "is not NAME:PROTOCOL")
-            protocols[name.strip().upper()] = proto.strip().upper()
+        if pair.strip() and ":" not in pair:
+            raise PropertiesError(f"{label}: listener.security.protocol.map entry {pair!r} "
+                                  "is not NAME:PROTOCOL")
     controllers = {n.strip().upper() for n in (controller_names or "").split(",") if n.strip()}
     kept, dropped = [], []
     for item in (p.strip() for p in listeners.split(",")):
@@ -162,9 +159,5 @@ def filter_listeners(listeners: str, protocol_map: str | None,
         if name in controllers:
             dropped.append(name)
             continue
-        proto = protocols.get(name, "PLAINTEXT")
-        if proto != "PLAINTEXT":
-            raise PropertiesError(f"{label}: listener {name} is {proto} in "
-                                  "listener.security.protocol.map; minibroker speaks PLAINTEXT only")
         kept.append(item)
     return ",".join(kept), dropped

@@ -364,6 +364,14 @@ _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _ERRNO_NAMES: dict[int | None, str] = {code: name for code, name in errno.errorcode.items()}
 
 
+def _peer(conn: socket.socket) -> str | None:
+    try:
+        host, port = conn.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return None
+
+
 class Acceptor:
     """Accepts the connections of one listener's bound sockets: what ``loop.create_server``
     does, and the same face (``sockets``, ``start_serving``, ``close``, ``wait_closed``).
@@ -379,8 +387,10 @@ class Acceptor:
     RETRY_S = 0.2
     LOG_EVERY_S = 10.0
 
-    def __init__(self, sockets: list[socket.socket], factory, name: str, backlog: int = 1024) -> None:
+    def __init__(self, sockets: list[socket.socket], factory, name: str, backlog: int = 1024,
+                 ssl=None) -> None:
         self.sockets = sockets
+        self.ssl = ssl  # an SSL listener's server context (minibroker/tls.py)
         self.factory = factory
         self.name = name
         self.backlog = backlog
@@ -422,11 +432,21 @@ class Acceptor:
 
     async def _connect(self, conn: socket.socket) -> None:
         assert self._loop is not None  # started by _accept
+        peer = _peer(conn) if self.ssl is not None else None
         try:
-            await self._loop.connect_accepted_socket(self.factory, conn)
-        except OSError as e:
+            if self.ssl is None:
+                await self._loop.connect_accepted_socket(self.factory, conn)
+            else:
+                from .tls import HANDSHAKE_TIMEOUT_S
+                await self._loop.connect_accepted_socket(
+                    self.factory, conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        except (TimeoutError, OSError) as e:
+            # ssl.SSLError is an OSError: an untrusted or missing client certificate, a
+            # plaintext client on a TLS port, a timed-out handshake
+            peer = peer or _peer(conn)
             conn.close()
-            log.info("listener.connection_failed", listener=self.name, error=str(e))
+            log.info("listener.connection_failed", listener=self.name, peer=peer,
+                     error=str(e) or type(e).__name__)
 
     def _refused(self, sock: socket.socket, e: OSError) -> None:
         self._refusals += 1

@@ -127,6 +127,6 @@ def test_problems_name_their_source(tmp_path):
         f"{props}:2: MINIBROKER_NOPE is not a minibroker option",
         f"{props}:1: num.partitions='0': must be at least 1 (Kafka's num.partitions)",
         "KAFKA_LOG_SEGMENT_BYTES='x': not an integer",
-        "KAFKA_LISTENERS='SSL://:9093': --listeners: SSL needs TLS/SASL, which minibroker does "
-        "not implement; every listener is PLAINTEXT",
+        "KAFKA_LISTENERS='SSL://:9093': --listeners: an SSL listener needs --ssl-certfile and "
+        "--ssl-keyfile (PEM; 'minibroker certs DIR' writes a throw-away pair)",
     ]

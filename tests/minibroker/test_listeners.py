@@ -57,8 +57,8 @@ def test_names_are_case_insensitive():
     ("A://127.0.0.1:+12", None, "non-numeric"),
     ("A://:9092", "B://h:1", "does not define"),
     ("A://:9092", "A://0.0.0.0:9092", "not an address"),
-    ("SSL://:9093", None, "TLS/SASL"),
-    ("SASL_PLAINTEXT://:9093", None, "TLS/SASL"),
+    ("SASL_PLAINTEXT://:9093", None, "SASL is not implemented"),
+    ("SASL_SSL://:9093", None, "SASL is not implemented"),
     ("", None, None),  # empty: the shorthand
     (" , ", None, "no listener"),
     ("[::1:9092", None, "NAME://host:port"),
@@ -121,3 +121,19 @@ def test_health_default_target_follows_the_broker_environment():
     kafka = {"KAFKA_LISTENERS": "CONTROLLER://:9094,PLAINTEXT://:9092,BROKER://:9093",
              "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER", "MINIBROKER_PORT": "9999"}
     assert default_bootstrap(kafka) == "localhost:9092"
+
+
+def test_protocols_come_from_the_map_or_name_themselves():
+    got = _resolve("PLAINTEXT://:9092,SSL://:9093,INTERNAL://:9094")
+    assert [(x.name, x.protocol, x.tls) for x in got] == [
+        ("PLAINTEXT", "PLAINTEXT", False), ("SSL", "SSL", True), ("INTERNAL", "PLAINTEXT", False)]
+    mapped = resolve("IN://:9092,OUT://:9093", None, host="127.0.0.1", port=9092, advertised_host=None,
+                     advertised_port=None, protocol_map="IN:PLAINTEXT,OUT:SSL")
+    assert [(x.name, x.protocol) for x in mapped] == [("IN", "PLAINTEXT"), ("OUT", "SSL")]
+    # with a map, Kafka's rule: every listener name must be in it
+    with pytest.raises(ListenerError, match="no security protocol defined for listener OTHER"):
+        resolve("IN://:9092,OTHER://:9093", None, host="127.0.0.1", port=9092, advertised_host=None,
+                advertised_port=None, protocol_map="IN:PLAINTEXT")
+    with pytest.raises(ListenerError, match="not a security protocol"):
+        resolve("IN://:9092", None, host="127.0.0.1", port=9092, advertised_host=None,
+                advertised_port=None, protocol_map="IN:TLS")
