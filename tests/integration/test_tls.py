@@ -105,3 +105,23 @@ def test_client_certificates_required(broker_factory, topic, certs):
     p.produce(topic, value=b"mtls", partition=0)
     assert p.flush(20) == 0
     assert "Traceback" not in b.log_text()
+
+
+def test_the_java_client_over_tls(broker_factory, topic, certs, monkeypatch):
+    """kafka-clients 4.x with a PEM truststore: commit, abort, commit, then both isolation
+    levels read back (java/TxnDriver.java commit-abort)."""
+    from .clients import create_topic
+    from .test_txn_support import run_java_txn, txn_id
+
+    ca_dir, _other = certs
+    b = broker_factory(listeners=LISTENERS, ssl_certfile=ca_dir / "broker.crt",
+                       ssl_keyfile=ca_dir / "broker.key")
+    plain_addr, tls_addr = b.addresses
+    create_topic(plain_addr, topic, 1)
+    monkeypatch.setenv("TXN_DRIVER_CLIENT_PROPS", "security.protocol=SSL,ssl.truststore.type=PEM,"
+                       f"ssl.truststore.location={ca_dir / 'ca.crt'}")
+    res = run_java_txn("commit-abort", tls_addr, topic, 1, 3, txn_id("java-tls"))
+    assert not res["errors"], res["errors"]
+    committed = [v.split("|")[0] for _p, _o, v in res["read_committed"]]
+    assert committed == [f"t{k}-p0-{i}" for k in (0, 2) for i in range(3)]
+    assert len(res["read_uncommitted"]) == 9

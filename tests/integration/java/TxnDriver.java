@@ -121,6 +121,18 @@ public final class TxnDriver {
     }
 
     // -- clients -------------------------------------------------------------------------
+    /** Client settings from TXN_DRIVER_CLIENT_PROPS ("key=value,key=value"), e.g. TLS, on top of the defaults. */
+    static Properties withExtra(Properties props) {
+        String extra = System.getenv("TXN_DRIVER_CLIENT_PROPS");
+        if (extra != null) {
+            for (String kv : extra.split(",")) {
+                int eq = kv.indexOf('=');
+                if (eq > 0) props.put(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+            }
+        }
+        return props;
+    }
+
     static KafkaProducer<String, String> producer(String bootstrap, String txnId, Integer txnTimeoutMs) {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -140,7 +152,7 @@ public final class TxnDriver {
         }
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        return new KafkaProducer<>(props);
+        return new KafkaProducer<>(withExtra(props));
     }
 
     static RecordMetadata sendSync(KafkaProducer<String, String> p, String topic, int partition, String key,
@@ -171,7 +183,7 @@ public final class TxnDriver {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         List<String> out = new ArrayList<>();
-        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(props)) {
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(withExtra(props))) {
             List<TopicPartition> tps = new ArrayList<>();
             for (int p = 0; p < partitions; p++) {
                 tps.add(new TopicPartition(topic, p));
