@@ -86,7 +86,9 @@ def test_health_refuses_a_non_kafka_answer():
 
 def test_bad_listener_list_is_a_usage_error():
     r = _cli("--listeners", "SSL://127.0.0.1:0", "--ephemeral")
-    assert r.returncode == 2 and "TLS/SASL" in r.stderr
+    assert r.returncode == 2 and "an SSL listener needs --ssl-certfile" in r.stderr
+    r = _cli("--listeners", "SASL_SSL://127.0.0.1:0", "--ephemeral")
+    assert r.returncode == 2 and "SASL is not implemented" in r.stderr
     r = _cli("--listeners", "A://127.0.0.1:0", "--advertised-listeners", "B://h:1", "--ephemeral")
     assert r.returncode == 2 and "does not define" in r.stderr
 
