@@ -115,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"minibroker certs: {e}", file=sys.stderr)
         return 1
-    for path in written:
-        print(path)
+    try:
+        print("\n".join(str(p) for p in written), flush=True)
+    except BrokenPipeError:  # `minibroker certs DIR | head`: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     print(f"broker: --ssl-certfile {a.directory / 'broker.crt'} --ssl-keyfile {a.directory / 'broker.key'}"
           f"; clients trust {a.directory / 'ca.crt'}", file=sys.stderr)
     return 0
