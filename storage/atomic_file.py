@@ -1,4 +1,5 @@
-"""Replace a small file whole: a temp file written and fsynced, then renamed over it."""
+"""Replace a small file whole: a temp file written and fsynced, then renamed over it; and the
+directory fsync that makes such renames durable."""
 
 from __future__ import annotations
 
@@ -17,8 +18,13 @@ def write_atomically(path: str | os.PathLike, data: bytes | str, *, sync_dir: bo
         os.close(fd)
     os.replace(tmp, path)
     if sync_dir:
-        dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make the directory's entries (files created, renamed or removed in it) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -19,6 +19,7 @@ import structlog
 from minibroker_protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 
 from . import segment_swap
+from .atomic_file import fsync_dir
 from .config import INT32_MAX, FlushPolicy, LogConfig
 from .errors import LogClosed, OffsetOutOfRange, ProducerStateError, RecordBatchTooLarge, StorageError
 from .leader_epochs import LeaderEpochs
@@ -162,7 +163,7 @@ class PartitionLog:
             # Gone, durably, before the first append, so a kill -9 from now on
             # is noticed at the next open.
             os.unlink(marker)
-            _fsync_dir(path)
+            fsync_dir(path)
         self = cls(path, config, segments, clock)
         self._marks = marks
         if start_offset is not None and self._start_offset < start_offset <= self._next_offset:
@@ -501,7 +502,7 @@ class PartitionLog:
         # restart replays at most the active segment (Kafka's LocalLog.roll).
         self._producers.take_snapshot(new.base_offset)
         if durable:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         else:
             self._dir_dirty = True
         self._logger.info(
@@ -774,7 +775,7 @@ class PartitionLog:
         fd = os.open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
         os.fsync(fd)
         os.close(fd)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         self._logger.info("log.closed", log_end_offset=self._next_offset)
 
     def release(self) -> None:
@@ -843,11 +844,3 @@ def _delete_segment_files(path: str, base: int) -> None:
             os.unlink(os.path.join(path, f"{base:020d}{suffix}"))
         except FileNotFoundError:
             pass
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -134,13 +134,15 @@ class LogManager:
         if info is None:
             raise UnknownTopic(f"topic {name!r} does not exist")
         doomed = []
+        # a topic made again under this name is all dirty: its checkpoints go
+        forget = self._cleaner is not None or os.path.exists(
+            os.path.join(self.data_dir, start_offsets.CLEANER_FILE))
         for partition in range(info.partitions):
             plog = self._logs.pop((name, partition), None)
             if plog is not None:
                 plog.release()
-            cleaned = os.path.exists(os.path.join(self.data_dir, start_offsets.CLEANER_FILE))
-            if self._cleaner is not None or cleaned:
-                self.cleaner.forget((name, partition))  # a topic made again under this name is all dirty
+            if forget:
+                self.cleaner.forget((name, partition))
             path = os.path.join(self.data_dir, partition_dir_name(name, partition))
             if os.path.isdir(path):
                 target = f"{path}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"

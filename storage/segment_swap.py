@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from .atomic_file import write_atomically
+from .atomic_file import fsync_dir, write_atomically
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +71,7 @@ def commit(partition_path: str, old_bases: Iterable[int]) -> str:
                      "".join(f"{b}\n" for b in old_bases), sync_dir=True)
     swap = os.path.join(partition_path, SWAP_DIR)
     os.rename(staging, swap)
-    _fsync_dir(partition_path)
+    fsync_dir(partition_path)
     return swap
 
 
@@ -88,18 +88,18 @@ def finish(partition_path: str, delete_old: Callable[[int], None]) -> list[int]:
     if old is not None:
         for base in old:
             delete_old(base)
-        _fsync_dir(partition_path)
+        fsync_dir(partition_path)
         os.unlink(replaces)
-        _fsync_dir(swap)
+        fsync_dir(swap)
     new_bases = set()
     for name in sorted(os.listdir(swap)):
         stem = name.partition(".")[0]
         if stem.isdigit():
             new_bases.add(int(stem))
         os.rename(os.path.join(swap, name), os.path.join(partition_path, name))
-    _fsync_dir(partition_path)
+    fsync_dir(partition_path)
     os.rmdir(swap)
-    _fsync_dir(partition_path)
+    fsync_dir(partition_path)
     return sorted(new_bases)
 
 
@@ -112,11 +112,3 @@ def recover(partition_path: str, delete_old: Callable[[int], None]) -> None:
     if os.path.isdir(os.path.join(partition_path, SWAP_DIR)):
         new = finish(partition_path, delete_old)
         log.info("cleaner.swap_finished", path=partition_path, segments=new)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
