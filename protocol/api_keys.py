@@ -23,6 +23,7 @@ class ApiKey(IntEnum):
     SyncGroup = 14
     DescribeGroups = 15
     ListGroups = 16
+    SaslHandshake = 17
     ApiVersions = 18
     CreateTopics = 19
     DeleteTopics = 20
@@ -34,13 +35,19 @@ class ApiKey(IntEnum):
     EndTxn = 26
     WriteTxnMarkers = 27
     TxnOffsetCommit = 28
+    DescribeAcls = 29
+    CreateAcls = 30
+    DeleteAcls = 31
     DescribeConfigs = 32
     DescribeLogDirs = 35
+    SaslAuthenticate = 36
     CreatePartitions = 37
     DeleteGroups = 42
     ElectLeaders = 43
     IncrementalAlterConfigs = 44
     OffsetDelete = 47
+    DescribeUserScramCredentials = 50
+    AlterUserScramCredentials = 51
     UpdateFeatures = 57
     DescribeCluster = 60
     DescribeProducers = 61
