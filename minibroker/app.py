@@ -23,6 +23,7 @@ from .cluster import connection_node
 from .config import Config, FsyncPolicy
 from .crash_points import CrashPoints
 from .dispatch import Dispatcher
+from .handlers.acls import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.configs import ConfigHandlers
 from .handlers.consumer_group import ConsumerGroupHandlers
@@ -86,6 +87,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         GroupHandlers(groups=broker.group_coordinator, logs=logs),
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features),
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
+        AclHandlers(authorizer=broker.authorizer),
     )
     if broker.config.telemetry_enabled:
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
