@@ -35,6 +35,7 @@ from .handlers.leaders import LeaderHandlers
 from .handlers.log_admin import LogAdminHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
+from .handlers.sasl import SaslHandlers
 from .handlers.telemetry import TelemetryHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
@@ -89,6 +90,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
         AclHandlers(authorizer=broker.authorizer),
     )
+    families += (SaslHandlers(credentials=broker.sasl_credentials),)
     if broker.config.telemetry_enabled:
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
@@ -256,6 +258,7 @@ async def start(config: Config) -> RunningBroker:
     bound: list[BoundListener] = []
     nodes: dict[int, _NodeListener] = {}  # with --brokers N
     tls = _tls_context(config)
+    new_auth = _sasl(config, broker)
     try:
         # Bind every listener before any serves: a connection must never see a half-made
         # broker or a partial listener list (DescribeConfigs shows them all).
@@ -263,9 +266,11 @@ async def start(config: Config) -> RunningBroker:
             for i, node in enumerate(config.node_ids):
                 slot: list[BoundListener] = []
 
-                def factory(slot=slot):
+                def factory(slot=slot, sasl=spec.sasl):
                     return KafkaConnection(dispatcher, config.max_request_bytes, connections,
-                                           slot[0], everything, memory)
+                                           slot[0], everything, memory,
+                                           auth=new_auth() if sasl else None,
+                                           auth_timeout_s=config.sasl_authentication_timeout_ms / 1000)
                 # Virtual brokers listen on consecutive ports (each a free one with port 0).
                 port_asked = spec.port + i if spec.port else 0
                 server, port = _bind_listener(spec, port_asked, factory, tls)
@@ -310,6 +315,18 @@ def _bind_listener(spec: Any, port: int, factory: Any, tls: Any = None) -> tuple
     socks = _bind(spec.host, port)
     return (Acceptor(socks, factory, spec.name, backlog=1024, ssl=tls if spec.tls else None),
             socks[0].getsockname()[1])
+
+
+def _sasl(config: Config, broker: Broker) -> Any:
+    """What makes a SASL connection's authenticator (None without a SASL listener)."""
+    if not any(spec.sasl for spec in config.effective_listeners()):
+        return None
+    from .sasl.authenticator import Authenticator
+    mechanisms = tuple(config.sasl_mechanisms.split(","))
+    credentials = broker.sasl_credentials
+    clock = broker.clock
+    return lambda: Authenticator(mechanisms, credentials, clock.wall_ms,
+                                 config.connections_max_reauth_ms)
 
 
 def _tls_context(config: Config) -> Any:

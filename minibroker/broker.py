@@ -18,6 +18,7 @@ Who needs what:
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import cast
 
@@ -137,6 +138,13 @@ class Broker:
         self.bound_port = config.port
         # Virtual brokers: each node's advertised (host, port), once its listener is bound.
         self.node_endpoints: dict[int, tuple[str, int]] = {}
+
+    @functools.cached_property
+    def sasl_credentials(self):
+        """The SASL users (--sasl-users and AlterUserScramCredentials), read on first use."""
+        from .sasl.credentials import Credentials, read_users_file
+        users = read_users_file(self.config.sasl_users) if self.config.sasl_users else {}
+        return Credentials(users, self.config.data_dir)
 
     def set_bound_port(self, port: int) -> None:
         self.bound_port = port

@@ -118,6 +118,16 @@ class Config:
     ssl_keyfile: Path | None = None
     ssl_cafile: Path | None = None
     ssl_client_auth: str = "none"
+    # SASL listeners (minibroker/sasl): mechanisms offered, users, and the bounds on a connection
+    # that has not authenticated yet.
+    sasl_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_users: Path | None = None
+    sasl_authentication_timeout_ms: int = 10_000
+    connections_max_reauth_ms: int = 0
+    # ACLs (minibroker/acl): off unless --authorizer standard, as Kafka without authorizer.class.name.
+    authorizer: str = "none"
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     ready_file: Path | None = None
     ephemeral: bool = False
     # The control plane (fault injection, clock, request log): off unless a listener is set.
@@ -272,6 +282,8 @@ class Option:
 
 
 _D = Config()
+# What --sasl-mechanisms may name (GSSAPI, Kerberos, is not served)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _BYTES = "bytes"
 OPTIONS: tuple[Option, ...] = (
     Option("--host", _text, _D.host, "address to listen on"),
@@ -302,6 +314,27 @@ OPTIONS: tuple[Option, ...] = (
            metavar="FILE"),
     Option("--ssl-client-auth", _choice("required", "requested", "none"), _D.ssl_client_auth,
            "whether SSL clients must present a certificate, Kafka's ssl.client.auth"),
+    Option("--sasl-mechanisms", _text, _D.sasl_mechanisms,
+           "the SASL mechanisms SASL_PLAINTEXT/SASL_SSL listeners offer, Kafka's "
+           "sasl.enabled.mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (unsecured "
+           "JWS tokens, for development only)", metavar="MECH,..."),
+    Option("--sasl-users", _path, None,
+           "users for SASL/PLAIN and SCRAM, one name:password a line ('#' comments); SCRAM users "
+           "can also be made with AlterUserScramCredentials (kafka-configs.sh --alter --add-config "
+           "'SCRAM-SHA-256=[password=...]')", metavar="FILE"),
+    Option("--sasl-authentication-timeout-ms", _int(1), _D.sasl_authentication_timeout_ms,
+           "a connection to a SASL listener that has not authenticated within this is closed"),
+    Option("--connections-max-reauth-ms", _int(0), _D.connections_max_reauth_ms,
+           "SASL sessions last this long and clients re-authenticate before the end (KIP-368, "
+           "Kafka's connections.max.reauth.ms); 0: sessions do not expire"),
+    Option("--authorizer", _choice("none", "standard"), _D.authorizer,
+           "standard: check every request against ACLs (CreateAcls/DescribeAcls/DeleteAcls), as "
+           "Kafka's StandardAuthorizer; none: everyone may do everything"),
+    Option("--super-users", _text, _D.super_users,
+           "principals the authorizer lets do everything, Kafka's super.users, e.g. "
+           "User:admin;User:ops", metavar="User:NAME;..."),
+    Option("--allow-everyone-if-no-acl-found", _bool, _D.allow_everyone_if_no_acl_found,
+           "let anyone use a resource no ACL names, Kafka's allow.everyone.if.no.acl.found"),
     Option("--advertised-listeners", _text, None,
            "the address each listener gives its clients in Metadata and FindCoordinator "
            "answers, e.g. INTERNAL://minibroker:29092,EXTERNAL://localhost:9092; a listener "
@@ -704,6 +737,12 @@ def _build(v: dict) -> Config:
     if any(listener.tls for listener in listeners) and not (v["ssl_certfile"] and v["ssl_keyfile"]):
         raise ListenerError("--listeners: an SSL listener needs --ssl-certfile and --ssl-keyfile "
                             "(PEM; 'minibroker certs DIR' writes a throw-away pair)")
+    mechanisms = [m.strip().upper() for m in v["sasl_mechanisms"].split(",") if m.strip()]
+    unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
+    if unknown or not mechanisms:
+        raise ListenerError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; minibroker "
+                            f"serves {', '.join(SASL_MECHANISMS)}")
+    v["sasl_mechanisms"] = ",".join(dict.fromkeys(mechanisms))
     if v["ssl_client_auth"] != "none" and not v["ssl_cafile"]:
         raise ListenerError(f"--ssl-client-auth {v['ssl_client_auth']}: client certificates "
                             "are checked against --ssl-cafile, which is not set")

@@ -75,6 +75,10 @@ class Dispatcher:
         self.apis[api.key] = api
 
     def handle(self, frame: Any, connection: Any) -> Answer:
+        auth = getattr(connection, "auth", None)
+        if auth is not None and auth.raw_tokens:
+            from .handlers.sasl import raw_token
+            return raw_token(connection, frame)
         try:
             api_key, version, corr = peek_header(frame)
         except HeaderError as e:
@@ -104,6 +108,10 @@ class Dispatcher:
             raise Disconnect("malformed_request", str(e), api_key=api_key,
                              api_version=version) from None
         ctx = RequestContext(api_key, version, corr, header.client_id, connection)
+        if auth is not None and (not auth.authenticated or auth.session_ends_ms is not None):
+            admitted = self._admit(auth, ctx, request)
+            if admitted is not None:
+                return admitted
         if api_key == ApiKey.ApiVersions and version >= 3 and connection is not None:
             # KIP-511: the connection's client software, for the request counts (Kafka keeps it
             # per connection too). Malformed names are refused by the handler, and counted as sent.
@@ -115,6 +123,28 @@ class Dispatcher:
                 self.injector is not None and self.injector.book):
             return api.handler(ctx, request)
         return self._observed(api, ctx, request, software)
+
+    def _admit(self, auth: Any, ctx: RequestContext, request: Any) -> Response | None:
+        """A SASL connection before authentication, or with a session that ends: None lets the
+        request through; otherwise the answer it gets, after which the connection closes."""
+        from .sasl import AuthenticationFailed
+        try:
+            auth.admit(ctx.api_key)
+            return None
+        except AuthenticationFailed as e:
+            if not e.answer:
+                raise Disconnect("sasl_" + e.reason, e.message, api_key=ctx.api_key,
+                                 principal=auth.principal) from None
+            from .faults.error_answers import NoErrorShape, error_entity
+            try:
+                entity = error_entity(ctx.api_key, ctx.api_version, request, e.error_code, e.message)
+            except NoErrorShape:  # an answer with nowhere to put the error: just the close
+                raise Disconnect("sasl_" + e.reason, e.message, api_key=ctx.api_key) from None
+            response = Response.of(ctx.correlation_id, entity)
+            log.warning("sasl.unexpected_request", conn=ctx.connection.conn_id,
+                        api_key=ctx.api_key, error=e.message)
+            ctx.connection.close_after(response, "sasl_unexpected_request")
+            return response
 
     # -- with the control plane: recorded, and open to fault rules -------------------------
     def _observed(self, api: Api, ctx: RequestContext, request: Any, software: tuple[str, str]) -> Answer:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 DEFAULT_NAME = "PLAINTEXT"
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
 # Kafka's default listener.security.protocol.map: each protocol names itself.
 DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
 WILDCARDS = ("", "0.0.0.0", "::")
@@ -57,6 +56,10 @@ class Listener:
     @property
     def tls(self) -> bool:
         return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host
@@ -176,9 +179,6 @@ def _protocol(name: str, protocols: dict[str, str] | None) -> str:
         # Kafka: "No security protocol defined for listener NAME" (KafkaConfig validation)
         raise ListenerError(f"--listeners: no security protocol defined for listener {name} "
                             "(--listener-security-protocol-map / listener.security.protocol.map)")
-    if proto not in SERVED_PROTOCOLS:
-        raise ListenerError(f"--listeners: listener {name} is {proto}; minibroker serves "
-                            f"{' and '.join(SERVED_PROTOCOLS)} (SASL is not implemented yet)")
     return proto
 
 

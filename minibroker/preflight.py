@@ -90,6 +90,12 @@ def problems(config: Config) -> list[str]:
         elif config.effective_listeners()[0].advertised_port is not None:
             out.append(f"--brokers {config.brokers}: each virtual broker advertises its own port; "
                        "a fixed --advertised-port cannot be")
+    if config.sasl_users is not None:
+        from .sasl.credentials import UsersFileError, read_users_file
+        try:
+            read_users_file(config.sasl_users)
+        except UsersFileError as e:
+            out.append(str(e))
     if config.faults is not None:
         from .faults.rules import FaultError, read_rules_file
         try:

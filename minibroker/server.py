@@ -27,6 +27,7 @@ from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, s
 from .api import NO_RESPONSE, Response
 from .dispatch import Disconnect, Dispatcher
 from .request_counts import RequestCounts
+from .sasl import ANONYMOUS, MAX_UNAUTHENTICATED_FRAME
 
 log = structlog.get_logger("minibroker.server")
 
@@ -144,7 +145,8 @@ class _Slot:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, registry: set,
-                 listener=None, listeners: tuple = (), memory: RequestMemory | None = None) -> None:
+                 listener=None, listeners: tuple = (), memory: RequestMemory | None = None,
+                 auth=None, auth_timeout_s: float = 10.0) -> None:
         self.dispatcher = dispatcher
         # Where the bytes read and written are added up (/metrics); a test's stand-in
         # dispatcher may have none.
@@ -171,6 +173,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # A fault rule dropped an answer: the connection stays open but reads and answers
         # nothing more, as across a partition, until the client gives up on it.
         self.muted = False
+        # Who sent the requests (Kafka's KafkaPrincipal as text): a SASL listener's user once
+        # authenticated, an SSL client certificate's subject, else User:ANONYMOUS.
+        self.principal = ANONYMOUS
+        # A SASL listener's authentication (minibroker/sasl/authenticator.py); None elsewhere.
+        # Until it completes, frames are bounded as Kafka's SaslServerAuthenticator bounds them
+        # and the connection must authenticate within ``auth_timeout_s``.
+        self.auth = auth
+        self.auth_timeout_s = auth_timeout_s
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._max_request_bytes = max_request_bytes
+        if auth is not None:
+            self.decoder.max_size = min(max_request_bytes, MAX_UNAUTHENTICATED_FRAME)
+        # Set when an answer is the last: the connection closes once it is written.
+        self._closing: str | None = None
+
+    def close_after(self, response: Response, reason: str) -> None:
+        """``response`` is this connection's last answer (a failed authentication)."""
+        self._closing = reason
+
+    def authenticated(self, session_lifetime_ms: int) -> None:
+        self.decoder.max_size = self._max_request_bytes
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+
+    def _auth_timed_out(self) -> None:
+        self._auth_timer = None
+        if self.closed or self.auth is None or self.auth.authenticated:
+            return
+        log.warning("sasl.authentication_timeout", conn=self.conn_id, peer=self.peer,
+                    listener=getattr(self.listener, "name", None), state=self.auth.state,
+                    timeout_ms=int(self.auth_timeout_s * 1000))
+        self._disconnect("sasl_authentication_timeout",
+                         f"not authenticated within {int(self.auth_timeout_s * 1000)} ms")
 
     def mute(self, why: str) -> None:
         if self.muted or self.closed:
@@ -184,11 +220,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.registry.add(self)
+        if self.auth is not None:
+            self._auth_timer = asyncio.get_running_loop().call_later(self.auth_timeout_s,
+                                                                     self._auth_timed_out)
+        elif transport.get_extra_info("sslcontext") is not None:
+            from .tls import certificate_principal
+            self.principal = certificate_principal(transport.get_extra_info("peercert"))
         log.debug("connection.opened", conn=self.conn_id, peer=self.peer)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.registry.discard(self)
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
         for task in self.tasks:
             task.cancel()
         self.pending.clear()
@@ -348,6 +392,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.write(size_prefix(size) + chunks[0])
         else:
             self.transport.writelines([size_prefix(size), *chunks])
+        if self._closing is not None:
+            # asyncio writes what is buffered before it closes
+            self._disconnect(self._closing, "closed after its last answer")
 
     def _disconnect(self, reason: str, detail: str, **fields) -> None:
         log.warning("connection.rejected", conn=self.conn_id, peer=self.peer, reason=reason,

@@ -32,3 +32,30 @@ def server_context(certfile: Path, keyfile: Path, cafile: Path | None, client_au
             raise TLSConfigError(f"--ssl-cafile {cafile}: {e}") from None
     ctx.verify_mode = CLIENT_AUTH[client_auth]
     return ctx
+
+
+# How Java's X500Principal.getName() (RFC 2253) names the attributes Python's ssl reports; others
+# are written as their OID would be by Java, which ssl does not give, so by ssl's long name.
+_RFC2253_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L",
+                     "stateOrProvinceName": "ST", "organizationName": "O",
+                     "organizationalUnitName": "OU", "streetAddress": "STREET",
+                     "domainComponent": "DC", "userId": "UID"}
+
+
+def _escape(value: str) -> str:
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    return out[:-1] + "\\ " if out.endswith(" ") else out
+
+
+def certificate_principal(peercert: dict | None) -> str:
+    """Kafka's DefaultKafkaPrincipalBuilder for SSL: ``User:`` and the client certificate's
+    subject in RFC 2253 form (most specific first), or User:ANONYMOUS without a certificate
+    (ssl.client.auth=none, or requested and not sent)."""
+    if not peercert or not peercert.get("subject"):
+        return "User:ANONYMOUS"
+    rdns = []
+    for rdn in reversed(peercert["subject"]):
+        rdns.append("+".join(f"{_RFC2253_KEYWORDS.get(k, k)}={_escape(v)}" for k, v in rdn))
+    return "User:" + ",".join(rdns)

@@ -252,3 +252,17 @@ def iter_headers(
 
 def set_base_offset(buf, position: int, base_offset: int) -> None:
     _I64.pack_into(buf, position, base_offset)
+
+
+def first_batch_transactional(buf) -> bool:
+    """Whether a Produce partition's first batch is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords looks at the first batch of each partition only);
+    read from the attributes of a v2 batch without validating it."""
+    if buf is None or len(buf) < _ATTRIBUTES_END or buf[_MAGIC_AT] != 2:
+        return False
+    return bool(int.from_bytes(buf[_ATTRIBUTES_END - 2:_ATTRIBUTES_END], "big") & TRANSACTIONAL_BIT)
+
+
+# base offset (8), length (4), partition leader epoch (4), then magic (1), crc (4), attributes (2)
+_MAGIC_AT = 16
+_ATTRIBUTES_END = 23

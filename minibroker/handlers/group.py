@@ -14,6 +14,7 @@ from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
 from ..coordinator.group import GroupCoordinator, GroupError, Offset
+from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, answers_later, response_cls
 
 log = structlog.get_logger("minibroker.group")
@@ -27,9 +28,15 @@ def _ms(td: datetime.timedelta) -> int:
 
 
 class GroupHandlers:
-    def __init__(self, *, groups: GroupCoordinator, logs: LogManager) -> None:
+    def __init__(self, *, groups: GroupCoordinator, logs: LogManager, authz: Authz = OFF) -> None:
         self.groups = groups
         self.logs = logs
+        # KafkaApis: the classic group APIs need READ on the group (DESCRIBE to read offsets or
+        # describe it, DELETE to delete it or its offsets), offsets READ/DESCRIBE on topics.
+        self.authz = authz
+
+    def _group_denied(self, ctx: RequestContext, group_id: str, op: Any = Op.READ) -> bool:
+        return not self.authz.allowed(ctx, op, Res.GROUP, group_id)
 
     def apis(self) -> list[Api]:
         return [
@@ -51,6 +58,12 @@ class GroupHandlers:
     async def join_group(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         M = nested(R, "JoinGroupResponseMember")
+        if self._group_denied(ctx, req.group_id):
+            # JoinGroupRequest.getErrorResponse: no member id, generation -1
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.group_authorization_failed,
+                         generation_id=-1, protocol_type=None,
+                         protocol_name=None if ctx.api_version >= 7 else "", leader="",
+                         skip_assignment=False, member_id="", members=())
         peer = ctx.connection.peer
         rebalance = getattr(req, "rebalance_timeout", None)
         try:
@@ -78,6 +91,9 @@ class GroupHandlers:
     @answers_later
     async def sync_group(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        if self._group_denied(ctx, req.group_id):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.group_authorization_failed,
+                         protocol_type=None, protocol_name=None, assignment=b"")
         try:
             assignment, ptype, pname = await self.groups.sync(
                 group_id=req.group_id, generation=req.generation_id, member_id=req.member_id,
@@ -94,6 +110,8 @@ class GroupHandlers:
     @answers
     def heartbeat(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        if self._group_denied(ctx, req.group_id):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.group_authorization_failed)
         try:
             self.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
                                   getattr(req, "group_instance_id", None))
@@ -105,6 +123,8 @@ class GroupHandlers:
     @answers
     def leave_group(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        if self._group_denied(ctx, req.group_id):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.group_authorization_failed, members=())
         if ctx.api_version >= 3:
             members = [(m.member_id, m.group_instance_id) for m in req.members]
         else:
@@ -119,17 +139,21 @@ class GroupHandlers:
 
     # -- offsets ----------------------------------------------------------------------
     def _offsets_from(
-        self, topics: Any,
+        self, ctx: RequestContext, topics: Any,
     ) -> tuple[dict[tuple[str, int], Offset], dict[tuple[str, int], ErrorCode]]:
         ok: dict[tuple[str, int], Offset] = {}
         errors: dict[tuple[str, int], ErrorCode] = {}
         ts = self.groups.now_ms()
-        for t in topics:
-            name = self._name_of(t)
+        named = [(t, self._name_of(t)) for t in topics]
+        # KafkaApis.handle(Txn)OffsetCommitRequest: READ on each topic, before its existence
+        readable = self.authz.topics(ctx, Op.READ, (n for _, n in named if n is not None))
+        for t, name in named:
             info = self.logs.topic(name) if name is not None else None
             for p in t.partitions:
                 tp = (name if name is not None else _id_key(t.topic_id), p.partition_index)
-                if name is None:
+                if name is not None and name not in readable:
+                    errors[tp] = ErrorCode.topic_authorization_failed
+                elif name is None:
                     errors[tp] = ErrorCode.unknown_topic_id
                 elif info is None or not 0 <= p.partition_index < info.partitions:
                     errors[tp] = ErrorCode.unknown_topic_or_partition
@@ -149,7 +173,10 @@ class GroupHandlers:
         generation = getattr(req, "generation_id", None)
         if generation is None:
             generation = req.generation_id_or_member_epoch
-        ok, errors = self._offsets_from(req.topics)
+        if self._group_denied(ctx, req.group_id):
+            # OffsetCommitRequest.getErrorResponse: every partition
+            return self._per_partition(R, T, P, req.topics, None, ErrorCode.group_authorization_failed)
+        ok, errors = self._offsets_from(ctx, req.topics)
         if ok:
             try:
                 self.groups.commit_offsets(req.group_id, generation, req.member_id,
@@ -164,7 +191,14 @@ class GroupHandlers:
         R = response_cls(ctx)
         T = nested(R, "TxnOffsetCommitResponseTopic")
         P = nested(R, "TxnOffsetCommitResponsePartition")
-        ok, errors = self._offsets_from(req.topics)
+        # KafkaApis.handleTxnOffsetCommitRequest: WRITE on the transactional id, READ on the
+        # group, then READ on each topic
+        if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            return self._per_partition(R, T, P, req.topics, None,
+                                       ErrorCode.transactional_id_authorization_failed)
+        if self._group_denied(ctx, req.group_id):
+            return self._per_partition(R, T, P, req.topics, None, ErrorCode.group_authorization_failed)
+        ok, errors = self._offsets_from(ctx, req.topics)
         if ok:
             # v5 (transactions v2): the offsets partition joins the transaction here, as
             # AddOffsetsToTxn did before (AddPartitionsToTxnManager, addPartition)
@@ -196,7 +230,8 @@ class GroupHandlers:
         info = self.logs.topic_by_id(t.topic_id)
         return info.name if info is not None else None
 
-    def _per_partition(self, R, T, P, topics, errors):
+    def _per_partition(self, R, T, P, topics, errors, every=None):
+        """The answer per partition: from ``errors``, or ``every`` for all of them."""
         out = []
         for t in topics:
             name = self._name_of(t)
@@ -204,7 +239,8 @@ class GroupHandlers:
             out.append(build(T, name=t.name if hasattr(t, "name") else None,
                              topic_id=getattr(t, "topic_id", None), partitions=tuple(
                 build(P, partition_index=p.partition_index,
-                      error_code=errors.get((key, p.partition_index), ErrorCode.none))
+                      error_code=every if every is not None
+                      else errors.get((key, p.partition_index), ErrorCode.none))
                 for p in t.partitions)))
         return build(R, throttle_time=ZERO, topics=tuple(out))
 
@@ -218,8 +254,12 @@ class GroupHandlers:
             P = nested(R, "OffsetFetchResponsePartitions")
             groups = []
             for grp in req.groups:
+                if self._group_denied(ctx, grp.group_id, Op.DESCRIBE):
+                    groups.append(build(G, group_id=grp.group_id, topics=(),
+                                        error_code=ErrorCode.group_authorization_failed))
+                    continue
                 try:
-                    topics = self._fetch(grp.group_id, grp.topics, stable, T, P,
+                    topics = self._fetch(ctx, grp.group_id, grp.topics, stable, T, P,
                                          getattr(grp, "member_id", None),
                                          getattr(grp, "member_epoch", -1))
                     code = ErrorCode.none
@@ -229,23 +269,35 @@ class GroupHandlers:
             return build(R, throttle_time=ZERO, groups=tuple(groups))
         T = nested(R, "OffsetFetchResponseTopic")
         P = nested(R, "OffsetFetchResponsePartition")
-        topics = self._fetch(req.group_id, req.topics, stable, T, P)
+        if self._group_denied(ctx, req.group_id, Op.DESCRIBE):
+            return build(R, throttle_time=ZERO, topics=(), error_code=ErrorCode.group_authorization_failed)
+        topics = self._fetch(ctx, req.group_id, req.topics, stable, T, P)
         return build(R, throttle_time=ZERO, topics=topics, error_code=ErrorCode.none)
 
-    def _fetch(self, group_id, topics, stable, T, P, member_id=None, member_epoch=-1):
+    def _fetch(self, ctx, group_id, topics, stable, T, P, member_id=None, member_epoch=-1):
         by_id = has_field(T, "topic_id")
         unknown: list[Any] = []  # v10 entries whose topic id no topic has
+        # KafkaApis.fetchOffsetsForGroup: topics the caller may not DESCRIBE are not asked for,
+        # and answered TOPIC_AUTHORIZATION_FAILED after the others
+        denied: list[tuple[Any, str]] = []
         wanted: list[tuple[str, int]] | None = None
         if topics is not None:
             wanted = []
-            for t in topics:
-                name = self._name_of(t)
+            names = [(t, self._name_of(t)) for t in topics]
+            visible = self.authz.topics(ctx, Op.DESCRIBE, (n for _, n in names if n is not None))
+            for t, name in names:
                 if name is None:
                     unknown.append(t)
+                elif name not in visible:
+                    denied.append((t, name))
                 else:
                     wanted.extend((name, p) for p in t.partition_indexes)
         _err, rows = (self.groups.fetch_offsets(group_id, wanted, stable, member_id, member_epoch)
                       if wanted != [] else (None, []))
+        if topics is None and self.authz.on:
+            # fetchAllOffsetsForGroup: the offsets of topics the caller may not DESCRIBE are left out
+            visible = self.authz.topics(ctx, Op.DESCRIBE, dict.fromkeys(r[0] for r in rows))
+            rows = [r for r in rows if r[0] in visible]
         by_topic: dict[str, list] = {}
         for topic, partition, off, code in rows:
             by_topic.setdefault(topic, []).append(build(
@@ -263,6 +315,10 @@ class GroupHandlers:
                 out.append(build(T, topic_id=info.topic_id, partitions=tuple(ps)))
             else:
                 out.append(build(T, name=name, partitions=tuple(ps)))
+        for t, name in denied:
+            out.append(build(T, name=name, topic_id=getattr(t, "topic_id", None), partitions=tuple(
+                build(P, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                      error_code=ErrorCode.topic_authorization_failed) for p in t.partition_indexes)))
         for t in unknown:
             out.append(build(T, topic_id=t.topic_id, partitions=tuple(
                 build(P, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
@@ -274,11 +330,18 @@ class GroupHandlers:
         R = response_cls(ctx)
         T = nested(R, "OffsetDeleteResponseTopic")
         P = nested(R, "OffsetDeleteResponsePartition")
-        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        if self._group_denied(ctx, req.group_id, Op.DELETE):
+            return build(R, error_code=ErrorCode.group_authorization_failed, throttle_time=ZERO, topics=())
+        # KafkaApis.handleOffsetDeleteRequest: READ on each topic, else TOPIC_AUTHORIZATION_FAILED
+        readable = self.authz.topics(ctx, Op.READ, (t.name for t in req.topics))
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+                  if t.name in readable]
         try:
-            result = self.groups.delete_offsets(req.group_id, wanted)
+            result = self.groups.delete_offsets(req.group_id, wanted) if wanted else {}
         except GroupError as e:
             return build(R, error_code=e.code, throttle_time=ZERO, topics=())
+        result = {**result, **{(t.name, p.partition_index): ErrorCode.topic_authorization_failed
+                               for t in req.topics if t.name not in readable for p in t.partitions}}
         by_topic: dict[str, list] = {}
         for (t, p), code in result.items():
             by_topic.setdefault(t, []).append(build(P, partition_index=p, error_code=code))
@@ -293,7 +356,13 @@ class GroupHandlers:
         states = {s.lower() for s in getattr(req, "states_filter", ())}
         types = {s.lower() for s in getattr(req, "types_filter", ())}
         out = []
+        # KafkaApis.handleListGroupsRequest: DESCRIBE on the cluster lists all, otherwise the
+        # groups the caller may DESCRIBE (neither denial logged)
+        every = not self.authz.on or self.authz.cluster(ctx, Op.DESCRIBE, log_if_denied=False)
         for g in self.groups.list_groups():
+            if not every and not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, g.group_id,
+                                                    log_if_denied=False):
+                continue
             state = g.consumer.state if g.consumer is not None else g.state
             if states and state.lower() not in states:
                 continue
@@ -310,7 +379,14 @@ class GroupHandlers:
         D = nested(R, "DescribedGroup")
         DM = nested(R, "DescribedGroupMember")
         out = []
+        denied = []
         for gid in req.groups:
+            if self._group_denied(ctx, gid, Op.DESCRIBE):
+                # DescribeGroupsResponse.groupError; these come first in Kafka's answer
+                denied.append(build(D, error_code=ErrorCode.group_authorization_failed, error_message=None,
+                                    group_id=gid, group_state="", protocol_type="", protocol_data="",
+                                    members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                continue
             g = self.groups.groups.get(gid)
             if g is None or g.consumer is not None:
                 # v6 (KIP-1043) says so; older versions describe an unknown group as Dead.
@@ -333,16 +409,27 @@ class GroupHandlers:
                              protocol_type=g.protocol_type or "",
                              protocol_data=(g.protocol or "") if stable else "",
                              members=members,
-                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-        return build(R, throttle_time=ZERO, groups=tuple(out))
+                             authorized_operations=self.authz.operations(ctx, Res.GROUP, gid)
+                             if self.authz.on and getattr(req, "include_authorized_operations", False)
+                             else AUTHORIZED_OPERATIONS_OMITTED))
+        return build(R, throttle_time=ZERO, groups=tuple(denied + out))
 
     @answers
     def delete_groups(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
         D = nested(R, "DeletableGroupResult")
+        if not self.authz.on:
+            return build(R, throttle_time=ZERO, results=tuple(
+                build(D, group_id=gid, error_code=self.groups.delete_group(gid))
+                for gid in req.groups_names))
+        # KafkaApis.handleDeleteGroupsRequest: each group once, DELETE on it; the refused last
+        names = list(dict.fromkeys(req.groups_names))
+        allowed = self.authz.names(ctx, Op.DELETE, Res.GROUP, names)
         return build(R, throttle_time=ZERO, results=tuple(
-            build(D, group_id=gid, error_code=self.groups.delete_group(gid))
-            for gid in req.groups_names))
+            [build(D, group_id=gid, error_code=self.groups.delete_group(gid))
+             for gid in names if gid in allowed]
+            + [build(D, group_id=gid, error_code=ErrorCode.group_authorization_failed)
+               for gid in names if gid not in allowed]))
 
 
 def _id_key(topic_id: Any) -> str:

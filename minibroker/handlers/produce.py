@@ -13,7 +13,7 @@ import structlog
 
 from minibroker_protocol import produce as wire
 from minibroker_protocol.api_keys import ApiKey
-from minibroker_protocol.batch import InvalidBatch, validate_produce_records
+from minibroker_protocol.batch import InvalidBatch, first_batch_transactional, validate_produce_records
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import is_internal
@@ -26,6 +26,7 @@ from ..cluster import Cluster, connection_node
 from ..crash_points import CrashPoints
 from ..dispatch import Disconnect
 from ..txn_timeline import NO_TIMELINE, Timeline
+from .authz import OFF, Authz, Op, Res
 from .common import ZERO, partition_log, response_cls
 
 log = structlog.get_logger("minibroker.produce")
@@ -40,8 +41,9 @@ class ProduceHandlers:
                  notify_append: Callable[[str, int], None],
                  max_message_bytes: Callable[[TopicInfo], int],
                  crash: CrashPoints | None = None, cluster: Cluster | None = None,
-                 timeline: Timeline = NO_TIMELINE) -> None:
+                 timeline: Timeline = NO_TIMELINE, authz: Authz = OFF) -> None:
         self.logs = logs
+        self.authz = authz
         # an idempotent producer's refused and duplicate batches, for `minibroker txn explain`
         self.timeline = timeline
         self.cluster = cluster  # virtual brokers: only the partition's leader appends
@@ -63,10 +65,27 @@ class ProduceHandlers:
         acks = req.acks
         results: list[tuple[wire.ProduceTopic, list[PartitionResult]]] = []
         any_error = False
-        if acks not in (0, 1, -1):
+        cache: dict[str, bool] = {}
+
+        def unwritable(name: str | None) -> bool:
+            # AuthHelper.filterByAuthorized: WRITE on each topic, asked once per request
+            if name is None or not self.authz.on:
+                return False
+            if name not in cache:
+                cache[name] = self.authz.allowed(ctx, Op.WRITE, Res.TOPIC, name)
+            return not cache[name]
+
+        refused = self._refused(ctx, req) if self.authz.on else None
+        if refused is not None:
             for t in req.topics:
-                results.append((t, [(p.index, ErrorCode.invalid_required_acks, -1, -1,
-                                     "Invalid required acks") for p in t.partitions]))
+                results.append((t, [(p.index, refused, -1, -1, None) for p in t.partitions]))
+            any_error = True
+        elif acks not in (0, 1, -1):
+            for t in req.topics:
+                results.append((t, [
+                    (p.index, ErrorCode.topic_authorization_failed, -1, -1, None) if unwritable(t.name)
+                    else (p.index, ErrorCode.invalid_required_acks, -1, -1, "Invalid required acks")
+                    for p in t.partitions]))
             any_error = True
         else:
             for t in req.topics:
@@ -76,9 +95,12 @@ class ProduceHandlers:
                     info = self.logs.topic_by_id(t.topic_id)
                     name = info.name if info is not None else None
                 for p in t.partitions:
-                    if name is None:
-                        res: PartitionResult = (p.index, ErrorCode.unknown_topic_id, -1, -1,
-                                                "This server does not host this topic ID.")
+                    if unwritable(name):
+                        # KafkaApis.handleProduceRequest: before the topic's existence is looked at
+                        res: PartitionResult = (p.index, ErrorCode.topic_authorization_failed, -1, -1, None)
+                    elif name is None:
+                        res = (p.index, ErrorCode.unknown_topic_id, -1, -1,
+                               "This server does not host this topic ID.")
                     elif self.cluster is not None and self.cluster.not_leader(
                             connection_node(ctx), name, p.index):
                         res = (p.index, ErrorCode.not_leader_or_follower, -1, -1,
@@ -116,6 +138,17 @@ class ProduceHandlers:
             topics.append(build(T, name=t.name, topic_id=t.topic_id, partition_responses=tuple(entries)))
         return Response.of(ctx.correlation_id,
                            build(R, responses=tuple(topics), throttle_time=ZERO))
+
+    def _refused(self, ctx: RequestContext, req: wire.ProduceRequest) -> ErrorCode | None:
+        """KafkaApis.handleProduceRequest: a request with transactional batches needs its
+        transactional id and WRITE on it, or every partition answers
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+        if not any(first_batch_transactional(p.records) for t in req.topics for p in t.partitions):
+            return None
+        tid = req.transactional_id
+        if tid is not None and self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
 
     def _append(self, topic: str, p: wire.ProducePartition, implicit_add: bool) -> PartitionResult:
         info = self.logs.topic(topic)

@@ -21,6 +21,7 @@ from minibroker_storage.producer_ids import ProducerIdAllocator
 from ..api import Api, RequestContext
 from ..coordinator.transaction import TransactionCoordinator, TxnError
 from ..txn_timeline import Timeline, requester_of
+from .authz import OFF, Authz, Op, Res
 from .common import ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.txn")
@@ -33,8 +34,9 @@ def _code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
 class TxnHandlers:
     def __init__(self, *, coordinator: TransactionCoordinator, logs: LogManager,
                  producer_ids: ProducerIdAllocator,
-                 offsets_partition_for: Callable[[str], int]) -> None:
+                 offsets_partition_for: Callable[[str], int], authz: Authz = OFF) -> None:
         self.coordinator = coordinator
+        self.authz = authz
         self.timeline: Timeline = coordinator.timeline
         self.logs = logs
         # idempotent (non-transactional) producers get their ids straight from the allocator
@@ -55,6 +57,17 @@ class TxnHandlers:
     @answers
     def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        # KafkaApis.handleInitProducerIdRequest: authorization comes first. A transactional id
+        # needs WRITE on it; an idempotent producer IDEMPOTENT_WRITE on the cluster or (Kafka 3+)
+        # WRITE on some topic (Authorizer.authorizeByResourceType).
+        if req.transactional_id is not None:
+            if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+                return build(R, throttle_time=ZERO, producer_id=-1, producer_epoch=-1,
+                             error_code=ErrorCode.transactional_id_authorization_failed)
+        elif (not self.authz.cluster(ctx, Op.IDEMPOTENT_WRITE, log_if_denied=False)
+              and not self.authz.by_resource_type(ctx, Op.WRITE, Res.TOPIC)):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.cluster_authorization_failed,
+                         producer_id=-1, producer_epoch=-1)
         pid_given, epoch_given = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if (pid_given == -1) != (epoch_given == -1):
             # KafkaApis.handleInitProducerIdRequest: a producer id without an epoch (or
@@ -99,6 +112,12 @@ class TxnHandlers:
         T = nested(R, "AddPartitionsToTxnTopicResult")
         P = nested(R, "AddPartitionsToTxnPartitionResult")
         wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        tid = req.v3_and_below_transactional_id
+        if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+            # AddPartitionsToTxnRequest.errorResponseForTransaction: every partition the same
+            return self._partition_errors(R, T, P, {tp: ErrorCode.transactional_id_authorization_failed
+                                                    for tp in wanted})
+        writable = self.authz.topics(ctx, Op.WRITE, (t for t, _ in wanted if not is_internal(t)))
         # KafkaApis.handleAddPartitionsToTxnRequest (v0-v3, from clients): internal
         # topics are never authorized for a client's transaction (TOPIC_AUTHORIZATION_FAILED,
         # whether they exist or not), then unknown partitions; either refuses the whole
@@ -106,7 +125,7 @@ class TxnHandlers:
         # transaction must never reach __transaction_state or __consumer_offsets this way.
         refused: dict[tuple[str, int], ErrorCode] = {}
         for t, p in wanted:
-            if is_internal(t):
+            if is_internal(t) or t not in writable:
                 refused[(t, p)] = ErrorCode.topic_authorization_failed
             elif (info := self.logs.topic(t)) is None or not 0 <= p < info.partitions:
                 refused[(t, p)] = ErrorCode.unknown_topic_or_partition
@@ -127,6 +146,10 @@ class TxnHandlers:
                               req.v3_and_below_producer_epoch)
                 code = _code(ctx, e.code)
             errors = {tp: code for tp in wanted}
+        return self._partition_errors(R, T, P, errors)
+
+    @staticmethod
+    def _partition_errors(R: Any, T: Any, P: Any, errors: dict[tuple[str, int], ErrorCode]) -> Any:
         by_topic: dict[str, list] = {}
         for (t, p), code in errors.items():
             by_topic.setdefault(t, []).append(build(P, partition_index=p, partition_error_code=code))
@@ -137,6 +160,11 @@ class TxnHandlers:
     @answers
     def add_offsets(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        # KafkaApis.handleAddOffsetsToTxnRequest: WRITE on the id, then READ on the group
+        if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.transactional_id_authorization_failed)
+        if not self.authz.allowed(ctx, Op.READ, Res.GROUP, req.group_id):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.group_authorization_failed)
         partition = self.offsets_partition_for(req.group_id)
         try:
             self.coordinator.add_partitions(req.transactional_id, req.producer_id,
@@ -155,6 +183,10 @@ class TxnHandlers:
         # KafkaApis.handleEndTxnRequest: v5 is a transactions-v2 client, whose epoch moves on
         # at every EndTxn; the answer carries the producer id and epoch to go on with.
         client_tv = 2 if ctx.api_version >= 5 else 0
+        if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
+            # EndTxnResponseData's defaults: producer id -1, epoch -1
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.transactional_id_authorization_failed,
+                         producer_id=-1, producer_epoch=-1)
         try:
             pid, epoch = self.coordinator.end_txn(req.transactional_id, req.producer_id,
                                                   req.producer_epoch, req.committed, client_tv,
@@ -191,11 +223,18 @@ class TxnHandlers:
         T = nested(R, "WritableTxnMarkerTopicResult")
         P = nested(R, "WritableTxnMarkerPartitionResult")
         results = []
+        # KafkaApis.handleWriteTxnMarkersRequest: brokers only (ALTER or CLUSTER_ACTION on the
+        # cluster); otherwise every partition answers CLUSTER_AUTHORIZATION_FAILED.
+        allowed = (self.authz.cluster(ctx, Op.ALTER, log_if_denied=False)
+                   or self.authz.cluster(ctx, Op.CLUSTER_ACTION))
         for m in req.markers:
             partitions = [(t.name, p) for t in m.topics for p in t.partition_indexes]
-            errors = self.coordinator.write_markers(m.producer_id, m.producer_epoch,
-                                                    m.transaction_result, m.coordinator_epoch,
-                                                    partitions)
+            if not allowed:
+                errors = {tp: ErrorCode.cluster_authorization_failed for tp in partitions}
+            else:
+                errors = self.coordinator.write_markers(m.producer_id, m.producer_epoch,
+                                                        m.transaction_result, m.coordinator_epoch,
+                                                        partitions)
             by_topic: dict[str, list] = {}
             for (t, p), code in errors.items():
                 by_topic.setdefault(t, []).append(build(P, partition_index=p, error_code=code))

@@ -88,7 +88,11 @@ def test_bad_listener_list_is_a_usage_error():
     r = _cli("--listeners", "SSL://127.0.0.1:0", "--ephemeral")
     assert r.returncode == 2 and "an SSL listener needs --ssl-certfile" in r.stderr
     r = _cli("--listeners", "SASL_SSL://127.0.0.1:0", "--ephemeral")
-    assert r.returncode == 2 and "SASL is not implemented" in r.stderr
+    assert r.returncode == 2 and "an SSL listener needs --ssl-certfile" in r.stderr
+    r = _cli("--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "GSSAPI", "--ephemeral")
+    assert r.returncode == 2 and "--sasl-mechanisms: GSSAPI" in r.stderr
+    r = _cli("--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-users", "/nonexistent/users", "--ephemeral")
+    assert r.returncode == 2 and "--sasl-users /nonexistent/users" in r.stderr
     r = _cli("--listeners", "A://127.0.0.1:0", "--advertised-listeners", "B://h:1", "--ephemeral")
     assert r.returncode == 2 and "does not define" in r.stderr
 

@@ -57,8 +57,6 @@ def test_names_are_case_insensitive():
     ("A://127.0.0.1:+12", None, "non-numeric"),
     ("A://:9092", "B://h:1", "does not define"),
     ("A://:9092", "A://0.0.0.0:9092", "not an address"),
-    ("SASL_PLAINTEXT://:9093", None, "SASL is not implemented"),
-    ("SASL_SSL://:9093", None, "SASL is not implemented"),
     ("", None, None),  # empty: the shorthand
     (" , ", None, "no listener"),
     ("[::1:9092", None, "NAME://host:port"),
