@@ -25,6 +25,7 @@ from .crash_points import CrashPoints
 from .dispatch import Dispatcher
 from .handlers.acls import AclHandlers
 from .handlers.admin import AdminHandlers
+from .handlers.authz import Authz
 from .handlers.configs import ConfigHandlers
 from .handlers.consumer_group import ConsumerGroupHandlers
 from .handlers.coordinator import CoordinatorHandlers
@@ -55,6 +56,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         return broker.host, broker.port
 
     cluster = broker.cluster
+    # what each family asks of --authorizer (everything allowed without one)
+    authz = Authz(broker.authorizer)
 
     def node_endpoints() -> dict[int, tuple[str, int]]:
         return broker.node_endpoints
@@ -66,7 +69,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
                         max_message_bytes=broker.max_message_bytes, crash=broker.crash_points,
-                        cluster=cluster, timeline=broker.timeline),
+                        cluster=cluster, timeline=broker.timeline, authz=authz),
         FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
                          create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,
@@ -83,9 +86,9 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                             coordinator_node=coordinator_node, node_endpoints=endpoints,
                             coordinator_topic=broker.coordinator_topic),
         TxnHandlers(coordinator=txn, logs=logs, producer_ids=broker.producer_ids,
-                    offsets_partition_for=broker.offsets_partition_for),
+                    offsets_partition_for=broker.offsets_partition_for, authz=authz),
         TxnAdminHandlers(coordinator=txn, logs=logs),
-        GroupHandlers(groups=broker.group_coordinator, logs=logs),
+        GroupHandlers(groups=broker.group_coordinator, logs=logs, authz=authz),
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features),
         FeatureHandlers(features=broker.features, node_id=broker.node_id),
         AclHandlers(authorizer=broker.authorizer),

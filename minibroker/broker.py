@@ -31,6 +31,7 @@ from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 from minibroker_storage.txn_history import TxnHistory
 
+from .acl import Authorizer
 from .background import Background
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import Cluster
@@ -118,6 +119,7 @@ class Broker:
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 assignment_interval_ms=config.group_consumer_assignment_interval_ms))
         self.client_metrics, self.received_metrics = _client_metrics(config, clock)
+        self.authorizer = _authorizer(config)
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
         self._snapshot_writer = snapshot.Writer()
@@ -326,3 +328,13 @@ def _client_metrics(config: Config, clock: Clock):
         receiver=received.receive if received is not None else None,
         subscriptions=subscriptions, save=lambda subs: store.save(config.data_dir, subs))
     return manager, received
+
+
+def _authorizer(config: Config) -> Authorizer | None:
+    """Kafka's StandardAuthorizer with --authorizer standard (its ACLs in the data dir's
+    acls.json); None without, as Kafka without authorizer.class.name authorizes nothing."""
+    # getattr: a Config from before --authorizer existed (the options land in config.py apart)
+    if getattr(config, "authorizer", "none") != "standard":
+        return None
+    return Authorizer(config.data_dir, super_users=getattr(config, "super_users", ""),
+                      allow_everyone_if_no_acl_found=getattr(config, "allow_everyone_if_no_acl_found", False))
