@@ -333,8 +333,7 @@ def _client_metrics(config: Config, clock: Clock):
 def _authorizer(config: Config) -> Authorizer | None:
     """Kafka's StandardAuthorizer with --authorizer standard (its ACLs in the data dir's
     acls.json); None without, as Kafka without authorizer.class.name authorizes nothing."""
-    # getattr: a Config from before --authorizer existed (the options land in config.py apart)
-    if getattr(config, "authorizer", "none") != "standard":
+    if config.authorizer != "standard":
         return None
-    return Authorizer(config.data_dir, super_users=getattr(config, "super_users", ""),
-                      allow_everyone_if_no_acl_found=getattr(config, "allow_everyone_if_no_acl_found", False))
+    return Authorizer(config.data_dir, super_users=config.super_users,
+                      allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
