@@ -15,6 +15,7 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
 from ..api import Api, RequestContext
+from .authz import OFF, Authz, Op, Res
 from .common import ZERO, Endpoint, advertised_endpoint, answers, response_cls
 
 KEY_GROUP = 0
@@ -25,8 +26,9 @@ class CoordinatorHandlers:
     def __init__(self, *, node_id: int, endpoint: Endpoint,
                  coordinator_node: Callable[[int, str], int | None] | None = None,
                  node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None,
-                 coordinator_topic: Callable[[int], None] | None = None) -> None:
+                 coordinator_topic: Callable[[int], None] | None = None, authz: Authz = OFF) -> None:
         self.node_id = node_id
+        self.authz = authz
         self.endpoint = endpoint
         # virtual brokers: the node leading the key's internal partition, and its address
         self.coordinator_node = coordinator_node
@@ -40,6 +42,12 @@ class CoordinatorHandlers:
 
     def _answer(self, ctx: RequestContext, key_type: int, key: str
                 ) -> tuple[ErrorCode, str | None, int, tuple[str, int]]:
+        # KafkaApis.getCoordinator: DESCRIBE on the group or transactional id comes first
+        if key_type == KEY_GROUP and not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, key):
+            return ErrorCode.group_authorization_failed, None, -1, ("", -1)
+        if key_type == KEY_TRANSACTION and not self.authz.allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
+                                                                   key):
+            return ErrorCode.transactional_id_authorization_failed, None, -1, ("", -1)
         if key_type not in (KEY_GROUP, KEY_TRANSACTION):
             return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, ("", -1)
         if key_type == KEY_TRANSACTION and not key:

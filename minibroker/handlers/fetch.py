@@ -24,6 +24,7 @@ from minibroker_storage.verify import CorruptBatch
 
 from ..api import Api, RequestContext, Response
 from ..cluster import Cluster, connection_node
+from .authz import OFF, Authz, Op
 from .common import ZERO, answers, partition_log, response_cls
 
 log = structlog.get_logger("minibroker.fetch")
@@ -45,8 +46,9 @@ _SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIES
 class FetchHandlers:
     def __init__(self, *, logs: LogManager,
                  wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]],
-                 cluster: Cluster | None = None) -> None:
+                 cluster: Cluster | None = None, authz: Authz = OFF) -> None:
         self.logs = logs
+        self.authz = authz
         self.cluster = cluster  # virtual brokers: only the leader serves a partition
         # the fetch waiters: returns when one of the partitions is appended to, or at the timeout
         self.wait_for_append = wait_for_append
@@ -60,14 +62,20 @@ class FetchHandlers:
     # -- Fetch -------------------------------------------------------------------
     def fetch(self, ctx: RequestContext, req: Any) -> Response | Awaitable[Response]:
         version = ctx.api_version
-        topics, total, any_error = self._read(req, version, connection_node(ctx))
+        # KafkaApis.handleFetchRequest: a consumer needs READ on each topic (asked once per
+        # request, not again at each wake-up of a long poll)
+        readable = None
+        if self.authz.on:
+            readable = self.authz.topics(ctx, Op.READ, (info.name for info, _ in self._resolved(req, version)
+                                                        if not isinstance(info, _Missing)))
+        topics, total, any_error = self._read(req, version, connection_node(ctx), readable)
         max_wait_ms = int(req.max_wait.total_seconds() * 1000)
         if total >= req.min_bytes or max_wait_ms <= 0 or any_error or not topics:
             return self._encode(ctx, topics)
-        return self._long_poll(ctx, req, version, max_wait_ms)
+        return self._long_poll(ctx, req, version, max_wait_ms, readable)
 
     async def _long_poll(self, ctx: RequestContext, req: Any, version: int,
-                         max_wait_ms: int) -> Response:
+                         max_wait_ms: int, readable: set[str] | None) -> Response:
         deadline = time.monotonic() + max_wait_ms / 1000
         watched = [(t.name, p.partition) for t, parts in self._resolved(req, version)
                    for p in parts]
@@ -76,10 +84,10 @@ class FetchHandlers:
             if remaining <= 0:
                 break
             await self.wait_for_append(watched, remaining)
-            topics, total, any_error = self._read(req, version, connection_node(ctx))
+            topics, total, any_error = self._read(req, version, connection_node(ctx), readable)
             if total >= req.min_bytes or any_error:
                 return self._encode(ctx, topics)
-        topics, _total, _err = self._read(req, version, connection_node(ctx))
+        topics, _total, _err = self._read(req, version, connection_node(ctx), readable)
         return self._encode(ctx, topics)
 
     def _encode(self, ctx: RequestContext, topics: list) -> Response:
@@ -101,7 +109,7 @@ class FetchHandlers:
                         t.partitions))
         return out
 
-    def _read(self, req, version, node: int | None = None):
+    def _read(self, req, version, node: int | None = None, readable: set[str] | None = None):
         b = self.logs
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         remaining = req.max_bytes if version >= 3 else 2**31 - 1
@@ -118,6 +126,13 @@ class FetchHandlers:
             ft = wire.FetchTopic(info.name, info.topic_id)
             for p in parts:
                 fp = wire.FetchPartition(p.partition)
+                if readable is not None and not isinstance(info, _Missing) and info.name not in readable:
+                    # in request order among the unknown partitions, as Kafka's erroneous list
+                    fp.error_code = ErrorCode.topic_authorization_failed
+                    fp.aborted, fp.records = [], b""
+                    unknown_parts.append((ft, fp))
+                    any_error = True
+                    continue
                 if isinstance(info, _Missing) or not 0 <= p.partition < info.partitions:
                     by_id = version >= 13 and isinstance(info, _Missing)
                     fp.error_code = (ErrorCode.unknown_topic_id if by_id
@@ -200,7 +215,16 @@ class FetchHandlers:
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         seen: set[tuple[str, int]] = set()
         topics = []
+        # KafkaApis.handleListOffsetRequestV1AndAbove: DESCRIBE on each topic; the refused
+        # topics are answered after the others
+        visible = self.authz.topics(ctx, Op.DESCRIBE, (t.name for t in req.topics))
+        denied = []
         for t in req.topics:
+            if t.name not in visible:
+                denied.append(build(T, name=t.name, partitions=tuple(
+                    build(P, partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1,
+                          error_code=ErrorCode.topic_authorization_failed) for p in t.partitions)))
+                continue
             info = b.topic(t.name)
             parts = []
             for p in t.partitions:
@@ -232,7 +256,7 @@ class FetchHandlers:
                 parts.append(build(P, partition_index=p.partition_index, error_code=ErrorCode.none,
                                    timestamp=ts, offset=offset, leader_epoch=0))
             topics.append(build(T, name=t.name, partitions=tuple(parts)))
-        return build(R, throttle_time=ZERO, topics=tuple(topics))
+        return build(R, throttle_time=ZERO, topics=tuple(topics + denied))
 
     def _lookup(self, topic: str, partition: int, target: int, committed: bool, version: int):
         b = self.logs

@@ -17,6 +17,7 @@ from minibroker_storage.manager import LogManager
 from ..api import Api, RequestContext
 from ..cluster import Cluster
 from ..config import Config
+from .authz import OFF, Authz, Op, Res
 from .common import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ZERO,
@@ -38,8 +39,10 @@ _CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 class MetadataHandlers:
     def __init__(self, *, logs: LogManager, config: Config, cluster_id: str,
                  create_topic: CreateTopic, endpoint: Endpoint, cluster: Cluster | None = None,
-                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
+                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None,
+                 authz: Authz = OFF) -> None:
         self.logs = logs
+        self.authz = authz
         # virtual brokers: who leads what, and each node's advertised address
         self.cluster = cluster
         self.node_endpoints = node_endpoints
@@ -64,6 +67,7 @@ class MetadataHandlers:
         host, port = advertised_endpoint(ctx, self.endpoint)
         node = self.config.node_id
         include_ops = getattr(req, "include_topic_authorized_operations", False)
+        authz = self.authz
 
         cluster = self.cluster
 
@@ -86,17 +90,33 @@ class MetadataHandlers:
             if info is not None:
                 parts = tuple(partition_entry(info.name, i) for i in range(info.partitions))
                 topic_id = info.topic_id
+            ops = AUTHORIZED_OPERATIONS_OMITTED
+            if include_ops:
+                ops = authz.operations(ctx, Res.TOPIC, name) if authz.on and name else _TOPIC_OPS
             return build(Topic, error_code=error, name=name, topic_id=topic_id,
                          is_internal=bool(name and is_internal(name)), partitions=parts,
-                         topic_authorized_operations=_TOPIC_OPS if include_ops
-                         else AUTHORIZED_OPERATIONS_OMITTED)
+                         topic_authorized_operations=ops)
 
+        def refused(name, topic_id=None, internal=False):
+            # KafkaApis.handleTopicMetadataRequest: no partitions, no authorized operations, and
+            # the id only when asked by id (ids are not secret, names are)
+            return build(Topic, error_code=ErrorCode.topic_authorization_failed, name=name,
+                         topic_id=topic_id, is_internal=internal, partitions=(),
+                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+        # Kafka answers the topics it may describe, then those it could not create, then
+        # those the caller may not describe (not even whether they exist).
+        create_refused: list = []
+        describe_refused: list = []
         topics = []
         info: TopicInfo | None
         requested = req.topics
         if requested is None or (ctx.api_version == 0 and not requested):
+            visible = authz.names(ctx, Op.DESCRIBE, Res.TOPIC, (t.name for t in self.logs.topics()),
+                                  log_if_denied=False) if authz.on else None
             for info in sorted(self.logs.topics(), key=lambda t: t.name):
-                topics.append(topic_entry(info.name, info))
+                if visible is None or info.name in visible:
+                    topics.append(topic_entry(info.name, info))
         else:
             allow_auto = getattr(req, "allow_auto_topic_creation", True)
             # KafkaApis: once one topic is asked for by id, the request is by id and topics
@@ -112,11 +132,23 @@ class MetadataHandlers:
                     info = self.logs.topic_by_id(tid) if tid is not None else None
                     if info is None:
                         topics.append(topic_entry(None, error=ErrorCode.unknown_topic_id, topic_id=tid))
+                    elif not authz.allowed(ctx, Op.DESCRIBE, Res.TOPIC, info.name):
+                        describe_refused.append(refused(None, topic_id=tid))
                     else:
                         topics.append(topic_entry(info.name, info))
                     continue
+                if not authz.allowed(ctx, Op.DESCRIBE, Res.TOPIC, name):
+                    describe_refused.append(refused(name))
+                    continue
                 info = self.logs.topic(name)
                 if info is None:
+                    if (allow_auto and self.config.auto_create_topics and authz.on
+                            and not authz.cluster(ctx, Op.CREATE, log_if_denied=False)
+                            and not authz.allowed(ctx, Op.CREATE, Res.TOPIC, name)):
+                        # auto-creation needs CREATE (on the cluster or the topic), checked
+                        # before the name is validated
+                        create_refused.append(refused(name, internal=is_internal(name)))
+                        continue
                     why = topic_name_error(name)
                     if why is not None:
                         topics.append(topic_entry(name, error=ErrorCode.invalid_topic_exception))
@@ -146,10 +178,18 @@ class MetadataHandlers:
                           for n, (h, pt) in self._brokers(host, port)),
             cluster_id=self.cluster_id,
             controller_id=node if cluster is None else cluster.controller(),
-            topics=tuple(topics),
-            cluster_authorized_operations=_CLUSTER_OPS if getattr(
+            topics=tuple(topics + create_refused + describe_refused),
+            cluster_authorized_operations=self._cluster_ops(ctx) if getattr(
                 req, "include_cluster_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED,
         )
+
+    def _cluster_ops(self, ctx: RequestContext) -> int:
+        """Metadata v8-10's cluster operations: 0 without DESCRIBE on the cluster."""
+        if not self.authz.on:
+            return _CLUSTER_OPS
+        if not self.authz.cluster(ctx, Op.DESCRIBE):
+            return 0
+        return self.authz.operations(ctx, Res.CLUSTER, "kafka-cluster")
 
     @answers
     def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
