@@ -85,6 +85,18 @@ def _username(saslname: str) -> str:
     return "".join(out)
 
 
+def _nonce() -> str:
+    # Kafka's ScramFormatter.secureRandomString: 130 random bits in base 36, letters and digits
+    # only. Some clients (librdkafka 2.0) misread a nonce holding base64's '+', '/' or '='.
+    n = int.from_bytes(os.urandom(17), "big") >> 6
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+    return out or "0"
+
+
 class ScramServer:
     """One SCRAM exchange. ``lookup(username)`` returns the user's credential or None."""
 
@@ -92,7 +104,7 @@ class ScramServer:
         self.mechanism = mechanism
         self.digest = MECHANISMS[mechanism]
         self.lookup = lookup
-        self._server_nonce = nonce or base64.b64encode(os.urandom(24)).decode()
+        self._server_nonce = nonce or _nonce()
         self.state = "start"
         self.username: str | None = None
         self._credential: ScramCredential | None = None
@@ -148,7 +160,9 @@ class ScramServer:
         if not sep:
             raise self._fail("Invalid SCRAM client final message")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
+        # endswith, not equality, as Kafka since 3.8.1 (ScramSaslServer.evaluateResponse): librdkafka
+        # before 2.6.1 sends its own nonce again in front of the server's (librdkafka #4895)
+        if not attrs.get("r", "").endswith(self._nonce):
             raise self._fail("Invalid client nonce in the final client message.")
         if attrs.get("c") != base64.b64encode(self._gs2.encode()).decode():
             raise self._fail("Invalid channel binding in the final client message.")

@@ -4,6 +4,8 @@
 //
 //   node txn_produce.js --broker 127.0.0.1:9092 --topic t --partitions 3 --per-partition 10
 //                       --transactional-id tid [--plan commit,abort,commit] [--timeout-ms 60000]
+//                       [--ssl-ca ca.crt] [--sasl-mechanism scram-sha-512 --sasl-username u
+//                        --sasl-password p]
 //
 // Transaction k sends, in one txn.send(), --per-partition records to every partition p:
 // key "t<k>-p<p>-<i>", value "t<k>-p<p>-<i>|" + 'z' x ((i * 29 + k * 7) % 500)
@@ -40,7 +42,14 @@ async function main() {
   }, a['timeout-ms']);
   timer.unref();
 
+  const security = {};
+  if (a['ssl-ca']) security.ssl = { ca: [require('fs').readFileSync(a['ssl-ca'], 'utf8')] };
+  if (a['sasl-mechanism']) {
+    security.sasl = { mechanism: a['sasl-mechanism'], username: a['sasl-username'],
+                      password: a['sasl-password'] };
+  }
   const kafka = new Kafka({
+    ...security,
     clientId: 'minibroker-it-kafkajs-txn',
     brokers: [a.broker],
     logLevel: logLevel.WARN,

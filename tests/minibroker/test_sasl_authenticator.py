@@ -40,7 +40,7 @@ def _plain(a: Authenticator, user="alice", password="alice-secret"):
     return a.authenticate(f"\0{user}\0{password}".encode())
 
 
-def _scram_client(a: Authenticator, mechanism: str, user: str, password: str) -> int:
+def _scram_client(a: Authenticator, mechanism: str, user: str, password: str, doubled=False) -> int:
     digest = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
     a.handshake(mechanism)
     first_bare = f"n={user},r=clientnonce"
@@ -48,7 +48,8 @@ def _scram_client(a: Authenticator, mechanism: str, user: str, password: str) ->
     attrs = dict(p.split("=", 1) for p in server_first.decode().split(","))
     salted = hashlib.pbkdf2_hmac(digest, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
     client_key = hmac.new(salted, b"Client Key", digest).digest()
-    without_proof = f"c={base64.b64encode(b'n,,').decode()},r={attrs['r']}"
+    nonce = ("clientnonce" if doubled else "") + attrs["r"]
+    without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
     auth_message = f"{first_bare},{server_first.decode()},{without_proof}".encode()
     signature = hmac.new(hashlib.new(digest, client_key).digest(), auth_message, digest).digest()
     proof = bytes(x ^ y for x, y in zip(client_key, signature))
@@ -118,6 +119,13 @@ def test_scram_with_a_users_file_password(mechanism):
     a, _ = _auth()
     assert _scram_client(a, mechanism, "bob", "bob-secret") == 0
     assert a.principal == "User:bob"
+
+
+def test_scram_accepts_librdkafkas_doubled_client_nonce():
+    # librdkafka < 2.6.1 repeats its nonce in front of the server's; Kafka 3.8.1+ accepts it
+    a, _ = _auth()
+    _scram_client(a, "SCRAM-SHA-512", "alice", "alice-secret", doubled=True)
+    assert a.principal == "User:alice"
 
 
 def test_scram_wrong_password():
