@@ -49,8 +49,14 @@ def matches(f: AclFilter, acl: AclBinding) -> bool:
 
 
 class MalformedRequest(ValueError):
-    """A code Kafka reads as UNKNOWN: Kafka fails to parse the request and closes the connection
-    (CreateAclsRequest/DescribeAclsRequest/DeleteAclsRequest's validate)."""
+    """A code 0 (UNKNOWN) on the wire: Kafka fails to parse the request and closes the connection
+    (CreateAclsRequest/DescribeAclsRequest/DeleteAclsRequest's validate compare the raw codes
+    with 0). Other codes Kafka does not know read as UNKNOWN and are answered."""
+
+
+def check_codes(*codes: int) -> None:
+    if 0 in codes:
+        raise MalformedRequest("the request contains UNKNOWN (0) elements")
 
 
 class UnknownServerError(ValueError):
@@ -60,10 +66,8 @@ class UnknownServerError(ValueError):
 
 
 def check_request_bindings(bindings: list[AclBinding]) -> None:
-    """What Kafka checks of a whole CreateAcls request before any binding is looked at alone."""
-    for b in bindings:
-        if 0 in (b.resource_type, b.pattern_type, b.operation, b.permission):
-            raise MalformedRequest("CreatableAcls contain unknown elements")
+    """What Kafka checks of a whole CreateAcls request before any binding is looked at alone
+    (the raw codes were checked with :func:`check_codes`)."""
     for b in bindings:
         if (b.resource_type == ResourceType.ANY or b.pattern_type in (PatternType.ANY, PatternType.MATCH)
                 or b.operation == AclOperation.ANY or b.permission == PermissionType.ANY):
@@ -71,14 +75,27 @@ def check_request_bindings(bindings: list[AclBinding]) -> None:
 
 
 def refusal(b: AclBinding) -> str | None:
-    """The INVALID_REQUEST message of a binding Kafka will not create, or None."""
+    """The INVALID_REQUEST message of a binding Kafka will not create, or None: AclApis' own
+    checks, then AclControlManager.validateNewAcl's (codes Kafka does not know are UNKNOWN)."""
     if b.resource_type == ResourceType.CLUSTER and b.resource_name != CLUSTER_NAME:
         return "The only valid name for the CLUSTER resource is " + CLUSTER_NAME
     if b.resource_name == "":
         return "Invalid empty resource name"
+    if b.resource_type == ResourceType.UNKNOWN:
+        return "Invalid resourceType UNKNOWN"
+    if b.pattern_type == PatternType.UNKNOWN:
+        return "Invalid patternType UNKNOWN"
+    if b.operation == AclOperation.UNKNOWN:
+        return "Invalid operation UNKNOWN"
+    if b.permission == PermissionType.UNKNOWN:
+        return "Invalid permissionType UNKNOWN"
     return None
 
 
-def check_filter(f: AclFilter) -> None:
-    if f.has_unknown():
-        raise MalformedRequest("filter contains UNKNOWN elements")
+def filter_refusal(f: AclFilter) -> str | None:
+    """AclControlManager.validateFilter: a DeleteAcls filter with an UNKNOWN part."""
+    if f.resource_type == ResourceType.UNKNOWN or f.pattern_type == PatternType.UNKNOWN:
+        return "Unknown patternFilter."
+    if f.operation == AclOperation.UNKNOWN or f.permission == PermissionType.UNKNOWN:
+        return "Unknown entryFilter."
+    return None

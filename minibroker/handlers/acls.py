@@ -14,7 +14,14 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
 from ..acl import CLUSTER_NAME, AclBinding, AclFilter, AclOperation, Authorizer, PatternType, ResourceType
-from ..acl.filters import MalformedRequest, UnknownServerError, check_filter, check_request_bindings, refusal
+from ..acl.filters import (
+    MalformedRequest,
+    UnknownServerError,
+    check_codes,
+    check_request_bindings,
+    filter_refusal,
+    refusal,
+)
 from ..acl.model import PermissionType
 from ..api import Api, RequestContext
 from ..dispatch import Disconnect
@@ -64,7 +71,7 @@ class AclHandlers:
         R = response_cls(ctx)
         f = _filter(req)
         try:
-            check_filter(f)
+            check_codes(req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type)
         except MalformedRequest as e:
             raise self._malformed(e) from None
         if not self._cluster_allowed(ctx, AclOperation.DESCRIBE):
@@ -96,6 +103,8 @@ class AclHandlers:
                 build(C, error_code=code, error_message=message) for _ in bindings))
 
         try:
+            for c in req.creations:
+                check_codes(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
             check_request_bindings(bindings)
         except MalformedRequest as e:
             raise self._malformed(e) from None
@@ -123,8 +132,8 @@ class AclHandlers:
         M = nested(R, "DeleteAclsMatchingAcl")
         fs = [_filter(f) for f in req.filters]
         try:
-            for f in fs:
-                check_filter(f)
+            for f in req.filters:
+                check_codes(f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type)
         except MalformedRequest as e:
             raise self._malformed(e) from None
 
@@ -136,12 +145,16 @@ class AclHandlers:
             return all_fail(ErrorCode.cluster_authorization_failed, NOT_AUTHORIZED)
         if self.authorizer is None:
             return all_fail(ErrorCode.security_disabled, NO_AUTHORIZER)
-        results = self.authorizer.delete(fs, ctx)
+        refusals = [filter_refusal(f) for f in fs]
+        matched = self.authorizer.delete([f for f, r in zip(fs, refusals, strict=True) if r is None], ctx)
+        results = iter(matched)
         return build(R, throttle_time=ZERO, filter_results=tuple(
+            build(F, error_code=ErrorCode.invalid_request, error_message=r, matching_acls=())
+            if r is not None else
             build(F, error_code=ErrorCode.none, error_message=None, matching_acls=tuple(
                 build(M, error_code=ErrorCode.none, error_message=None, resource_type=int(a.resource_type),
                       resource_name=a.resource_name, pattern_type=int(a.pattern_type),
                       principal=a.principal, host=a.host, operation=int(a.operation),
                       permission_type=int(a.permission))
-                for a in matched))
-            for matched in results))
+                for a in next(results)))
+            for r in refusals))

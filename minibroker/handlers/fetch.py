@@ -66,8 +66,9 @@ class FetchHandlers:
         # request, not again at each wake-up of a long poll)
         readable = None
         if self.authz.on:
+            # by name, known or not (an unknown topic id is UNKNOWN_TOPIC_ID before anything)
             readable = self.authz.topics(ctx, Op.READ, (info.name for info, _ in self._resolved(req, version)
-                                                        if not isinstance(info, _Missing)))
+                                                        if info.name))
         topics, total, any_error = self._read(req, version, connection_node(ctx), readable)
         max_wait_ms = int(req.max_wait.total_seconds() * 1000)
         if total >= req.min_bytes or max_wait_ms <= 0 or any_error or not topics:
@@ -126,7 +127,7 @@ class FetchHandlers:
             ft = wire.FetchTopic(info.name, info.topic_id)
             for p in parts:
                 fp = wire.FetchPartition(p.partition)
-                if readable is not None and not isinstance(info, _Missing) and info.name not in readable:
+                if readable is not None and info.name and info.name not in readable:
                     # in request order among the unknown partitions, as Kafka's erroneous list
                     fp.error_code = ErrorCode.topic_authorization_failed
                     fp.aborted, fp.records = [], b""

@@ -10,8 +10,9 @@ from minibroker.acl.decision import allowed_on_some, decide
 from minibroker.acl.filters import (
     MalformedRequest,
     UnknownServerError,
-    check_filter,
+    check_codes,
     check_request_bindings,
+    filter_refusal,
     matches,
     refusal,
 )
@@ -135,7 +136,10 @@ def test_filters():
     assert not matches(f(operation=Op.WRITE), lit)
     assert matches(f(permission=Perm.ALLOW, host="*"), lit)
     with pytest.raises(MalformedRequest):
-        check_filter(f(operation=Op.UNKNOWN))
+        check_codes(2, 3, 0, 3)
+    assert filter_refusal(f(operation=Op.UNKNOWN)) == "Unknown entryFilter."
+    assert filter_refusal(f(resource_type=Res.UNKNOWN)) == "Unknown patternFilter."
+    assert filter_refusal(f()) is None
 
 
 def test_create_refusals():
@@ -147,8 +151,9 @@ def test_create_refusals():
         check_request_bindings([acl(), acl(pat=Pat.MATCH)])
     with pytest.raises(UnknownServerError):
         check_request_bindings([acl(op=Op.ANY)])
-    with pytest.raises(MalformedRequest):
-        check_request_bindings([acl(op=Op.ANY), acl(op=Op.UNKNOWN)])
+    assert refusal(acl(op=Op.UNKNOWN)) == "Invalid operation UNKNOWN"
+    assert refusal(acl(rtype=Res.UNKNOWN, op=Op.UNKNOWN)) == "Invalid resourceType UNKNOWN"
+    assert refusal(acl(name="", op=Op.UNKNOWN)) == "Invalid empty resource name"
 
 
 def test_authorizer_persists_and_deletes(tmp_path):

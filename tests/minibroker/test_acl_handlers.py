@@ -86,13 +86,20 @@ def test_any_or_match_in_a_creation_fails_the_whole_request(handlers):
     assert describe(handlers).resources == ()
 
 
-def test_unknown_codes_close_the_connection(handlers):
+def test_code_zero_closes_the_connection_other_unknown_codes_are_answered(handlers):
     with pytest.raises(Disconnect):
         create(handlers, creation(op=0))
     with pytest.raises(Disconnect):
-        describe(handlers, op=99)
+        describe(handlers, op=0)
     with pytest.raises(Disconnect):
         delete(handlers, (0, None, ANY, ANY, ANY))
+    r = create(handlers, creation(op=99), creation())
+    assert [(x.error_code, x.error_message) for x in r.results] == [
+        (ErrorCode.invalid_request, "Invalid operation UNKNOWN"), (ErrorCode.none, None)]
+    assert describe(handlers, op=99).resources == ()
+    res = delete(handlers, (99, None, ANY, ANY, ANY), (ANY, None, ANY, ANY, ANY))
+    assert [(f.error_code, len(f.matching_acls)) for f in res.filter_results] == [
+        (ErrorCode.invalid_request, 0), (ErrorCode.none, 1)]
 
 
 def test_acl_apis_need_cluster_permissions(handlers):
