@@ -18,7 +18,8 @@ from tests.reference.kafka import KafkaReference, KafkaUnavailable
 
 @pytest.fixture(scope="session")
 def kafka_reference():
-    kafka = KafkaReference(settings.kafka_properties(), classpath=settings.kafka_classpath())
+    kafka = KafkaReference(settings.kafka_properties(), classpath=settings.kafka_classpath(),
+                           sasl_users=settings.SASL_USERS)
     try:
         kafka.java()
     except KafkaUnavailable as e:

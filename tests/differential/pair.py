@@ -50,6 +50,8 @@ class Pair:
         self.mini = Side("minibroker", Connection("127.0.0.1", minibroker_port))
         for s in self.sides:
             s.versions = api_versions(s.conn)
+        # (Kafka's, minibroker's) SASL_PLAINTEXT listener address, when both have one
+        self.sasl: tuple[tuple[str, int], tuple[str, int]] | None = None
 
     @property
     def sides(self) -> tuple[Side, Side]:

@@ -188,3 +188,39 @@ def api_versions(conn: Connection) -> dict[int, tuple[int, int]]:
     if resp.error_code:
         raise RuntimeError(f"ApiVersions answered error {resp.error_code}")
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+class SaslPlainConnection(Connection):
+    """A Connection to a SASL_PLAINTEXT listener that logs in with PLAIN on every (re)connect:
+    SaslHandshake v1 "PLAIN", then SaslAuthenticate v2 with ``\\0user\\0password``."""
+
+    def __init__(self, host: str, port: int, user: str, password: str, **kw):
+        super().__init__(host, port, **kw)
+        self.user, self.password = user, password
+
+    def _connect(self) -> socket.socket:
+        if self._sock is not None:
+            return self._sock
+        sock = super()._connect()
+        try:
+            hs = self._login_call(req(SASL_HANDSHAKE, 1, mechanism="PLAIN"))
+            if hs.error_code:
+                raise RuntimeError(f"{self.address}: SaslHandshake error {hs.error_code}")
+            auth = self._login_call(req(SASL_AUTHENTICATE, 2,
+                                        auth_bytes=f"\0{self.user}\0{self.password}".encode()))
+            if auth.error_code:
+                raise RuntimeError(f"{self.address}: SaslAuthenticate error {auth.error_code} "
+                                   f"{auth.error_message}")
+        except BaseException:
+            self.close()
+            raise
+        return sock
+
+    def _login_call(self, entity):
+        self._corr += 1
+        payload = encode_request(entity, self._corr, self.client_id)
+        self._sock.sendall(struct.pack(">i", len(payload)) + payload)
+        return self._read_answer(entity, self._corr)

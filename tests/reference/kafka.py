@@ -115,7 +115,8 @@ class KafkaReference:
     def __init__(self, properties: dict[str, str] | None = None, *, libs: Path | None = None,
                  startup_timeout: float = 120.0, stop_timeout: float = 30.0,
                  transaction_version: int | None = 1, group_version: int | None = 1,
-                 jvm_flags: list[str] | None = None, classpath: list[Path] | None = None):
+                 jvm_flags: list[str] | None = None, classpath: list[Path] | None = None,
+                 sasl_users: dict[str, str] | None = None):
         self.libs = libs or libs_dir()
         # directories of plugin classes (metric.reporters) after Kafka's jars
         self.classpath = list(classpath or [])
@@ -128,6 +129,10 @@ class KafkaReference:
         # beside classic ones, Kafka 4's and minibroker's default). None: the release's default.
         self.transaction_version = transaction_version
         self.group_version = group_version
+        # name -> password: a second listener, SASL_PLAINTEXT with PLAIN, for principals that are
+        # not User:ANONYMOUS (the ACL tests); None: PLAINTEXT only
+        self.sasl_users = dict(sasl_users) if sasl_users else None
+        self.sasl_port: int | None = None
         self.work_dir: Path | None = None
         self.port: int | None = None
         self.controller_port: int | None = None
@@ -179,6 +184,16 @@ class KafkaReference:
             "background.threads": "2",
             "log.flush.interval.messages": "9223372036854775807",
         }
+        if self.sasl_users:
+            sasl = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            props["listeners"] += "," + sasl
+            props["advertised.listeners"] += "," + sasl
+            props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            props["sasl.enabled.mechanisms"] = "PLAIN"
+            props["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] = "PLAIN"
+            users = " ".join(f'user_{u}="{pw}"' for u, pw in self.sasl_users.items())
+            props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};")
         props.update(self.extra)
         return props
 
@@ -207,6 +222,7 @@ class KafkaReference:
         t0 = time.monotonic()
         self.work_dir = Path(tempfile.mkdtemp(prefix="kafka-reference-"))
         self.port, self.controller_port = free_port(), free_port()
+        self.sasl_port = free_port() if self.sasl_users else None
         config = self.work_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         fmt = self._java_cmd(java, "kafka.tools.StorageTool", "format", "-t", random_cluster_id(),

@@ -23,6 +23,15 @@ SHARED = {
 }
 
 
+# ACLs (tests/differential/test_acls.py): both brokers run Kafka's StandardAuthorizer with the
+# PLAINTEXT listener's principal, User:ANONYMOUS, a super user, so every other differential test
+# is unaffected; a SASL_PLAINTEXT listener with these PLAIN users gives the ACL tests principals
+# that are not (admin is a super user there too).
+KAFKA_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SUPER_USERS = "User:ANONYMOUS;User:admin"
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret", "admin": "admin-secret"}
+
+
 def value(option: str):
     return SHARED[option][1]
 
@@ -35,7 +44,8 @@ TRANSACTION_VERSION = 1
 
 def minibroker_options(transaction_version: int = TRANSACTION_VERSION) -> dict[str, object]:
     return {**{opt: v for opt, (_prop, v) in SHARED.items()}, "transaction_version": transaction_version,
-            "client_telemetry": "on" if telemetry_sink() else "off"}
+            "client_telemetry": "on" if telemetry_sink() else "off",
+            "authorizer": "standard", "super_users": SUPER_USERS}
 
 
 def kafka_properties() -> dict[str, str]:
@@ -43,6 +53,8 @@ def kafka_properties() -> dict[str, str]:
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
     props = {prop: text(v) for prop, v in SHARED.values()}
+    props["authorizer.class.name"] = KAFKA_AUTHORIZER
+    props["super.users"] = SUPER_USERS
     if telemetry_sink():
         props["metric.reporters"] = TELEMETRY_SINK_CLASS
     return props
