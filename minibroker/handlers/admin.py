@@ -15,13 +15,16 @@ from .. import topic_configs as tc
 from ..api import Api, RequestContext
 from ..client_metrics import configs as cmc
 from ..config import Config
+from .authz import OFF, Authz, Op, Res
 from .common import ZERO, CreateTopic, answers, response_cls
 
 
 class AdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config, create_topic: CreateTopic,
-                 delete_topic: Callable[[str], None], client_metrics: Any = None) -> None:
+                 delete_topic: Callable[[str], None], client_metrics: Any = None,
+                 authz: Authz = OFF) -> None:
         self.logs = logs
+        self.authz = authz
         self.client_metrics = client_metrics
         self.config = config
         self.create_topic = create_topic
@@ -43,7 +46,21 @@ class AdminHandlers:
         Cfg = nested(R, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
         names = [t.name for t in req.topics]
         results = []
+        # ControllerApis.createTopics: CREATE on the cluster or each topic; configs are only
+        # answered with DESCRIBE_CONFIGS on the topic (neither denial logged for the cluster)
+        creatable = describable = set(names)
+        if self.authz.on:
+            if not self.authz.cluster(ctx, Op.CREATE, log_if_denied=False):
+                creatable = self.authz.topics(ctx, Op.CREATE, names)
+            describable = self.authz.names(ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, names, log_if_denied=False)
         for t in req.topics:
+            if names.count(t.name) == 1 and t.name not in creatable:
+                results.append(build(Result, name=t.name, topic_id=None,
+                                     error_message="Authorization failed.",
+                                     error_code=ErrorCode.topic_authorization_failed,
+                                     topic_config_error_code=0, num_partitions=-1, replication_factor=-1,
+                                     configs=() if Cfg is not None else None))
+                continue
             error, message, partitions = self._check_create(t, names)
             configs = {c.name: c.value for c in t.configs}
             topic_id = None
@@ -54,12 +71,16 @@ class AdminHandlers:
                                          replication_factor=rf)
                 topic_id = info.topic_id
             ok = error == ErrorCode.none
+            # ReplicationControlManager.createTopic: without DESCRIBE_CONFIGS neither the configs
+            # nor the partition count and replication factor are told
+            shown = ok and t.name in describable
             results.append(build(
                 Result, name=t.name, topic_id=topic_id, error_code=error, error_message=message,
-                topic_config_error_code=0,
-                num_partitions=partitions if ok else -1,
-                replication_factor=rf if ok else -1,
-                configs=self._creation_configs(Cfg, configs) if ok and Cfg is not None else None,
+                topic_config_error_code=0 if shown or not ok else ErrorCode.topic_authorization_failed,
+                num_partitions=partitions if shown else -1,
+                replication_factor=rf if shown else -1,
+                configs=self._creation_configs(Cfg, configs) if shown and Cfg is not None
+                else (() if ok and Cfg is not None and self.authz.on else None),
             ))
         return build(R, throttle_time=ZERO, topics=tuple(results))
 
@@ -129,10 +150,23 @@ class AdminHandlers:
         else:
             wanted = [(name, None) for name in req.topic_names]
         results = []
+        # ControllerApis.deleteTopics: DELETE on the cluster or the topic; a topic the caller may
+        # not DESCRIBE is refused before its existence is told (by id: without its name)
+        everything = not self.authz.on or self.authz.cluster(ctx, Op.DELETE, log_if_denied=False)
         for name, tid in wanted:
             info = self.logs.topic(name) if name else (self.logs.topic_by_id(tid) if tid else None)
             if name and tid and info is not None and info.topic_id != tid:
                 info = None
+            subject = name or (info.name if info is not None else None)
+            if not everything and subject is not None:
+                if not self.authz.allowed(ctx, Op.DESCRIBE, Res.TOPIC, subject):
+                    results.append(build(Result, name=name, topic_id=tid, error_message=None,
+                                         error_code=ErrorCode.topic_authorization_failed))
+                    continue
+                if info is not None and not self.authz.allowed(ctx, Op.DELETE, Res.TOPIC, subject):
+                    results.append(build(Result, name=subject, topic_id=tid, error_message=None,
+                                         error_code=ErrorCode.topic_authorization_failed))
+                    continue
             if info is None:
                 if name:
                     err = ErrorCode.unknown_topic_or_partition
@@ -161,8 +195,15 @@ class AdminHandlers:
         synonyms = getattr(req, "include_synonyms", False)
         docs = getattr(req, "include_documentation", False)
         results = []
+        denied = []
         for res in req.resources:
             keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+            refused = self._describe_configs_refused(ctx, res.resource_type, res.resource_name)
+            if refused is not None:
+                # ConfigHelper.handleDescribeConfigsRequest: the refused after the others
+                denied.append(build(Result, error_code=refused, error_message=None, configs=(),
+                                    resource_type=res.resource_type, resource_name=res.resource_name))
+                continue
             if res.resource_type == tc.RESOURCE_TOPIC:
                 error, message, entries = self._topic_configs(res.resource_name)
             elif res.resource_type == tc.RESOURCE_BROKER:
@@ -186,7 +227,21 @@ class AdminHandlers:
             results.append(build(Result, error_code=error, error_message=message,
                                  resource_type=res.resource_type, resource_name=res.resource_name,
                                  configs=configs))
-        return build(R, throttle_time=ZERO, results=tuple(results))
+        return build(R, throttle_time=ZERO, results=tuple(results + denied))
+
+    def _describe_configs_refused(self, ctx: RequestContext, rtype: int, name: str) -> ErrorCode | None:
+        """DESCRIBE_CONFIGS on the cluster (broker, logger, client-metrics configs), the topic or
+        the group; the error of a refusal, or None."""
+        if not self.authz.on:
+            return None
+        if rtype == tc.RESOURCE_TOPIC:
+            return None if self.authz.allowed(ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, name) \
+                else ErrorCode.topic_authorization_failed
+        if rtype == tc.RESOURCE_GROUP:
+            return None if self.authz.allowed(ctx, Op.DESCRIBE_CONFIGS, Res.GROUP, name) \
+                else ErrorCode.group_authorization_failed
+        allowed = self.authz.cluster(ctx, Op.DESCRIBE_CONFIGS)
+        return None if allowed else ErrorCode.cluster_authorization_failed
 
     def _client_metrics_configs(self, name: str):
         if not name:

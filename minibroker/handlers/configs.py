@@ -23,6 +23,8 @@ from ..api import Api, RequestContext
 from ..client_metrics.configs import SubscriptionError, java_list
 from ..client_metrics.manager import ClientMetricsManager
 from ..config import Config
+from .authz import OFF, Authz, Op
+from .authz import Res as AclRes
 from .common import ZERO, answers, response_cls
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -37,7 +39,9 @@ class Refusal(Exception):
 
 
 class ConfigHandlers:
-    def __init__(self, *, logs: LogManager, config: Config, client_metrics: ClientMetricsManager) -> None:
+    def __init__(self, *, logs: LogManager, config: Config, client_metrics: ClientMetricsManager,
+                 authz: Authz = OFF) -> None:
+        self.authz = authz
         self.logs = logs
         self.config = config
         self.client_metrics = client_metrics
@@ -60,6 +64,7 @@ class ConfigHandlers:
                 names = [c.name for c in res.configs]
                 if len(set(names)) != len(names):
                     raise Refusal(ErrorCode.invalid_request, "Error due to duplicate config keys")
+                self._authorize_alter(ctx, res.resource_type, res.resource_name)
                 self._alter(res, req.validate_only)
                 error, message = ErrorCode.none, None
             except Refusal as e:
@@ -67,6 +72,21 @@ class ConfigHandlers:
             results.append(build(Result, error_code=error, error_message=message,
                                  resource_type=res.resource_type, resource_name=res.resource_name))
         return build(R, throttle_time=ZERO, responses=tuple(results))
+
+    def _authorize_alter(self, ctx: RequestContext, kind: int, name: str) -> None:
+        """ALTER_CONFIGS on the topic, the group, or the cluster (broker, logger and client
+        metrics configs), after the request's own checks (ConfigAdminManager.preprocess)."""
+        if not self.authz.on:
+            return
+        if kind == tc.RESOURCE_TOPIC:
+            if not self.authz.allowed(ctx, Op.ALTER_CONFIGS, AclRes.TOPIC, name):
+                raise Refusal(ErrorCode.topic_authorization_failed, None)
+        elif kind == tc.RESOURCE_GROUP:
+            if not self.authz.allowed(ctx, Op.ALTER_CONFIGS, AclRes.GROUP, name):
+                raise Refusal(ErrorCode.group_authorization_failed, None)
+        elif kind in (tc.RESOURCE_BROKER, tc.RESOURCE_BROKER_LOGGER, tc.RESOURCE_CLIENT_METRICS):
+            if not self.authz.cluster(ctx, Op.ALTER_CONFIGS):
+                raise Refusal(ErrorCode.cluster_authorization_failed, None)
 
     def _alter(self, res: Any, validate_only: bool) -> None:
         kind, name = res.resource_type, res.resource_name
@@ -115,6 +135,10 @@ class ConfigHandlers:
                  else {tc.RESOURCE_CLIENT_METRICS})
         if not asked:
             asked = set(tc.RESOURCE_TYPES)
+        if not self.authz.cluster(ctx, Op.DESCRIBE_CONFIGS):
+            # KafkaApis: DESCRIBE_CONFIGS on the cluster, before anything else
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.cluster_authorization_failed,
+                         config_resources=())
         if not asked <= set(tc.RESOURCE_TYPES):
             return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_version, config_resources=())
         out: list[tuple[str, int]] = []

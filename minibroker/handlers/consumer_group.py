@@ -24,6 +24,7 @@ from ..api import Api, RequestContext
 from ..coordinator.consumer_group import ConsumerGroupError
 from ..coordinator.group import GroupCoordinator
 from ..features import Features
+from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.group")
@@ -33,8 +34,10 @@ MEMBER_TYPE_CONSUMER = 1
 
 
 class ConsumerGroupHandlers:
-    def __init__(self, *, groups: GroupCoordinator, logs: LogManager, features: Features) -> None:
+    def __init__(self, *, groups: GroupCoordinator, logs: LogManager, features: Features,
+                 authz: Authz = OFF) -> None:
         self.groups = groups
+        self.authz = authz
         self.logs = logs
         self.features = features
 
@@ -52,6 +55,9 @@ class ConsumerGroupHandlers:
         R = response_cls(ctx)
         if not self._enabled():
             return _refusal(R, ErrorCode.unsupported_version, None)
+        if not self.authz.allowed(ctx, Op.READ, Res.GROUP, req.group_id):
+            # KafkaApis.handleConsumerGroupHeartbeat: READ on the group
+            return _refusal(R, ErrorCode.group_authorization_failed, None)
         owned: dict[uuid.UUID, frozenset[int]] | None = None
         if req.topic_partitions is not None:
             owned = {}
@@ -90,9 +96,14 @@ class ConsumerGroupHandlers:
         M = nested(R, "Member")
         A = nested(R, "Assignment")
         out = []
+        denied = []
         for gid in req.group_ids:
             if not self._enabled():
                 out.append(_missing(D, gid, ErrorCode.unsupported_version, None))
+                continue
+            if not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, gid):
+                # KafkaApis.handleConsumerGroupDescribe: DESCRIBE on the group, the refused last
+                denied.append(_missing(D, gid, ErrorCode.group_authorization_failed, None))
                 continue
             try:
                 cg = self.groups.consumer.describe(gid)
@@ -120,7 +131,7 @@ class ConsumerGroupHandlers:
                              assignor_name=self.groups.consumer.assignor_name(cg),
                              members=tuple(members),
                              authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-        return build(R, throttle_time=ZERO, groups=tuple(out))
+        return build(R, throttle_time=ZERO, groups=tuple(out + denied))
 
 
 def _refusal(R: Any, code: ErrorCode, message: str | None) -> Any:

@@ -14,12 +14,14 @@ from minibroker_protocol.errors import ErrorCode
 
 from ..api import Api, RequestContext
 from ..features import UPGRADE, Features
+from .authz import OFF, Authz, Op
 from .common import ZERO, answers, response_cls
 
 
 class FeatureHandlers:
-    def __init__(self, *, features: Features, node_id: int) -> None:
+    def __init__(self, *, features: Features, node_id: int, authz: Authz = OFF) -> None:
         self.features = features
+        self.authz = authz
         self.node_id = node_id
 
     def apis(self) -> list[Api]:
@@ -28,6 +30,10 @@ class FeatureHandlers:
     @answers
     def update_features(self, ctx: RequestContext, req: Any) -> Any:
         R = response_cls(ctx)
+        if not self.authz.cluster(ctx, Op.ALTER):
+            # ControllerApis.handleUpdateFeatures: ALTER on the cluster, the whole request refused
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.cluster_authorization_failed,
+                         error_message=None, results=())
         # v0's allow_downgrade is not honoured by Kafka 4.4 (a downgrade through v0 is refused as
         # an upgrade would be); v1+ say the upgrade type.
         updates = [(u.feature, u.max_version_level, getattr(u, "upgrade_type", UPGRADE))

@@ -19,6 +19,7 @@ from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
 from ..cluster import Cluster, connection_node
+from .authz import OFF, Authz, Op
 from .common import ZERO, answers, by_partition, response_cls
 
 PREFERRED, UNCLEAN = 0, 1
@@ -35,8 +36,9 @@ _ELECTION = {
 
 
 class LeaderHandlers:
-    def __init__(self, *, logs: LogManager, cluster: Cluster | None) -> None:
+    def __init__(self, *, logs: LogManager, cluster: Cluster | None, authz: Authz = OFF) -> None:
         self.logs = logs
+        self.authz = authz
         self.cluster = cluster
 
     def apis(self) -> list[Api]:
@@ -49,8 +51,16 @@ class LeaderHandlers:
         R = response_cls(ctx)
         Topic = nested(R, "OffsetForLeaderTopicResult")
         Part = nested(R, "EpochEndOffset")
+        # KafkaApis.handleOffsetForLeaderEpochRequest: CLUSTER_ACTION (a follower) or DESCRIBE on
+        # each topic (a consumer checking for truncation, KIP-320)
+        described: set[str] | None = None
+        if self.authz.on and not self.authz.cluster(ctx, Op.CLUSTER_ACTION, log_if_denied=False):
+            described = self.authz.topics(ctx, Op.DESCRIBE, (t.topic for t in req.topics))
 
         def answer(topic: str, p: Any) -> Any:
+            if described is not None and topic not in described:
+                return build(Part, error_code=ErrorCode.topic_authorization_failed, partition=p.partition,
+                             leader_epoch=-1, end_offset=-1)
             error, epoch, offset = self._end_offset(ctx, topic, p.partition, p.current_leader_epoch,
                                                     p.leader_epoch)
             return build(Part, error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=offset)
@@ -81,6 +91,17 @@ class LeaderHandlers:
         Part = nested(R, "PartitionResult")
         preferred = getattr(req, "election_type", PREFERRED) == PREFERRED
         every = req.topic_partitions is None
+        extra = {"error_code": ErrorCode.none} if ctx.api_version >= 1 else {}
+        if not self.authz.cluster(ctx, Op.ALTER):
+            # KafkaApis.handleElectLeaders: ALTER on the cluster; every partition asked refused
+            refused = ErrorCode.cluster_authorization_failed
+            if ctx.api_version >= 1:
+                extra["error_code"] = refused
+            return build(R, throttle_time=ZERO, **extra, replica_election_results=tuple(
+                build(Topic, topic=t.topic, partition_result=tuple(
+                    build(Part, partition_id=p, error_code=refused, error_message=None)
+                    for p in t.partitions))
+                for t in req.topic_partitions or ()))
         if every:
             asked = [(t.name, list(range(t.partitions))) for t in self.logs.topics()]
         else:
@@ -102,5 +123,4 @@ class LeaderHandlers:
                 parts.append(build(Part, partition_id=p, error_code=error, error_message=message))
             # asked for all: every topic is listed, with only the partitions an election concerned
             results.append(build(Topic, topic=topic, partition_result=tuple(parts)))
-        extra = {"error_code": ErrorCode.none} if ctx.api_version >= 1 else {}
         return build(R, throttle_time=ZERO, replica_election_results=tuple(results), **extra)

@@ -19,6 +19,7 @@ from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
 from ..config import Config
+from .authz import OFF, Authz, Op
 from .common import ZERO, answers, by_partition, response_cls
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
@@ -27,8 +28,10 @@ HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
 class LogAdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config,
                  add_partitions: Callable[[str, int], None], notify_append: Callable[[str, int], None],
-                 not_leader: Callable[[RequestContext, str, int], bool] | None = None) -> None:
+                 not_leader: Callable[[RequestContext, str, int], bool] | None = None,
+                 authz: Authz = OFF) -> None:
         self.logs = logs
+        self.authz = authz
         self.config = config
         self.add_partitions = add_partitions
         self.notify = notify_append
@@ -47,10 +50,16 @@ class LogAdminHandlers:
         names = [t.name for t in req.topics]
         results = []
         answered = set()
+        # ControllerApis.createPartitions: ALTER on each topic (once, duplicates excepted)
+        alterable = self.authz.topics(ctx, Op.ALTER, (n for n in names if names.count(n) == 1))
         for t in req.topics:
             if t.name in answered:  # a duplicate is answered once (ControllerApis.createPartitions)
                 continue
             answered.add(t.name)
+            if names.count(t.name) == 1 and t.name not in alterable:
+                results.append(build(Result, name=t.name, error_code=ErrorCode.topic_authorization_failed,
+                                     error_message=None))
+                continue
             error, message = self._check_partitions(t, names)
             if error == ErrorCode.none and not req.validate_only:
                 self.add_partitions(t.name, t.count)
@@ -92,9 +101,14 @@ class LogAdminHandlers:
 
         refused: dict[tuple[str, int], ErrorCode] = {}
         targets: dict[tuple[str, int], int] = {}
+        # KafkaApis.handleDeleteRecordsRequest: DELETE on the topic, before its existence
+        deletable = self.authz.topics(ctx, Op.DELETE, (t.name for t in req.topics))
         for t in req.topics:
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
+                if t.name not in deletable:
+                    refused[tp] = ErrorCode.topic_authorization_failed
+                    continue
                 checked = self._target(ctx, *tp, p.offset)
                 if isinstance(checked, ErrorCode):
                     refused[tp] = checked
@@ -134,6 +148,9 @@ class LogAdminHandlers:
         Result = nested(R, "DescribeLogDirsResult")
         Topic = nested(R, "DescribeLogDirsTopic")
         Part = nested(R, "DescribeLogDirsPartition")
+        if not self.authz.cluster(ctx, Op.DESCRIBE):
+            # KafkaApis.handleDescribeLogDirsRequest: DESCRIBE on the cluster
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.cluster_authorization_failed, results=())
         if req.topics is None:
             wanted = {t.name: set(range(t.partitions)) for t in self.logs.topics()}
         else:

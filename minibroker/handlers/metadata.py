@@ -210,7 +210,7 @@ class MetadataHandlers:
             # v2's include_fenced_brokers changes nothing: a stopped virtual broker is not listed.
             brokers=tuple(build(B, broker_id=n, host=h, port=pt, rack=None, is_fenced=False)
                           for n, (h, pt) in self._brokers(host, port)),
-            cluster_authorized_operations=_CLUSTER_OPS if req.include_cluster_authorized_operations
+            cluster_authorized_operations=self._cluster_ops(ctx) if req.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )
 

@@ -15,6 +15,7 @@ from minibroker_storage.manager import LogManager
 from ..api import Api, RequestContext
 from ..coordinator.transaction import TransactionCoordinator
 from ..coordinator.txn_state import TxnState
+from .authz import OFF, Authz, Op, Res
 from .common import ZERO, answers, partition_log, response_cls
 
 
@@ -23,8 +24,9 @@ def _ms_to_datetime(ms: int) -> datetime.datetime:
 
 
 class TxnAdminHandlers:
-    def __init__(self, *, coordinator: TransactionCoordinator, logs: LogManager) -> None:
+    def __init__(self, *, coordinator: TransactionCoordinator, logs: LogManager, authz: Authz = OFF) -> None:
         self.coordinator = coordinator
+        self.authz = authz
         self.logs = logs
 
     def apis(self) -> list[Api]:
@@ -42,6 +44,13 @@ class TxnAdminHandlers:
         coord = self.coordinator
         out = []
         for tid in req.transactional_ids:
+            if not self.authz.allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
+                # KafkaApis.handleDescribeTransactionsRequest: the response data's defaults
+                out.append(build(S, error_code=ErrorCode.transactional_id_authorization_failed,
+                                 transactional_id=tid, transaction_state="", transaction_timeout=ZERO,
+                                 transaction_start_time=_ms_to_datetime(0), producer_id=0,
+                                 producer_epoch=0, topics=()))
+                continue
             meta = coord.describe(tid)
             if meta is None:
                 out.append(build(S, error_code=ErrorCode.transactional_id_not_found,
@@ -54,6 +63,9 @@ class TxnAdminHandlers:
             by_topic: dict[str, list[int]] = {}
             for t, p in sorted(meta.partitions):
                 by_topic.setdefault(t, []).append(p)
+            # only the topics the caller may DESCRIBE are shown
+            visible = self.authz.topics(ctx, Op.DESCRIBE, by_topic)
+            by_topic = {t: ps for t, ps in by_topic.items() if t in visible}
             out.append(build(
                 S, error_code=ErrorCode.none, transactional_id=tid,
                 transaction_state=meta.state_name,
@@ -90,6 +102,9 @@ class TxnAdminHandlers:
                 continue
             if regex is not None and not regex.fullmatch(tid):
                 continue
+            # KafkaApis.handleListTransactionsRequest: the ids the caller may DESCRIBE
+            if not self.authz.allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
+                continue
             out.append(build(S, transactional_id=tid, producer_id=meta.producer_id,
                              transaction_state=meta.state_name))
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none,
@@ -105,7 +120,13 @@ class TxnAdminHandlers:
         for t in req.topics:
             info = self.logs.topic(t.name)
             parts = []
+            # KafkaApis.handleDescribeProducersRequest: READ on the topic, before its existence
+            readable = self.authz.allowed(ctx, Op.READ, Res.TOPIC, t.name)
             for index in t.partition_indexes:
+                if not readable:
+                    parts.append(build(P, partition_index=index, error_message=None, active_producers=(),
+                                       error_code=ErrorCode.topic_authorization_failed))
+                    continue
                 if info is None or not 0 <= index < info.partitions:
                     parts.append(build(P, partition_index=index,
                                        error_code=ErrorCode.unknown_topic_or_partition,

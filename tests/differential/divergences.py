@@ -57,6 +57,27 @@ ACCEPTED_ON_PURPOSE: dict[str, str] = {
 }
 
 
+# ACLs (minibroker/acl, tests/differential/test_acls.py compares the rest exactly): where the
+# authorizer differs from Kafka's StandardAuthorizer on purpose.
+ACL_DIFFERENCES: dict[str, str] = {
+    "An ACL whose principal has no ':'":
+        "Kafka stores it (CreateAcls succeeds) and then fails every authorization of an action on "
+        "a resource the ACL applies to (StandardAcl.kafkaPrincipal throws IllegalStateException, "
+        "the request answers an unknown server error). minibroker stores it too but never matches "
+        "it: one mistyped ACL does not take a topic down for every client.",
+    "When an ACL change applies":
+        "Kafka's CreateAcls/DeleteAcls answer once the controller has the change; the broker's "
+        "authorizer applies it a moment later (the metadata log), so a request right after may "
+        "still be judged by the old ACLs. minibroker's answer comes after acls.json is written "
+        "and the change applies at once. The differential test waits for Kafka's DescribeAcls to "
+        "show the change before it uses it.",
+    "Host of an IPv6 client":
+        "Kafka compares an ACL's host with InetAddress.getHostAddress() (\"0:0:0:0:0:0:0:1\"), "
+        "minibroker with the socket's address as Python gives it (\"::1\"). IPv4 hosts are "
+        "the same text in both.",
+}
+
+
 # Differences found and reported as minibroker BUGS, not yet fixed. Never applied by default:
 # ``MINIBROKER_DIFFERENTIAL_LOOK_PAST=name,name`` drops them for one local run, so a developer can
 # look for the next divergence while one is being fixed. Remove an entry once it is fixed.

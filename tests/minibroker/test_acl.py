@@ -181,3 +181,13 @@ def test_authorize_by_resource_type_hardcode_rule(tmp_path):
     assert a.authorize_by_resource_type(Ctx(), Op.WRITE, Res.TOPIC)
     assert a.authorize(Ctx(), Op.WRITE, Res.TOPIC, "xy")
     assert not a.authorize(Ctx(), Op.WRITE, Res.TOPIC, "y")
+
+
+def test_principal_without_colon_never_matches():
+    # tests/differential/divergences.py ACL_DIFFERENCES: Kafka would fail the request instead
+    from tests.differential.divergences import ACL_DIFFERENCES
+
+    assert any("no ':'" in k for k in ACL_DIFFERENCES)
+    assert not allowed([acl(principal="alice")], principal="alice")
+    # a DENY with such a principal denies nothing
+    assert allowed([acl(principal="alice", perm=Perm.DENY), acl()])

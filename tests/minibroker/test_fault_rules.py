@@ -130,7 +130,8 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
     batched = {"CreateTopics", "DeleteTopics", "OffsetFetch", "DescribeGroups", "DeleteGroups",
                "DescribeProducers", "WriteTxnMarkers", "DescribeConfigs", "ConsumerGroupDescribe",
                "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups", "IncrementalAlterConfigs",
-               "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions"}
+               "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions",
+               "CreateAcls", "DeleteAcls", "AlterUserScramCredentials"}
     assert refused <= batched, refused
 
 
