@@ -28,6 +28,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 VALUE = re.compile(r"^(?P<key>\S+) #(?P<seq>\d+) txn (?P<txn>\d+)(?P<aborted> aborted)?$", re.I)
 
 
+def client_opts(pairs: list[str]) -> dict[str, str]:
+    """--client-opt KEY=VALUE settings (TLS and SASL in docker/compose.sasl.yaml)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--client-opt {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", default="localhost:9092", help="bootstrap servers (%(default)s)")
@@ -38,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--expect", type=int, default=0, help="exit after this many records (0: never)")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="with --expect: give up after this many seconds (%(default)s)")
+    ap.add_argument("--client-opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka setting, e.g. security.protocol=SASL_SSL (repeatable)")
     args = ap.parse_args(argv)
 
     running = True
@@ -54,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                          "isolation.level": args.isolation_level,
                          "auto.offset.reset": "earliest",
                          # the topic may not exist yet when we subscribe: let Metadata create it
-                         "allow.auto.create.topics": True})
+                         "allow.auto.create.topics": True, **client_opts(args.client_opt)})
     consumer.subscribe([args.topic])
     committed_only = args.isolation_level == "read_committed"
     seen: set[tuple[str, int]] = set()

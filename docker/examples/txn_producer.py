@@ -23,6 +23,17 @@ import time
 from confluent_kafka import KafkaException, Producer
 
 
+def client_opts(pairs: list[str]) -> dict[str, str]:
+    """--client-opt KEY=VALUE settings (TLS and SASL in docker/compose.sasl.yaml)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--client-opt {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", default="localhost:9092", help="bootstrap servers (%(default)s)")
@@ -36,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.2,
                     help="seconds between transactions (%(default)s)")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds for each transactional call")
+    ap.add_argument("--client-opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka setting, e.g. security.protocol=SASL_SSL (repeatable)")
     args = ap.parse_args(argv)
 
     running = True
@@ -49,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     producer = Producer({"bootstrap.servers": args.bootstrap,
                          "transactional.id": args.transactional_id,
-                         "linger.ms": 5})
+                         "linger.ms": 5, **client_opts(args.client_opt)})
     seq = [0] * args.keys
     committed = aborted = 0
     try:

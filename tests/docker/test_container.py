@@ -33,16 +33,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def compose_cmd(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker-compose", "-f", str(COMPOSE_FILE), *args], cwd=REPO_ROOT,
+SASL_COMPOSE_FILE = COMPOSE_FILE.with_name("compose.sasl.yaml")
+
+
+def compose_cmd(*args: str, env: dict | None = None, timeout: float = 120,
+                file=COMPOSE_FILE) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker-compose", "-f", str(file), *args], cwd=REPO_ROOT,
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=timeout)
 
 
-def compose_config(env: dict | None = None) -> dict:
+def compose_config(env: dict | None = None, file=COMPOSE_FILE) -> dict:
     """``docker-compose config`` (the file as compose reads it: anchors, merges and ${VARS}
     resolved) turned into a dict by the YAML module docker-compose itself runs on."""
-    proc = compose_cmd("config", env=env)
+    proc = compose_cmd("config", env=env, file=file)
     assert proc.returncode == 0, proc.stderr
     with open(shutil.which("docker-compose"), "rb") as f:
         interpreter = f.readline().decode().removeprefix("#!").strip().split()
@@ -365,6 +369,31 @@ def test_compose_environment(podman, broker_image, examples_image):
     commits 8 transactions and aborts 2, the pipeline transforms the input exactly once, the
     read_committed consumer checks it and exits 0; a host client on the published listener
     reads the same output. Then ``down -v`` removes everything."""
+    _compose_environment(podman, COMPOSE_FILE, "compose")
+
+
+def test_compose_sasl_file_wiring():
+    need_tools("docker-compose")
+    cfg = compose_config(env={**os.environ, "MINIBROKER_HOST_PORT": "19092"}, file=SASL_COMPOSE_FILE)
+    services = cfg["services"]
+    assert set(services) == {"certs", "minibroker", "producer", "pipeline", "consumer"}
+    env = services["minibroker"]["environment"]
+    assert env["MINIBROKER_LISTENER_SECURITY_PROTOCOL_MAP"] == \
+        "INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL,HEALTH:PLAINTEXT"
+    assert services["minibroker"]["depends_on"] == {"certs": {"condition": "service_completed_successfully"}}
+    for name in ("producer", "pipeline", "consumer"):
+        command = " ".join(services[name]["command"])
+        assert "security.protocol=SASL_SSL" in command and "sasl.mechanism=SCRAM-SHA-512" in command
+
+
+def test_compose_sasl_ssl_environment(podman, broker_image, examples_image, tmp_path):
+    """docker/compose.sasl.yaml: the same environment with every client on SASL_SSL + SCRAM:
+    certificates and users made by the one-shot certs service, the three services' transactions
+    and exactly-once pipeline over SASL_SSL, and a host client with the CA copied out."""
+    _compose_environment(podman, SASL_COMPOSE_FILE, "compose-sasl", tmp_path)
+
+
+def _compose_environment(podman, file, label: str, tmp_path=None) -> None:
     need_tools("docker-compose")
     project = f"mbtest{uuid.uuid4().hex[:8]}"
     port = free_port()
@@ -372,15 +401,17 @@ def test_compose_environment(podman, broker_image, examples_image):
            "COMPOSE_PROJECT_NAME": project}
     names = {svc: podman.container(f"{project}_{svc}_1")
              for svc in ("minibroker", "producer", "pipeline", "consumer")}
+    sasl = file == SASL_COMPOSE_FILE
+    if sasl:
+        names["certs"] = podman.container(f"{project}_certs_1")
     try:
         t0 = time.monotonic()
         # The images exist (built above, tagged as compose.yaml names them): no build here.
         with podman.health_pump(names["minibroker"], interval=1.0) as pump:
-            up = compose_cmd("up", "-d", "--no-build", env=env, timeout=180)
+            up = compose_cmd("up", "-d", "--no-build", env=env, timeout=180, file=file)
             assert up.returncode == 0, up.stdout + up.stderr
-            MEASURED["compose up -d (broker healthy, clients started)"] = f"{time.monotonic() - t0:.1f} s"
+            MEASURED[f"{label} up -d (broker healthy, clients started)"] = f"{time.monotonic() - t0:.1f} s"
             assert pump.passes >= 1
-
             # The consumer exits by itself once it has the 80 committed records.
             deadline = time.monotonic() + 150
             while time.monotonic() < deadline:
@@ -393,7 +424,7 @@ def test_compose_environment(podman, broker_image, examples_image):
             assert state["ExitCode"] == 0, consumer_logs
             assert re.search(r"^OK: 80 records from 'WORDS' \(read_committed\)", consumer_logs, re.M), \
                 consumer_logs
-            MEASURED["compose: up until the consumer verified 80 records"] = f"{time.monotonic() - t0:.1f} s"
+            MEASURED[f"{label}: up until the consumer verified 80 records"] = f"{time.monotonic() - t0:.1f} s"
 
             producer = podman.inspect(names["producer"])["State"]
             producer_logs = podman.logs(names["producer"])
@@ -405,10 +436,19 @@ def test_compose_environment(podman, broker_image, examples_image):
 
             # The EXTERNAL listener, from the host: advertised as localhost:<published port>.
             bootstrap = f"{HOST}:{port}"
-            assert _advertised(bootstrap) == [("localhost", port)]
+            security = {}
+            if sasl:
+                # the certificate names minibroker and localhost (not 127.0.0.1): TLS checks it
+                bootstrap = f"localhost:{port}"
+                podman.out("cp", f"{names['minibroker']}:/certs/ca.crt", str(tmp_path / "ca.crt"))
+                security = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(tmp_path / "ca.crt"),
+                            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+                            "sasl.password": "admin-secret"}
+            else:
+                assert _advertised(bootstrap) == [("localhost", port)]
             from confluent_kafka import Consumer
 
-            c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"host-{project}",
+            c = Consumer({**security, "bootstrap.servers": bootstrap, "group.id": f"host-{project}",
                           "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                           # advertised "localhost" may resolve to ::1 first; the port is on 127.0.0.1
                           "broker.address.family": "v4"})
@@ -426,8 +466,8 @@ def test_compose_environment(podman, broker_image, examples_image):
             assert all(v == v.upper() and "ABORTED" not in v for v in values), values
     finally:
         t0 = time.monotonic()
-        down = compose_cmd("down", "-v", "--timeout", "20", env=env, timeout=180)
-        MEASURED["compose down -v"] = f"{time.monotonic() - t0:.1f} s"
+        down = compose_cmd("down", "-v", "--timeout", "20", env=env, timeout=180, file=file)
+        MEASURED[f"{label} down -v"] = f"{time.monotonic() - t0:.1f} s"
     assert down.returncode == 0, down.stdout + down.stderr
     left = podman.out("ps", "-a", "--filter", f"name={project}", "--format", "{{.Names}}").split()
     assert left == [], left
