@@ -219,6 +219,19 @@ def _choice(*values: str) -> Callable[[str], str]:
     return parse
 
 
+# authorizer.class.name in a server.properties names the class; Kafka 4's one ACL authorizer
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _authorizer(text: str) -> str:
+    v = text.strip()
+    if v in ("", "none"):
+        return "none"
+    if v in ("standard", STANDARD_AUTHORIZER):
+        return "standard"
+    raise ValueError(f"must be standard (or {STANDARD_AUTHORIZER}) or none")
+
+
 def _text(text: str) -> str:
     return text.strip()
 
@@ -327,7 +340,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--connections-max-reauth-ms", _int(0), _D.connections_max_reauth_ms,
            "SASL sessions last this long and clients re-authenticate before the end (KIP-368, "
            "Kafka's connections.max.reauth.ms); 0: sessions do not expire"),
-    Option("--authorizer", _choice("none", "standard"), _D.authorizer,
+    Option("--authorizer", _authorizer, _D.authorizer,
            "standard: check every request against ACLs (CreateAcls/DescribeAcls/DeleteAcls), as "
            "Kafka's StandardAuthorizer; none: everyone may do everything"),
     Option("--super-users", _text, _D.super_users,

@@ -78,7 +78,11 @@ class Dispatcher:
         auth = getattr(connection, "auth", None)
         if auth is not None and auth.raw_tokens:
             from .handlers.sasl import raw_token
-            return raw_token(connection, frame)
+            from .sasl import AuthenticationFailed
+            try:
+                return raw_token(connection, frame)
+            except AuthenticationFailed as e:
+                raise Disconnect("sasl_" + e.reason, e.message) from None
         try:
             api_key, version, corr = peek_header(frame)
         except HeaderError as e:

@@ -47,6 +47,7 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "sasl.enabled.mechanisms": Mapping("--sasl-mechanisms"),
     "connections.max.reauth.ms": Mapping("--connections-max-reauth-ms"),
     "super.users": Mapping("--super-users"),
+    "authorizer.class.name": Mapping("--authorizer"),
     "allow.everyone.if.no.acl.found": Mapping("--allow-everyone-if-no-acl-found"),
     "offsets.topic.segment.bytes": Mapping("--offsets-topic-segment-bytes"),
     "transaction.state.log.segment.bytes": Mapping("--transaction-state-log-segment-bytes"),

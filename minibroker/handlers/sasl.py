@@ -22,7 +22,6 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
 from ..api import Api, RequestContext, Response
-from ..dispatch import Disconnect
 from ..sasl import AuthenticationFailed
 from .common import ZERO, answers, response_cls
 
@@ -217,7 +216,7 @@ def _peer_of(conn: Any) -> str | None:
 def raw_token(conn: Any, frame: Any) -> Response:
     """SaslHandshake v0: a token without a Kafka header, answered the same way; a failure
     closes the connection without an answer (SaslServerAuthenticator, KafkaSaslAuthenticate
-    headers off)."""
+    headers off): it raises AuthenticationFailed with ``answer`` False."""
     auth = conn.auth
     try:
         token, lifetime_ms = auth.authenticate(bytes(frame))
@@ -225,7 +224,8 @@ def raw_token(conn: Any, frame: Any) -> Response:
         log.warning("sasl.authentication_failed", conn=conn.conn_id, peer=_peer_of(conn),
                     mechanism=auth.mechanism, principal=f"User:{e.user}" if e.user else None,
                     error=e.message, reason=e.reason)
-        raise Disconnect("sasl_authentication_failed", e.message) from None
+        e.answer = False
+        raise
     if auth.authenticated:
         auth.raw_tokens = False
         authenticated(conn, auth, lifetime_ms)

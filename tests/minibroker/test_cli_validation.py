@@ -185,4 +185,8 @@ def test_bad_properties_file_is_one_line(tmp_path):
     one_line_error(run(["serve", str(props)], cwd=tmp_path), "an SSL listener needs --ssl-certfile")
     props.write_text("listeners=PLAINTEXT://:9092,SECURE://:9093\n"
                      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL\n")
-    one_line_error(run(["serve", str(props)], cwd=tmp_path), "SECURE is SASL_SSL; minibroker serves")
+    one_line_error(run(["serve", str(props)], cwd=tmp_path), "an SSL listener needs --ssl-certfile")
+    props.write_text("listeners=PLAINTEXT://:9092,SECURE://:9093\n"
+                     "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT\n"
+                     "sasl.enabled.mechanisms=GSSAPI\n")
+    one_line_error(run(["serve", str(props)], cwd=tmp_path), "--sasl-mechanisms: GSSAPI")

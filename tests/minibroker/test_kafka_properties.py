@@ -130,3 +130,18 @@ def test_problems_name_their_source(tmp_path):
         "KAFKA_LISTENERS='SSL://:9093': --listeners: an SSL listener needs --ssl-certfile and "
         "--ssl-keyfile (PEM; 'minibroker certs DIR' writes a throw-away pair)",
     ]
+
+
+def test_security_properties_of_an_apache_kafka_environment():
+    # what a SASL + ACL set-up of the apache/kafka image sets, as minibroker reads it
+    env = {"KAFKA_AUTHORIZER_CLASS_NAME": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "KAFKA_SUPER_USERS": "User:admin;User:ops", "KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true",
+           "KAFKA_SASL_ENABLED_MECHANISMS": "SCRAM-SHA-512,PLAIN", "KAFKA_CONNECTIONS_MAX_REAUTH_MS": "60000"}
+    c = load(ns(), env).config
+    assert (c.authorizer, c.super_users, c.allow_everyone_if_no_acl_found, c.sasl_mechanisms,
+            c.connections_max_reauth_ms) == ("standard", "User:admin;User:ops", True, "SCRAM-SHA-512,PLAIN",
+                                             60000)
+    with pytest.raises(ConfigError, match="authorizer"):
+        load(ns(), {"KAFKA_AUTHORIZER_CLASS_NAME": "kafka.security.authorizer.AclAuthorizer"})
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        load(ns(), {"KAFKA_SASL_ENABLED_MECHANISMS": "GSSAPI"})
