@@ -434,6 +434,7 @@ def test_consumer_and_metadata_checks_match_kafka(pair, users):
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, LIST_GROUPS = 19, 20, 21, 32, 15, 16
 CREATE_PARTITIONS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS, OFFSET_FOR_LEADER_EPOCH = 37, 35, 44, 23
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
+LIST_CONFIG_RESOURCES, ELECT_LEADERS = 74, 43
 
 
 def test_admin_checks_match_kafka(pair, users):
@@ -511,3 +512,8 @@ def test_admin_checks_match_kafka(pair, users):
         DESCRIBE_TRANSACTIONS, 0, transactional_ids=(tid,))))
     check(pair, "alice ListTransactions", users.both("alice", lambda s: req(
         LIST_TRANSACTIONS, 1, state_filters=(), producer_id_filters=(), duration_filter=-1)))
+    check(pair, "alice ListConfigResources", users.both("alice", lambda s: req(
+        LIST_CONFIG_RESOURCES, 1, resource_types=())))
+    check(pair, "alice ElectLeaders", users.both("alice", lambda s: req(
+        ELECT_LEADERS, 2, election_type=0, timeout=ms(5000), topic_partitions=(
+            part((ELECT_LEADERS, 2), "TopicPartitions", topic=mine, partitions=(0,)),))))
