@@ -23,6 +23,7 @@ from minibroker_protocol.errors import ErrorCode
 
 from ..api import Api, RequestContext, Response
 from ..sasl import AuthenticationFailed
+from .authz import OFF, Authz, Op
 from .common import ZERO, answers, response_cls
 
 log = structlog.get_logger("minibroker.sasl")
@@ -34,7 +35,10 @@ MAX_ITERATIONS = 16_384  # ScramControlManager.MAX_ITERATIONS
 
 
 class SaslHandlers:
-    def __init__(self, *, credentials: Any) -> None:
+    def __init__(self, *, credentials: Any, authz: Authz = OFF) -> None:
+        # DescribeUserScramCredentials needs DESCRIBE on the cluster, Alter ALTER (KafkaApis,
+        # ControllerApis)
+        self.authz = authz
         self.credentials = credentials
 
     def apis(self) -> list[Api]:
@@ -94,6 +98,12 @@ class SaslHandlers:
         R = response_cls(ctx)
         Result = nested(R, "DescribeUserScramCredentialsResult")
         Info = nested(R, "CredentialInfo")
+        if not self.authz.cluster(ctx, Op.DESCRIBE):
+            # DescribeUserScramCredentialsRequest.getErrorResponse: a nameless result per user asked
+            refused = ErrorCode.cluster_authorization_failed
+            return build(R, throttle_time=ZERO, error_code=refused, error_message=None, results=tuple(
+                build(Result, user="", error_code=refused, error_message=None, credential_infos=())
+                for _ in req.users or ()))
         names = [u.name for u in req.users] if req.users else self.credentials.users()
         seen: dict[str, bool] = {}
         for name in names:
@@ -124,6 +134,12 @@ class SaslHandlers:
         from ..sasl.scram import MECHANISMS, MIN_ITERATIONS, credential_from_salted
         R = response_cls(ctx)
         Result = nested(R, "AlterUserScramCredentialsResult")
+        if not self.authz.cluster(ctx, Op.ALTER):
+            # AlterUserScramCredentialsRequest.getErrorResponse: each user named, once, sorted
+            named = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+            return build(R, throttle_time=ZERO, results=tuple(
+                build(Result, user=n, error_code=ErrorCode.cluster_authorization_failed, error_message=None)
+                for n in named))
         errors: dict[str, tuple[int, str]] = {}
         deletions: dict[str, Any] = {}
         upserts: dict[str, Any] = {}

@@ -434,7 +434,7 @@ def test_consumer_and_metadata_checks_match_kafka(pair, users):
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, DESCRIBE_GROUPS, LIST_GROUPS = 19, 20, 21, 32, 15, 16
 CREATE_PARTITIONS, DESCRIBE_LOG_DIRS, INCREMENTAL_ALTER_CONFIGS, OFFSET_FOR_LEADER_EPOCH = 37, 35, 44, 23
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
-LIST_CONFIG_RESOURCES, ELECT_LEADERS = 74, 43
+LIST_CONFIG_RESOURCES, ELECT_LEADERS, DESCRIBE_SCRAM, ALTER_SCRAM = 74, 43, 50, 51
 
 
 def test_admin_checks_match_kafka(pair, users):
@@ -514,6 +514,13 @@ def test_admin_checks_match_kafka(pair, users):
         LIST_TRANSACTIONS, 1, state_filters=(), producer_id_filters=(), duration_filter=-1)))
     check(pair, "alice ListConfigResources", users.both("alice", lambda s: req(
         LIST_CONFIG_RESOURCES, 1, resource_types=())))
+    check(pair, "alice DescribeUserScramCredentials", users.both("alice", lambda s: req(
+        DESCRIBE_SCRAM, 0, users=(part((DESCRIBE_SCRAM, 0), "UserName", name="alice"),
+                                  part((DESCRIBE_SCRAM, 0), "UserName", name="bob")))))
+    check(pair, "alice AlterUserScramCredentials", users.both("alice", lambda s: req(
+        ALTER_SCRAM, 0, deletions=(part((ALTER_SCRAM, 0), "ScramCredentialDeletion", name="zed", mechanism=1),),
+        upsertions=(part((ALTER_SCRAM, 0), "ScramCredentialUpsertion", name="bob", mechanism=1, iterations=8192,
+                         salt=b"s" * 16, salted_password=b"p" * 32),))))
     check(pair, "alice ElectLeaders", users.both("alice", lambda s: req(
         ELECT_LEADERS, 2, election_type=0, timeout=ms(5000), topic_partitions=(
             part((ELECT_LEADERS, 2), "TopicPartitions", topic=mine, partitions=(0,)),))))
