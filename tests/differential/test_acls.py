@@ -524,3 +524,59 @@ def test_admin_checks_match_kafka(pair, users):
     check(pair, "alice ElectLeaders", users.both("alice", lambda s: req(
         ELECT_LEADERS, 2, election_type=0, timeout=ms(5000), topic_partitions=(
             part((ELECT_LEADERS, 2), "TopicPartitions", topic=mine, partitions=(0,)),))))
+
+
+# -- group membership and transactional offsets ------------------------------------------------------
+
+HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, TXN_OFFSET_COMMIT, DELETE_GROUPS, OFFSET_DELETE = 12, 13, 14, 28, 42, 47
+
+
+def test_group_and_txn_offset_checks_match_kafka(pair, users):
+    topic, hidden, group, tid = P + "g-topic", P + "g-hidden", P + "g-group", P + "g-tx"
+    pair.create_topics([topic, hidden], 1)
+    pair.find_coordinators(group, [tid])
+
+    def join(s):
+        proto = part((JOIN_GROUP, 5), "JoinGroupRequestProtocol", name="range", metadata=b"\0\1\0\0\0\0\0\0\0\0")
+        return req(JOIN_GROUP, 5, group_id=group, session_timeout=ms(45_000), rebalance_timeout=ms(10_000),
+                   member_id="", group_instance_id=None, protocol_type="consumer", protocols=(proto,))
+    check(pair, "bob JoinGroup", users.both("bob", join))
+    check(pair, "bob SyncGroup", users.both("bob", lambda s: req(
+        SYNC_GROUP, 5, group_id=group, generation_id=1, member_id="m", group_instance_id=None,
+        protocol_type="consumer", protocol_name="range", assignments=())))
+    check(pair, "bob Heartbeat", users.both("bob", lambda s: req(
+        HEARTBEAT, 4, group_id=group, generation_id=1, member_id="m", group_instance_id=None)))
+    check(pair, "bob LeaveGroup", users.both("bob", lambda s: req(LEAVE_GROUP, 5, group_id=group, members=(
+        part((LEAVE_GROUP, 5), "MemberIdentity", member_id="m", group_instance_id=None, reason=None),))))
+    check(pair, "bob DeleteGroups", users.both("bob", lambda s: req(
+        DELETE_GROUPS, 2, groups_names=(group, group, P + "g-none"))))
+    check(pair, "bob OffsetDelete", users.both("bob", lambda s: req(OFFSET_DELETE, 0, group_id=group, topics=(
+        part((OFFSET_DELETE, 0), "OffsetDeleteRequestTopic", name=topic, partitions=(
+            part((OFFSET_DELETE, 0), "OffsetDeleteRequestPartition", partition_index=0),)),))))
+
+    def txn_commit(s, pids):
+        base = (TXN_OFFSET_COMMIT, 3)
+        return req(TXN_OFFSET_COMMIT, 3, transactional_id=tid, group_id=group, producer_id=pids[s.name][0],
+                   producer_epoch=pids[s.name][1], generation_id=-1, member_id="", group_instance_id=None,
+                   topics=tuple(part(base, "TxnOffsetCommitRequestTopic", name=t, partitions=(
+                       part(base, "TxnOffsetCommitRequestPartition", partition_index=0, committed_offset=0,
+                            committed_leader_epoch=-1, committed_metadata=""),)) for t in (topic, hidden)))
+    no_pids = {s.name: (0, 0) for s in pair.sides}
+    check(pair, "bob TxnOffsetCommit without the id", users.both("bob", lambda s: txn_commit(s, no_pids)))
+    grant(pair, _acl(resource=TXN_ID, name=tid, op=WRITE, principal="User:bob"))
+    got = users.settled("bob", lambda s: _init_pid(tid))
+    check(pair, "bob InitProducerId", got)
+    pids = {s.name: (r.producer_id, r.producer_epoch) for s, r in zip(pair.sides, got)}
+    check(pair, "bob AddOffsetsToTxn without the group", users.both("bob", lambda s: req(
+        ADD_OFFSETS, 3, transactional_id=tid, producer_id=pids[s.name][0], producer_epoch=pids[s.name][1],
+        group_id=group)))
+    check(pair, "bob TxnOffsetCommit without the group", users.both("bob", lambda s: txn_commit(s, pids)))
+    grant(pair, _acl(resource=GROUP, name=group, op=READ, principal="User:bob"),
+          _acl(name=topic, op=READ, principal="User:bob"))
+    check(pair, "bob AddOffsetsToTxn", users.both("bob", lambda s: req(
+        ADD_OFFSETS, 3, transactional_id=tid, producer_id=pids[s.name][0], producer_epoch=pids[s.name][1],
+        group_id=group)))
+    check(pair, "bob TxnOffsetCommit, one topic not readable", users.both("bob", lambda s: txn_commit(s, pids)))
+    check(pair, "bob EndTxn(abort)", users.both("bob", lambda s: req(
+        END_TXN, 4, transactional_id=tid, producer_id=pids[s.name][0], producer_epoch=pids[s.name][1],
+        committed=False)))
