@@ -1,11 +1,15 @@
 """Benchmark minibroker against peer brokers in one run (issue 6).
 
     python bench/run.py [--quick] [--reps N] [--only W[,W...]] [--brokers B[,B...]] [--seconds S]
-                        [--baseline DIR]
+                        [--baseline DIR] [--generator go|python]
 
 Starts each broker on a free loopback port, runs each workload with the same client settings
 (bench/workloads.py) against each, stops it, and prints one table of medians over --reps runs
 with the ratio minibroker ÷ peer per row; also writes bench/results.md and bench/results.json.
+The produce1k, produce100 and txn rows are driven by --generator: ``go`` (bench/loadgen, franz-go,
+compiled on first use; the default when a Go toolchain is found) or ``python`` (workloads.py,
+confluent-kafka). Every throughput row has the load generator's CPU beside the broker's, and a
+value driven by a generator near a full core per process is marked client-bound.
 
 Workloads (names for --only): produce1k, produce100, latency, txn, consume, recovery, coldstart.
 Brokers (names for --brokers): mb-never, mb-1000, mb-always, mb-ctl (fsync 1000 with
@@ -36,9 +40,13 @@ ROOT = os.path.dirname(HERE)
 PY = sys.executable
 sys.path.insert(0, HERE)
 sys.path.insert(1, ROOT)  # tests.reference: Apache Kafka's launcher, another checkout's PYTHONPATH
+import go_loadgen  # noqa: E402
 import peers  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# A load generator process at or above this share of one core (its user+system CPU over the
+# run's wall time) may be what limits the row: the value is marked "client-bound".
+CLIENT_BOUND_PCT = 90.0
 
 
 def free_port() -> int:
@@ -368,8 +376,11 @@ def create_topic(b: "Broker", topic: str, partitions: int) -> None:
         gc.collect()
 
 
-def run_clients(args_list: list[list[str]], timeout: float) -> list[dict]:
-    procs = [subprocess.Popen([PY, os.path.join(HERE, "workloads.py"), *a], stdout=subprocess.PIPE,
+def run_clients(args_list: list[list[str]], timeout: float, loadgen: str | None = None) -> list[dict]:
+    """One load generator process per argument list, all at once; their JSON lines.
+    ``loadgen``: the compiled generator's binary (bench/loadgen) instead of workloads.py."""
+    cmd = [loadgen] if loadgen else [PY, os.path.join(HERE, "workloads.py")]
+    procs = [subprocess.Popen([*cmd, *a], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for a in args_list]
     out = []
     deadline = time.time() + timeout
@@ -397,9 +408,19 @@ def run_clients(args_list: list[list[str]], timeout: float) -> list[dict]:
 # --- workloads: each returns {metric_name: value} for one repetition --------------------------
 
 class Ctx:
-    def __init__(self, a):
+    def __init__(self, a, loadgen: str | None = None):
         self.a = a
         self.seq = 0
+        self.loadgen = loadgen  # bench/loadgen's binary when --generator go
+        self.bound: list[tuple[str, str]] = []  # (metric, why) of this repetition's client-bound values
+
+    def client_bound(self, rs: list[dict], metrics: list[str]) -> float:
+        """The busiest generator process's CPU in % of one core; when it is near a full core,
+        ``metrics`` of this repetition are noted as client-bound."""
+        pct = max(100 * r["cpu"] / max(1e-9, r["end"] - r["start"]) for r in rs)
+        if pct >= CLIENT_BOUND_PCT:
+            self.bound += [(m, f"{pct:.0f} %") for m in metrics]
+        return pct
 
     def topic(self, stem: str) -> str:
         self.seq += 1
@@ -445,7 +466,7 @@ def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
     args = [["produce", "--bootstrap", b.bootstrap, "--topic", topic, "--size", str(size),
              "--seconds", str(a.seconds), "--partitions", "3"] for _ in range(a.producers)]
     try:
-        rs = run_clients(args, a.seconds + 90)
+        rs = run_clients(args, a.seconds + 90, ctx.loadgen)
     finally:
         if sampler:
             sampler.stop()
@@ -457,15 +478,18 @@ def w_produce(ctx, b: Broker, size: int, key: str) -> dict:
     if errs:
         raise RuntimeError(f"{errs} delivery errors, e.g. {next(r['first_error'] for r in rs if r['errors'])}")
     out = {f"{key}: MB/s": recs * size / wall / 1e6,
-           f"{key}: records/s": recs / wall,
-           f"{key}: client CPU % per process (max)": max(100 * r["cpu"] / (r["end"] - r["start"]) for r in rs),
-           f"{key}: machine CPU busy % (all cores)": 100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])}
-    if b.pid > 0:
-        cpu = proc_cpu(b.pid) - cpu0
+           f"{key}: records/s": recs / wall}
+    cpu = proc_cpu(b.pid) - cpu0 if b.pid > 0 else None
+    # The broker's CPU and the load generator's side by side: what each costs per byte, whatever
+    # the machine allowed, and whether a generator process was near a full core (client-bound).
+    if cpu is not None:
         out[f"{key}: broker CPU %"] = 100 * cpu / wall
-        # What the broker costs per byte, whatever the clients could drive on this machine.
+    out[f"{key}: client CPU % per process (max)"] = ctx.client_bound(rs, [f"{key}: MB/s",
+                                                                          f"{key}: records/s"])
+    if cpu is not None:
         out[f"{key}: broker CPU s per GB"] = cpu / (recs * size / 1e9)
     out[f"{key}: client CPU s per GB (all processes)"] = sum(r["cpu"] for r in rs) / (recs * size / 1e9)
+    out[f"{key}: machine CPU busy % (all cores)"] = 100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
     if isinstance(b, (MiniBroker, Tansu, Kafka)):
         st = proc_status(b.pid)
         out[f"{key}: broker peak RSS MiB (VmHWM)"] = st.get("VmHWM", float("nan"))
@@ -478,12 +502,22 @@ def w_latency(ctx, b: Broker) -> dict:
     a = ctx.a
     topic = ctx.topic("lat")
     create_topic(b, topic, 3)
+    cpu0, t0 = proc_cpu(b.pid), time.time()
     r = run_clients([["latency", "--bootstrap", b.bootstrap, "--topic", topic, "--size", "1024",
                       "--rate", "2000", "--seconds", str(a.seconds), "--partitions", "3"]], a.seconds + 60)[0]
+    wall = time.time() - t0  # the client's whole life (start-up, metadata): a little more than the run
     if r["errors"]:
         raise RuntimeError(f"{r['errors']} errors: {r['first_error']}")
-    return {"latency @2000 rec/s 1 KiB: p50 ms": r["p50_ms"], "latency @2000 rec/s 1 KiB: p99 ms": r["p99_ms"],
-            "latency @2000 rec/s 1 KiB: achieved rec/s": r["achieved_rate"]}
+    k = "latency @2000 rec/s 1 KiB"
+    out = {f"{k}: p50 ms": r["p50_ms"], f"{k}: p99 ms": r["p99_ms"],
+           f"{k}: achieved rec/s": r["achieved_rate"]}
+    if b.pid > 0:
+        out[f"{k}: broker CPU %"] = 100 * (proc_cpu(b.pid) - cpu0) / wall
+    # workloads.py's paced generator (no Go counterpart) over the paced window. It waits for each
+    # send time in poll() calls of at most 0.5 ms, so its CPU is high whatever the broker does, and
+    # the row is not marked client-bound; achieved rec/s says whether it kept the pace.
+    out[f"{k}: client CPU %"] = 100 * r["cpu"] / a.seconds
+    return out
 
 
 def w_txn(ctx, b: Broker) -> dict:
@@ -492,10 +526,26 @@ def w_txn(ctx, b: Broker) -> dict:
     for n in (1, 4):
         topic = ctx.topic(f"txn{n}")
         create_topic(b, topic, n)
+        cpu0 = proc_cpu(b.pid)
         rs = run_clients([["txn", "--bootstrap", b.bootstrap, "--topic", topic, "--partition", str(i),
-                           "--seconds", str(a.seconds)] for i in range(n)], a.seconds + 90)
+                           "--seconds", str(a.seconds)] for i in range(n)], a.seconds + 90, ctx.loadgen)
+        cpu = proc_cpu(b.pid) - cpu0
+        bad = [r for r in rs if r.get("errors") and r.get("generator") == "go"]  # go: a failed transaction
+        if bad:
+            raise RuntimeError(f"txn: {bad[0]['errors']} errors, e.g. {bad[0]['first_error']}")
         wall = max(r["end"] for r in rs) - min(r["start"] for r in rs)
-        out[f"txn 10x1KiB, {n} producer(s): txn/s"] = sum(r["transactions"] for r in rs) / wall
+        k = f"txn 10x1KiB, {n} producer(s)"
+        txns = sum(r["transactions"] for r in rs)
+        out[f"{k}: txn/s"] = txns / wall
+        # The broker's CPU includes the generators' start-up (connect, InitProducerId, warm-up),
+        # a little more than the timed window; per transaction rather than per GB (10 KiB each).
+        if b.pid > 0:
+            out[f"{k}: broker CPU %"] = 100 * cpu / wall
+        out[f"{k}: client CPU % per process (max)"] = ctx.client_bound(rs, [f"{k}: txn/s"])
+        if b.pid > 0 and txns:
+            out[f"{k}: broker CPU ms per txn"] = 1000 * cpu / txns
+        if txns:
+            out[f"{k}: client CPU ms per txn (all processes)"] = 1000 * sum(r["cpu"] for r in rs) / txns
     return out
 
 
@@ -563,6 +613,7 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
                 if proto.name in failed:
                     continue
                 res = {}
+                ctx.bound = []
                 order = [("read_uncommitted", total), ("read_committed", committed)]
                 try:
                     for iso, expect in (order if rep % 2 == 0 else order[::-1]):  # no order bias
@@ -584,6 +635,10 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
                         res[f"{key}, {iso}: log MB/s (whole log ÷ time to its end)"] = (
                             total * a_size / wall / 1e6)
                         res[f"{key}, {iso}: client CPU %"] = 100 * c["cpu"] / wall
+                        if res[f"{key}, {iso}: client CPU %"] >= CLIENT_BOUND_PCT:
+                            ctx.bound += [(m, f"{res[f'{key}, {iso}: client CPU %']:.0f} %")
+                                          for m in (f"{key}, {iso}: MB/s delivered",
+                                                    f"{key}, {iso}: log MB/s (whole log ÷ time to its end)")]
                         # The consumer process's whole life (connect, metadata) is in these two,
                         # a little more than the timed window: they say who was busy, not scores.
                         res[f"{key}, {iso}: broker CPU %"] = 100 * (cpu1 - cpu0) / wall
@@ -637,6 +692,10 @@ def main() -> int:
     ap.add_argument("--out", default=HERE)
     ap.add_argument("--baseline", metavar="DIR", help="another minibroker checkout: brokers base-never, "
                     "base-1000, base-always run its code, and the table compares each mb-* with it")
+    ap.add_argument("--generator", choices=("go", "python"), default=None,
+                    help="load generator of produce1k, produce100 and txn: go (bench/loadgen, franz-go, "
+                    "built into ~/.cache/minibroker-bench on first use) or python (workloads.py, "
+                    "confluent-kafka); default go when a Go toolchain is found, else python")
     a = ap.parse_args()
     if a.baseline:
         if not os.path.isfile(os.path.join(a.baseline, "minibroker", "cli.py")):
@@ -648,17 +707,32 @@ def main() -> int:
     for w in only:
         if w not in WORKLOADS:
             ap.error(f"unknown workload {w}")
-    ctx = Ctx(a)
+    generator_note = ""
+    if a.generator is None:
+        a.generator = "go" if go_loadgen.find_go() else "python"
+        if a.generator == "python":
+            generator_note = ("no Go toolchain found (PATH, /usr/local/go/bin/go): the Python generator "
+                              "is used")
+            print(f"== note: {generator_note}", file=sys.stderr, flush=True)
+    loadgen = None
+    if a.generator == "go" and any(w in only for w in ("produce1k", "produce100", "txn")):
+        loadgen = go_loadgen.binary()  # built before any broker starts, outside every timed run
+    ctx = Ctx(a, loadgen)
     brokers = make_brokers([x.strip() for x in a.brokers.split(",") if x.strip()])
     samples: dict[str, dict[str, list[float]]] = {}   # broker -> metric -> values
     notes: dict[str, list[str]] = {}
     metric_order: list[str] = []
+    bound: dict[str, dict[str, list[str]]] = {}  # broker -> metric -> generator CPU of each client-bound rep
 
     def record(bname, res):
         for k, v in res.items():
             if k not in metric_order:
                 metric_order.append(k)
             samples.setdefault(bname, {}).setdefault(k, []).append(v)
+        for k, why in ctx.bound:  # what the repetition just measured marked as client-bound
+            if k in res:
+                bound.setdefault(bname, {}).setdefault(k, []).append(why)
+        ctx.bound = []
 
     for b in brokers:
         notes[b.name] = []
@@ -714,6 +788,7 @@ def main() -> int:
                     if (b.name, w) in failed or b.proc is None:
                         continue
                     t = time.time()
+                    ctx.bound = []
                     try:
                         if w == "produce1k":
                             res = w_produce(ctx, b, 1024, "produce 1 KiB idempotent acks=all 3p")
@@ -758,11 +833,19 @@ def main() -> int:
             return "n/a"
         return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
+    def cell(b, k):
+        text = fmt(med[b.name].get(k))
+        nb = len(bound.get(b.name, {}).get(k, []))
+        if nb:
+            n = len(samples[b.name][k])
+            text += " (client-bound)" if nb == n else f" (client-bound {nb}/{n})"
+        return text
+
     hdr = ["metric (median of %d)" % a.reps] + [b.label + (" (in memory)" if b.in_memory else "") for b in brokers]
     hdr += [f"{m.name} ÷ {p.name}" for m, p in ratio_cols]
     rows = []
     for k in metric_order:
-        row = [k] + [fmt(med[b.name].get(k)) for b in brokers]
+        row = [k] + [cell(b, k) for b in brokers]
         for m, p in ratio_cols:
             x, y = med[m.name].get(k), med[p.name].get(k)
             row.append(f"{x / y:.2f}" if x is not None and y else "n/a")
@@ -774,6 +857,15 @@ def main() -> int:
               "writes every record to its log on disk (fsync policy in the column name). "
               "Throughput: higher is better; latency, cold start and RSS: lower is better (ratios too). "
               "CPU and RSS rows describe the run, they are not scores.")
+    gen = ("go: bench/loadgen (franz-go)" if a.generator == "go"
+           else "python: bench/workloads.py (confluent-kafka)")
+    md.append("")
+    md.append(f"Load generator of the produce and txn rows: {gen}, {a.producers} producer process(es) for "
+              "produce; latency and consume use workloads.py. `client CPU` is the load generators' "
+              "user+system CPU beside the broker's; a value marked (client-bound) was measured while a load "
+              "generator "
+              f"process used ≥ {CLIENT_BOUND_PCT:.0f} % of a core, so the client may be what limited it."
+              + (f" Note: {generator_note}." if generator_note else ""))
     for b in brokers:
         for n in notes[b.name]:
             md.append(f"- n/a / failure, {b.label}: {n}")
@@ -786,7 +878,9 @@ def main() -> int:
                 f"{os.cpu_count()} CPUs\n\n{text}\n")
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({"command": cmd, "time": time.time(), "seconds": a.seconds, "reps": a.reps,
-                   "producers": a.producers, "consume_mib": a.consume_mib,
+                   "producers": a.producers, "consume_mib": a.consume_mib, "generator": a.generator,
+                   "generator_note": generator_note, "client_bound_pct": CLIENT_BOUND_PCT,
+                   "client_bound": bound,
                    "brokers": {b.name: {"label": b.label, "in_memory": b.in_memory} for b in brokers},
                    "median": med, "samples": samples, "n": reps, "notes": notes}, f, indent=1)
     return 0

@@ -24,7 +24,7 @@ def test_bench_smoke(tmp_path):
     r = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--reps", "1", "--seconds", "0.5",
          "--only", "produce1k,consume,recovery,coldstart", "--brokers", "mb-never", "--consume-mib", "2",
-         "--out", str(out)],
+         "--generator", "python", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 0, r.stderr[-2000:]
@@ -65,3 +65,42 @@ def test_bench_baseline_runs_the_other_checkout(tmp_path):
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--brokers", "base-never"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "unknown broker" in bad.stderr
+
+
+def test_bench_go_generator(tmp_path):
+    """bench/loadgen (issue 21) drives produce and txn rows; skipped without a Go toolchain.
+    The build (cached in ~/.cache/minibroker-bench/loadgen; ~50 s on this machine with empty
+    caches) is done first and is not part of the timed run (~4 s)."""
+    import pytest
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import go_loadgen
+    finally:
+        sys.path.pop(0)
+    if go_loadgen.find_go() is None:
+        if os.environ.get("MINIBROKER_TEST_REQUIRE_TOOLS"):
+            pytest.fail("no go toolchain (MINIBROKER_TEST_REQUIRE_TOOLS is set)")
+        pytest.skip("no go toolchain: bench/run.py falls back to the Python generator")
+    go_loadgen.binary()
+    out = tmp_path / "out"
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--reps", "1", "--seconds", "0.5",
+         "--only", "produce100,txn", "--brokers", "mb-never", "--generator", "go", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert time.monotonic() - t0 < 30
+    result = json.loads((out / "results.json").read_text())
+    assert result["generator"] == "go" and result["notes"]["mb-never"] == []
+    med = result["median"]["mb-never"]
+    key = "produce 100 B idempotent acks=all 3p"
+    for stem in (f"{key}: MB/s", f"{key}: broker CPU s per GB", f"{key}: client CPU s per GB (all processes)",
+                 f"{key}: client CPU % per process (max)",
+                 "txn 10x1KiB, 1 producer(s): txn/s", "txn 10x1KiB, 4 producer(s): txn/s",
+                 "txn 10x1KiB, 4 producer(s): client CPU ms per txn (all processes)"):
+        assert med.get(stem, 0) > 0, stem
+    assert "Load generator of the produce and txn rows: go" in (out / "results.md").read_text()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("bench-")]
