@@ -94,7 +94,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
         AclHandlers(authorizer=broker.authorizer),
     )
-    families += (SaslHandlers(credentials=broker.sasl_credentials, authz=authz),)
+    families += (SaslHandlers(credentials=lambda: broker.sasl_credentials, authz=authz),)
     if broker.config.telemetry_enabled:
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,

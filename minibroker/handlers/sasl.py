@@ -39,7 +39,12 @@ class SaslHandlers:
         # DescribeUserScramCredentials needs DESCRIBE on the cluster, Alter ALTER (KafkaApis,
         # ControllerApis)
         self.authz = authz
-        self.credentials = credentials
+        # a callable: the users are read on the credential APIs' first use, not at start-up
+        self._credentials = credentials
+
+    @property
+    def credentials(self) -> Any:
+        return self._credentials()
 
     def apis(self) -> list[Api]:
         return [Api(ApiKey.SaslHandshake, 0, 1, self.handshake),
