@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from minibroker_storage.errors import StorageError
+from minibroker_storage.lazylog import get_logger
 
+from . import logs
 from .broker import Broker
 from .clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .cluster import connection_node
@@ -43,7 +43,9 @@ from .handlers.txn_admin import TxnAdminHandlers
 from .listeners import BoundListener, Endpoint, host_port
 from .server import Acceptor, KafkaConnection, RequestMemory
 
-log = structlog.get_logger("minibroker")
+log = get_logger("minibroker")
+# How long after the broker is ready the start-up's held log events are written (logs.hold)
+LOG_RELEASE_S = 0.1
 
 
 def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Dispatcher:
@@ -417,6 +419,9 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event) -> None
                  data_dir=str(config.data_dir.resolve()), ephemeral=config.ephemeral,
                  fsync=str(config.fsync), pid=os.getpid(),
                  startup_ms=round((time.perf_counter() - started_at) * 1000, 1))
+        # The events held since start (minibroker/logs.py) are written a moment after the
+        # broker is ready, so importing structlog does not delay the first answers.
+        asyncio.get_running_loop().call_later(LOG_RELEASE_S, logs.release)
         await stop.wait()
     finally:
         if config.ready_file is not None:
@@ -429,8 +434,11 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event) -> None
 
 def run(config: Config, started_at: float | None = None) -> None:
     try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        asyncio.run(serve(config, started_at))
-    else:
-        uvloop.run(serve(config, started_at))
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+            asyncio.run(serve(config, started_at))
+        else:
+            uvloop.run(serve(config, started_at))
+    finally:
+        logs.release()

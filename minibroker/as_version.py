@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
+from minibroker_storage.lazylog import get_logger
 
 from .api import Api
 
-log = structlog.get_logger("minibroker")
+log = get_logger("minibroker")
 
 _CONSUMER_GROUP_APIS = (ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe)
 

@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-import structlog
-
 from minibroker_storage.cleaner import CleaningAborted
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.sync_job import SyncJob
 
@@ -23,7 +22,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .config import Config
 from .coordinator import snapshot
 
-log = structlog.get_logger("minibroker.broker")
+log = get_logger("minibroker.broker")
 
 
 class Snapshotting(Protocol):

@@ -22,11 +22,10 @@ import functools
 import time
 from typing import cast
 
-import structlog
-
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 from minibroker_storage.txn_history import TxnHistory
@@ -48,7 +47,7 @@ from .java_hash import java_string_hash
 from .request_counts import RequestCounts
 from .txn_timeline import Timeline
 
-log = structlog.get_logger("minibroker.broker")
+log = get_logger("minibroker.broker")
 
 class Broker:
     def __init__(self, config: Config, *, clock: Clock = SYSTEM_CLOCK,

@@ -160,21 +160,24 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(e.problems)
     logs.configure(loaded.config.log_level, loaded.config.log_format)
     if loaded.wait_for_config is not None:
-        import structlog
-        if not _wait_for_file(loaded.wait_for_config, structlog.get_logger("minibroker")):
+        from minibroker_storage.lazylog import get_logger
+        if not _wait_for_file(loaded.wait_for_config, get_logger("minibroker")):
             return 0
         try:
             loaded = load(ns, read_wait_file=True)
         except ConfigError as e:
             return _fail(e.problems)
         logs.configure(loaded.config.log_level, loaded.config.log_format)
+    # Start-up's events wait until the broker is ready (app.serve releases them): structlog's
+    # import is not on the way to the first answer.
+    logs.hold()
     from .preflight import problems
     found = problems(loaded.config)
     if found:
         return _fail(found)
     if loaded.notes:
-        import structlog
-        log = structlog.get_logger("minibroker")
+        from minibroker_storage.lazylog import get_logger
+        log = get_logger("minibroker")
         for event, fields in loaded.notes:
             log.info(event, **fields)
     from .app import run

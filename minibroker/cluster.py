@@ -26,11 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import structlog
+from minibroker_storage.lazylog import get_logger
 
 from .java_hash import java_string_hash
 
-log = structlog.get_logger("minibroker.cluster")
+log = get_logger("minibroker.cluster")
 
 STATE_FILE = "cluster.json"
 

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import structlog
+from minibroker_storage.lazylog import get_logger
 
 if TYPE_CHECKING:
     from .faults.rules import FaultBook
 
-log = structlog.get_logger("minibroker.faults")
+log = get_logger("minibroker.faults")
 
 SNAPSHOT_RECORDS_VARIABLE = "MINIBROKER_TEST_SNAPSHOT_RECORDS"
 

@@ -14,13 +14,12 @@ import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.header import HeaderError, peek_header, read_request_header
+from minibroker_storage.lazylog import get_logger
 
 from .api import Answer, Api, RequestContext, Response
 from .features import Features
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
-log = structlog.get_logger("minibroker.dispatch")
+log = get_logger("minibroker.dispatch")
 
 ZERO = datetime.timedelta(0)
 

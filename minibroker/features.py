@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
+from minibroker_storage.lazylog import get_logger
 
-log = structlog.get_logger("minibroker.features")
+log = get_logger("minibroker.features")
 
 __all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION", "SPECS",
            "UPGRADE", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"]

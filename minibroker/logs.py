@@ -1,14 +1,21 @@
-"""structlog set-up: one event per decision, key=value on a console, JSON in containers."""
+"""structlog set-up: one event per decision, key=value on a console, JSON in containers.
+
+structlog itself is imported when the first event is written, not here (storage/lazylog.py
+says why): ``configure`` only records how, and ``hold``/``release`` keep the events of the
+broker's start-up until its listeners accept connections.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
+import time
+from collections.abc import MutableMapping
+from typing import Any
 
-import structlog
+from minibroker_storage import lazylog
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+_level = "info"
 
 
 class _StderrLogger:
@@ -26,7 +33,19 @@ def _stderr_factory(*_args) -> _StderrLogger:
     return _StderrLogger()
 
 
-def configure(level: str = "info", fmt: str = "console") -> None:
+def _timestamp(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    # structlog's TimeStamper(fmt="iso", utc=True), except that an event held at start-up
+    # (lazylog.hold) keeps the time it happened
+    if "timestamp" not in event:
+        now = time.time()
+        event["timestamp"] = (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+                              + f".{int(now % 1 * 1e6):06d}Z")
+    return event
+
+
+def _setup(level: str, fmt: str) -> None:
+    import structlog
+
     renderer = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -36,7 +55,7 @@ def configure(level: str = "info", fmt: str = "console") -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _timestamp,
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -44,3 +63,18 @@ def configure(level: str = "info", fmt: str = "console") -> None:
         logger_factory=_stderr_factory,
         cache_logger_on_first_use=True,
     )
+
+
+def configure(level: str = "info", fmt: str = "console") -> None:
+    global _level
+    _level = level
+    lazylog.configure_with(lambda: _setup(level, fmt))
+
+
+def hold() -> None:
+    """Keep events (at the configured level) in memory until ``release``."""
+    lazylog.hold(_LEVELS[_level])
+
+
+def release() -> None:
+    lazylog.release()

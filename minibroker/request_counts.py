@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
+from minibroker_storage.lazylog import get_logger
 
-log = structlog.get_logger("minibroker.requests")
+log = get_logger("minibroker.requests")
 
 UNKNOWN = "unknown"
 

@@ -15,11 +15,10 @@ import asyncio
 import threading
 import time
 
-import structlog
-
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.scrub import scrub_segment
 
-log = structlog.get_logger("minibroker.scrubber")
+log = get_logger("minibroker.scrubber")
 
 
 class _Stopped(Exception):

@@ -20,16 +20,15 @@ import socket
 import time
 from collections import deque
 
-import structlog
-
 from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, size_prefix
+from minibroker_storage.lazylog import get_logger
 
 from .api import NO_RESPONSE, Response
 from .dispatch import Disconnect, Dispatcher
 from .request_counts import RequestCounts
 from .sasl import ANONYMOUS, MAX_UNAUTHENTICATED_FRAME
 
-log = structlog.get_logger("minibroker.server")
+log = get_logger("minibroker.server")
 
 _conn_ids = itertools.count(1)
 

@@ -34,10 +34,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import structlog
-
 from . import segment_swap, start_offsets
 from .config import INT32_MAX, LONG_MAX
+from .lazylog import get_logger
 from .log import PartitionLog
 from .segment import Segment
 from .segment_files import LOG_SUFFIX, SegmentFiles, file_stem, walk_segment
@@ -46,7 +45,7 @@ from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnIndex
 if TYPE_CHECKING:  # the filter decodes records: imported by the first round, not at start-up
     from .compaction import BatchFilter, CleanStats, OffsetMap, TxnTracker
 
-log = structlog.get_logger("minibroker_storage.cleaner")
+log = get_logger("minibroker_storage.cleaner")
 
 CHECKPOINT_FILE = start_offsets.CLEANER_FILE
 

@@ -14,14 +14,13 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-import structlog
-
 from minibroker_protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 
 from . import segment_swap
 from .atomic_file import fsync_dir
 from .config import INT32_MAX, FlushPolicy, LogConfig
 from .errors import LogClosed, OffsetOutOfRange, ProducerStateError, RecordBatchTooLarge, StorageError
+from .lazylog import get_logger
 from .leader_epochs import LeaderEpochs
 from .producer_state import (
     ORIGINS,
@@ -47,7 +46,7 @@ __all__ = [
     "PartitionLog",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 # Kafka's name for the marker; here it lives in each partition directory.
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"

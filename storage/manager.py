@@ -18,19 +18,18 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-import structlog
-
 from . import start_offsets
 from .catalog import Catalog, TopicInfo, validate_topic_name
 from .config import LogConfig
 from .errors import DataDirLocked, InvalidTopic, UnknownTopic
+from .lazylog import get_logger
 from .log import PartitionLog, wall_clock_ms
 from .sync_job import SyncJob
 
 if TYPE_CHECKING:
     from .cleaner import LogCleaner
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 LOCK_FILE = ".lock"
 PARTITION_METADATA = "partition.metadata"

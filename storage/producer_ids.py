@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import struct
 
-import structlog
+from .lazylog import get_logger
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block"
 _RECORD = struct.Struct(">hq")  # version, next unreserved id
 _VERSION = 1
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class ProducerIdAllocator:

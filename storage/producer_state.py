@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-import structlog
 from crc32c import crc32c
 
 from minibroker_protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, InvalidBatch, iter_headers
@@ -55,6 +54,7 @@ from .errors import (
     TransactionCoordinatorFenced,
     UnknownProducerId,
 )
+from .lazylog import get_logger
 from .txn_index import OngoingTxns
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ __all__ = [
     "read_control_marker",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 SNAPSHOT_SUFFIX = ".snapshot"

@@ -16,13 +16,12 @@ import os
 import struct
 from collections.abc import Iterator
 
-import structlog
-
 from minibroker_protocol.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_headers
 
 from .config import LogConfig
 from .errors import StorageError
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .lazylog import get_logger
 from .segment_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -37,7 +36,7 @@ from .sync_job import SyncJob
 from .txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from .verify import BadBatch, CorruptBatch, GoodBatch, verify_batches
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Blocks are reserved ahead of the write position with fallocate: fewer, larger
 # allocations made appends of 16 KiB batches 5-15% faster here (ext4, 2 shared

@@ -23,11 +23,10 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 
-import structlog
-
 from .atomic_file import fsync_dir, write_atomically
+from .lazylog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 STAGING_DIR = ".cleaning"
 SWAP_DIR = ".swap"

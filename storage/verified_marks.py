@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-import structlog
+from .lazylog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MARKS_FILE = "verified-segments"
 _HEADER = "minibroker verified segments v1"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import structlog
+from minibroker_storage.lazylog import get_logger
 
 from . import filters
 from .decision import Decision, allowed_on_some, decide
@@ -14,7 +14,7 @@ from .model import AclBinding, AclFilter, AclOperation, ResourceType
 from .store import AclStore
 
 # Kafka logs its authorizer's decisions in kafka.authorizer.logger: denials at INFO.
-log = structlog.get_logger("minibroker.acl")
+log = get_logger("minibroker.acl")
 
 ANONYMOUS = "User:ANONYMOUS"
 

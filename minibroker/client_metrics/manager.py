@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import crc32c
-import structlog
 
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import Clock
 from ..java_hash import java_string_hash
 from . import configs as cfg
 
-log = structlog.get_logger("minibroker.telemetry")
+log = get_logger("minibroker.telemetry")
 
 # Kafka's compression types in the order its broker offers them (ClientMetricsManager)
 ACCEPTED_COMPRESSION = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy

@@ -14,14 +14,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.otlp import MetricPoint, TelemetryPayloadError, decode
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import Clock
 from .manager import kafka_uuid_text
 
-log = structlog.get_logger("minibroker.telemetry")
+log = get_logger("minibroker.telemetry")
 
 MAX_CLIENTS = 1000
 MAX_SERIES = 2000

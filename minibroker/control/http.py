@@ -32,8 +32,9 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-import structlog
 from aiohttp import web
+
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import ControlledClock
 from ..faults.actions import Injector
@@ -44,7 +45,7 @@ from .durations import DurationError, parse_duration_ms
 from .replies import bad as _bad
 from .replies import json_body as _json_body
 
-log = structlog.get_logger("minibroker.control")
+log = get_logger("minibroker.control")
 
 
 _TXN_COORDINATOR_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn")

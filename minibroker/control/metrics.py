@@ -16,16 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from minibroker_storage.lazylog import get_logger
+
 from ..request_counts import api_name
 from . import views
 
-log = structlog.get_logger("minibroker.control.metrics")
+log = get_logger("minibroker.control.metrics")
 
 # The transaction machine's stats keys, and what each metric says of them.
 _TXN_STATS = (

@@ -46,9 +46,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-import structlog
-
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import Clock
 from . import consumer_assignors as assignors
@@ -67,7 +66,7 @@ from .group_model import Group, GroupError
 from .group_state import GroupState
 from .group_timers import Deadline, Deadlines
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 Owned = Mapping[uuid.UUID, frozenset[int]]
 

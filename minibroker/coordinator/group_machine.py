@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-import structlog
-
 from minibroker_protocol import group_log as gl
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import SYSTEM_CLOCK, Clock
 from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics
@@ -26,7 +25,7 @@ from .group_state import GroupState, transition
 from .group_store import GroupStore, OffsetsTopic
 from .group_timers import Deadlines
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 
 class GroupMachine:

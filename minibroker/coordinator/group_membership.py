@@ -21,16 +21,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
-
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import Clock
 from .group_model import Group, GroupError, Member
 from .group_state import GroupState, transition
 from .group_timers import Deadlines
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 S = GroupState
 

@@ -14,11 +14,10 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from minibroker_protocol import group_log as gl
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_storage.lazylog import get_logger
 
 from .consumer_group import subscribed_by_consumer_group, validate_offset_commit, validate_offset_fetch
 from .group_model import Group, GroupError, Member, Offset
@@ -27,7 +26,7 @@ from .group_state import GroupState
 if TYPE_CHECKING:
     from .group_store import GroupStore
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 # The transaction coordinator's check that a producer may write to a partition
 # (pid, epoch, topic, partition): None, or the error to answer.

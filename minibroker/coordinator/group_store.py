@@ -14,17 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import structlog
-
 from minibroker_protocol import group_log as gl
 from minibroker_protocol.records import build_batch, parse_control_record
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_storage.lazylog import get_logger
 
 from . import replay, snapshot
 from .group_model import Group, Member, Offset
 from .group_offsets import complete_txn_offsets
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 SNAPSHOT_FILE = "group-coordinator.snapshot"
 

@@ -14,9 +14,9 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-import structlog
+from minibroker_storage.lazylog import get_logger
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 
 class Deadline:

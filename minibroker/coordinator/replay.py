@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import structlog
-
 from minibroker_protocol.batch import BatchHeader, iter_headers
 from minibroker_protocol.records import Record, decode_batch
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.verify import CorruptBatch
 
-log = structlog.get_logger("minibroker.coordinator")
+log = get_logger("minibroker.coordinator")
 
 READ_BYTES = 1 << 20
 

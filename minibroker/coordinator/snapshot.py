@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-import structlog
 from crc32c import crc32c
 
-log = structlog.get_logger("minibroker.coordinator")
+from minibroker_storage.lazylog import get_logger
+
+log = get_logger("minibroker.coordinator")
 
 MAGIC = b"MBCS"
 VERSION = 1

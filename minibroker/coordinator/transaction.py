@@ -15,11 +15,10 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 
-import structlog
-
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import TRANSACTION_STATE_TOPIC
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -32,7 +31,7 @@ from .txn_state import TxnState
 
 __all__ = ["MAX_EPOCH", "TransactionCoordinator", "TxnError", "TxnMetadata", "TxnState"]
 
-log = structlog.get_logger("minibroker.txn")
+log = get_logger("minibroker.txn")
 
 _U16 = struct.Struct(">H")
 

@@ -45,11 +45,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import structlog
-
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import build_batch
+from minibroker_storage.lazylog import get_logger
 
 from ..clock import Clock
 from ..crash_points import NO_CRASH_POINTS, CrashPoints
@@ -57,7 +56,7 @@ from ..txn_timeline import NO_TIMELINE, UNKNOWN_REQUESTER, Requester, Timeline
 from . import snapshot
 from .txn_state import TxnState, check_transition
 
-log = structlog.get_logger("minibroker.txn")
+log = get_logger("minibroker.txn")
 
 # Kafka: a producer epoch is exhausted one short of Short.MAX_VALUE, so that a
 # fencing bump is always possible (TransactionMetadata.isEpochExhausted).

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import build_control_batch
 from minibroker_storage.errors import ProducerStateError, StorageError
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..crash_points import NO_CRASH_POINTS, CrashPoints
 
-log = structlog.get_logger("minibroker.txn")
+log = get_logger("minibroker.txn")
 
 # (topic, partition, producer id, commit): a marker is in that partition's log
 MarkerWritten = Callable[[str, int, int, bool], None]

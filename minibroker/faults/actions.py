@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import structlog
+from minibroker_storage.lazylog import get_logger
 
 from .. import crash_points
 from ..api import NO_RESPONSE, Answer, RequestContext, Response
@@ -34,7 +34,7 @@ from ..request_counts import api_name
 from .error_answers import NoErrorShape, error_entity
 from .rules import FaultBook, FaultRule
 
-log = structlog.get_logger("minibroker.faults")
+log = get_logger("minibroker.faults")
 
 
 class Disconnecting(Disconnect):

@@ -24,14 +24,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 
 from ..request_counts import api_name
 
-log = structlog.get_logger("minibroker.faults")
+log = get_logger("minibroker.faults")
 
 ACTIONS = ("error", "error-after-apply", "drop-response", "delay", "disconnect", "hold", "crash")
 

@@ -13,11 +13,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
@@ -27,7 +26,7 @@ from ..features import Features
 from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, response_cls
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 CONSUMER_PROTOCOL_LEVEL = 1
 MEMBER_TYPE_CONSUMER = 1

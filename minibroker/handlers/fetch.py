@@ -12,13 +12,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import structlog
-
 from minibroker_protocol import fetch as wire
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.errors import OffsetOutOfRange
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.verify import CorruptBatch
 
@@ -27,7 +26,7 @@ from ..cluster import Cluster, connection_node
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, partition_log, response_cls
 
-log = structlog.get_logger("minibroker.fetch")
+log = get_logger("minibroker.fetch")
 
 READ_COMMITTED = 1
 

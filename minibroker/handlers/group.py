@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, has_field, nested
 from minibroker_protocol.errors import ErrorCode, for_version
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
@@ -17,7 +16,7 @@ from ..coordinator.group import GroupCoordinator, GroupError, Offset
 from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, answers_later, response_cls
 
-log = structlog.get_logger("minibroker.group")
+log = get_logger("minibroker.group")
 
 # Kafka's offset.metadata.max.bytes
 OFFSET_METADATA_MAX_BYTES = 4096

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
 from minibroker_storage.catalog import TopicInfo
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..api import Api, RequestContext
@@ -28,7 +27,7 @@ from .common import (
     response_cls,
 )
 
-log = structlog.get_logger("minibroker.metadata")
+log = get_logger("minibroker.metadata")
 
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes)
 _TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from minibroker_protocol import produce as wire
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.batch import InvalidBatch, first_batch_transactional, validate_produce_records
@@ -19,6 +17,7 @@ from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import is_internal
 from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.errors import ProducerStateError, StorageError
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..api import NO_RESPONSE, Api, RequestContext, Response
@@ -29,7 +28,7 @@ from ..txn_timeline import NO_TIMELINE, Timeline
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, partition_log, response_cls
 
-log = structlog.get_logger("minibroker.produce")
+log = get_logger("minibroker.produce")
 
 # What a partition's append answers: (index, error, base offset, log start offset, message).
 PartitionResult = tuple[int, ErrorCode, int, int, str | None]

@@ -15,18 +15,17 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
+from minibroker_storage.lazylog import get_logger
 
 from ..api import Api, RequestContext, Response
 from ..sasl import AuthenticationFailed
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, response_cls
 
-log = structlog.get_logger("minibroker.sasl")
+log = get_logger("minibroker.sasl")
 
 # ScramMechanism.type() on the wire
 SCRAM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}

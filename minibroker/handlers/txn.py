@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 
@@ -24,7 +23,7 @@ from ..txn_timeline import Timeline, requester_of
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, answers, response_cls
 
-log = structlog.get_logger("minibroker.txn")
+log = get_logger("minibroker.txn")
 
 
 def _code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:

@@ -17,13 +17,12 @@ import base64
 import json
 from pathlib import Path
 
-import structlog
-
 from minibroker_storage.atomic_file import write_atomically
+from minibroker_storage.lazylog import get_logger
 
 from .scram import MECHANISMS, MIN_ITERATIONS, ScramCredential, make_credential
 
-log = structlog.get_logger("minibroker.sasl")
+log = get_logger("minibroker.sasl")
 
 FILE_NAME = "scram-credentials.json"
 

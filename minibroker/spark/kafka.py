@@ -22,15 +22,14 @@ from __future__ import annotations
 import re
 import time
 
-import structlog
-
 from minibroker_protocol.topics import INTERNAL_TOPICS
+from minibroker_storage.lazylog import get_logger
 
 from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .options import SourceOptions
 from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _METADATA_TIMEOUT = 30.0
 _CONSUME_BATCH = 2000

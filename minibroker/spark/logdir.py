@@ -18,10 +18,9 @@ from __future__ import annotations
 import os
 import re
 
-import structlog
-
 from minibroker_protocol.records import decode_batch
 from minibroker_protocol.topics import INTERNAL_TOPICS
+from minibroker_storage.lazylog import get_logger
 from minibroker_storage.offline import (
     AbortedIndex,
     PartitionScan,
@@ -34,7 +33,7 @@ from minibroker_storage.txn_index import AbortedTxn
 from .offsets import DataLoss, OffsetRange, TopicPartition, Watermarks
 from .schema import CREATE_TIME, LOG_APPEND_TIME, ROWS_PER_BATCH, RowBuffer
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class LogDirPlanner:

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -35,6 +34,8 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+
+from minibroker_storage.lazylog import get_logger
 
 from .offsets import (
     EARLIEST,
@@ -53,7 +54,7 @@ from .offsets import (
 from .options import SOURCE_NAME, SourceOptions, parse_options
 from .schema import spark_schema
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass

@@ -1,0 +1,223 @@
+"""Start-up time (issue 21): ms from process start to ``--ready-file`` and to the first answered
+ApiVersions, with an empty data dir, with 1 GiB of log, and with 1,000,000 committed
+transactions in the coordinator's history; and where the time goes (``-X importtime``).
+
+    python -m bench.startup [--runs 7] [--work DIR] [--baseline DIR] [--scenarios empty,log1g,txn1m]
+    python -m bench.startup --importtime [--baseline DIR]
+
+Each start is a new ``python -m minibroker.cli`` on a fixed free loopback port, polled with
+ApiVersions v0 every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
+are made once under ``--work`` (kept there when given) and copied per run, so every start
+recovers the same state. ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base
+main~5``) runs interleaved with this tree, start by start. Medians are printed as a table.
+``--importtime`` prints the cumulative import time of each module the serving path imports
+directly (the top of ``-X importtime`` of a real start, stopped once ready), median of 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
+
+from run import api_versions_once, free_port  # noqa: E402
+
+PY = sys.executable
+SCENARIOS = ("empty", "log1g", "txn1m")
+
+
+def _env(root: Path) -> dict[str, str]:
+    # Bytecode as an installed package has it (pip compiles it): a PYTHONDONTWRITEBYTECODE
+    # inherited from a test environment would make every start compile every module again.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if root != ROOT:
+        from tests.reference.checkout import checkout_path
+        env["PYTHONPATH"] = checkout_path(str(root))
+    return env
+
+
+def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
+              importtime: Path | None = None) -> tuple[float, float]:
+    """(ms to the ready file, ms to the first answered ApiVersions) of one start."""
+    port = free_port()
+    ready = data_dir.with_name(data_dir.name + ".ready")
+    ready.unlink(missing_ok=True)
+    argv = [PY, *(["-X", "importtime"] if importtime else []), "-m", "minibroker.cli",
+            "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir),
+            "--ready-file", str(ready), "--log-level", "warning", *extra]
+    err = open(importtime, "w") if importtime else subprocess.DEVNULL
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=root, env=_env(root), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=err)
+    ready_at = answered_at = None
+    try:
+        while time.perf_counter() - t0 < limit and (ready_at is None or answered_at is None):
+            if proc.poll() is not None:
+                raise RuntimeError(f"exited with {proc.returncode} before it was ready")
+            if ready_at is None and ready.exists() and ready.stat().st_size:
+                ready_at = time.perf_counter() - t0
+            if answered_at is None:
+                try:
+                    if api_versions_once("127.0.0.1", port, timeout=1.0):
+                        answered_at = time.perf_counter() - t0
+                        continue
+                except OSError:
+                    pass
+            time.sleep(0.002)
+        if ready_at is None or answered_at is None:
+            raise RuntimeError(f"not ready within {limit} s")
+        return ready_at * 1000, answered_at * 1000
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        if importtime:
+            err.close()
+
+
+# -- the loaded scenarios ----------------------------------------------------------------------
+
+def _quiet() -> None:
+    import logging
+
+    import structlog
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def make_log1g(target: Path) -> None:
+    """1 GiB of 1 KiB records in 8 partitions of one topic, in idempotent batches of 100 records,
+    appended through the broker's own log code with its default segment size."""
+    from minibroker_protocol.records import build_batch
+    from minibroker_storage.config import LogConfig
+    from minibroker_storage.manager import LogManager
+
+    _quiet()
+    value = b"v" * 1024
+    records = [(None, value)] * 100
+    with LogManager(target, LogConfig()) as logs:
+        logs.create_topic("bench", 8)
+        written = 0
+        n = 0
+        while written < 2**30:
+            p = n % 8
+            plog = logs.get_log("bench", p)
+            assert plog is not None
+            batch = build_batch(records, producer_id=1000 + p, producer_epoch=0,
+                                base_sequence=(n // 8) * 100)
+            plog.append(batch)
+            written += len(batch)
+            n += 1
+
+
+def scenario_dir(name: str, work: Path) -> Path | None:
+    """The data dir a scenario starts from (made once); None for the empty one."""
+    if name == "empty":
+        return None
+    path = work / name
+    if path.exists():
+        return path
+    tmp = work / (name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    t0 = time.perf_counter()
+    if name == "log1g":
+        make_log1g(tmp)
+    else:
+        _quiet()
+        from tests.integration.txn_history import generate
+        generate(tmp, 1_000_000)
+    tmp.rename(path)
+    print(f"made {name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return path
+
+
+# -- -X importtime -----------------------------------------------------------------------------
+
+_ROW = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+
+def import_table(root: Path, runs: int = 5) -> dict[str, float]:
+    """Cumulative ms of each module imported at the top level of a real start, median of runs."""
+    samples: dict[str, list[float]] = {}
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="startup-imports-") as d:
+            log = Path(d) / "importtime.txt"
+            one_start(root, Path(d) / "data", importtime=log)
+            for line in log.read_text().splitlines():
+                m = _ROW.match(line)
+                if m and len(m.group(3)) == 1:
+                    samples.setdefault(m.group(4), []).append(int(m.group(2)) / 1000)
+    return {k: statistics.median(v) for k, v in samples.items() if len(v) == runs}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--work", type=Path, default=None, help="make and keep the loaded data dirs here")
+    p.add_argument("--baseline", type=Path, default=None, help="another checkout, started interleaved")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--importtime", action="store_true", help="print the import table instead")
+    a = p.parse_args()
+    roots = [("this tree", ROOT)] + ([("baseline", a.baseline.resolve())] if a.baseline else [])
+    if a.importtime:
+        for _label, root in roots:
+            with tempfile.TemporaryDirectory(prefix="startup-warm-") as d:
+                one_start(root, Path(d) / "data")
+        tables = {label: import_table(root) for label, root in roots}
+        names = sorted(set().union(*tables.values()),
+                       key=lambda n: -max(t.get(n, 0) for t in tables.values()))
+        print("| module (imported at the top level) | " + " | ".join(f"{lb} ms" for lb, _ in roots) + " |")
+        print("|---|" + "---:|" * len(roots))
+        for n in names:
+            if max(t.get(n, 0) for t in tables.values()) >= 1.0:
+                print(f"| `{n}` | " + " | ".join(f"{t[n]:.1f}" if n in t else "—" for t in tables.values())
+                      + " |")
+        return
+    work = a.work or Path(tempfile.mkdtemp(prefix="startup-"))
+    work.mkdir(parents=True, exist_ok=True)
+    for _label, root in roots:  # a first start writes the bytecode, untimed
+        with tempfile.TemporaryDirectory(prefix="startup-warm-", dir=work) as d:
+            one_start(root, Path(d) / "data")
+    scenarios = [s for s in a.scenarios.split(",") if s]
+    sources = {s: scenario_dir(s, work) for s in scenarios}
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for run in range(a.runs):
+        for scenario in scenarios:
+            for label, root in (roots if run % 2 == 0 else roots[::-1]):
+                with tempfile.TemporaryDirectory(prefix="startup-run-", dir=work) as d:
+                    data = Path(d) / "data"
+                    if sources[scenario] is not None:
+                        shutil.copytree(sources[scenario], data)
+                    results.setdefault((scenario, label), []).append(one_start(root, data))
+        print(f"run {run + 1}/{a.runs} done", file=sys.stderr)
+    print(f"\nms from process start, median of {a.runs} (cpus: {os.cpu_count()}, load before: "
+          f"{os.getloadavg()[0]:.2f})\n")
+    print("| data dir | " + " | ".join(f"{lb}: ready file | {lb}: first ApiVersions" for lb, _ in roots)
+          + " |")
+    print("|---|" + "---:|---:|" * len(roots))
+    for scenario in scenarios:
+        cells = []
+        for label, _ in roots:
+            runs = results[(scenario, label)]
+            cells += [f"{statistics.median(r[0] for r in runs):.0f}",
+                      f"{statistics.median(r[1] for r in runs):.0f}"]
+        print(f"| {scenario} | " + " | ".join(cells) + " |")
+    if a.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
