@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker_storage import meta
@@ -30,7 +30,6 @@ from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 from minibroker_storage.txn_history import TxnHistory
 
-from .acl import Authorizer
 from .background import Background
 from .clock import SYSTEM_CLOCK, Clock
 from .cluster import Cluster
@@ -46,6 +45,9 @@ from .fetch_waiters import FetchWaiters
 from .java_hash import java_string_hash
 from .request_counts import RequestCounts
 from .txn_timeline import Timeline
+
+if TYPE_CHECKING:
+    from .acl.authorizer import Authorizer
 
 log = get_logger("minibroker.broker")
 
@@ -314,14 +316,16 @@ def _client_metrics(config: Config, clock: Clock):
     from minibroker_storage import client_metrics as store
 
     from .client_metrics.manager import ClientMetricsManager
-    from .client_metrics.received import ReceivedMetrics
 
     try:
         subscriptions = store.load(config.data_dir)
     except store.ClientMetricsFileError as e:
         log.warning("telemetry.subscriptions_unreadable", reason=str(e))
         subscriptions = {}
-    received = ReceivedMetrics(clock) if config.telemetry_enabled else None
+    received = None
+    if config.telemetry_enabled:  # its OTLP decoder is imported only then
+        from .client_metrics.received import ReceivedMetrics
+        received = ReceivedMetrics(clock)
     manager = ClientMetricsManager(
         clock=clock, max_bytes=config.telemetry_max_bytes,
         receiver=received.receive if received is not None else None,
@@ -334,5 +338,6 @@ def _authorizer(config: Config) -> Authorizer | None:
     acls.json); None without, as Kafka without authorizer.class.name authorizes nothing."""
     if config.authorizer != "standard":
         return None
+    from .acl.authorizer import Authorizer
     return Authorizer(config.data_dir, super_users=config.super_users,
                       allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)

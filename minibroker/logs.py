@@ -12,8 +12,6 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
-from minibroker_storage import lazylog
-
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 _level = "info"
 
@@ -66,6 +64,10 @@ def _setup(level: str, fmt: str) -> None:
 
 
 def configure(level: str = "info", fmt: str = "console") -> None:
+    # imported here, not at the top: minibroker_storage's package import reaches kio, which
+    # the CLI imports only after it has kept hypothesis out (cli.main)
+    from minibroker_storage import lazylog
+
     global _level
     _level = level
     lazylog.configure_with(lambda: _setup(level, fmt))
@@ -73,8 +75,12 @@ def configure(level: str = "info", fmt: str = "console") -> None:
 
 def hold() -> None:
     """Keep events (at the configured level) in memory until ``release``."""
+    from minibroker_storage import lazylog
+
     lazylog.hold(_LEVELS[_level])
 
 
 def release() -> None:
+    from minibroker_storage import lazylog
+
     lazylog.release()

@@ -11,8 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
+from . import checksum
 from .errors import ErrorCode
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -118,7 +117,7 @@ def read_header(buf, position: int = 0) -> BatchHeader:
 
 def crc_ok(buf, header: BatchHeader) -> bool:
     start = header.position + CRC_START
-    return crc32c(memoryview(buf)[start : header.end]) == header.crc
+    return checksum.crc32c(memoryview(buf)[start : header.end]) == header.crc
 
 
 def validate_produce_records(buf) -> BatchHeader:
@@ -210,7 +209,7 @@ def check_batch(
     if check_crc:
         if stop > len(buf):
             return "short read"  # ``end`` promised bytes ``buf`` does not hold
-        actual = crc32c(memoryview(buf)[position + CRC_START : stop])
+        actual = checksum.crc32c(memoryview(buf)[position + CRC_START : stop])
         if actual != fields[4]:
             return f"crc mismatch: stored {fields[4]:#010x}, computed {actual:#010x}"
     return BatchHeader(origin + position, *fields)

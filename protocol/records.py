@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import cramjam
-from crc32c import crc32c
 
+from . import checksum
 from .batch import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -466,7 +466,7 @@ def _assemble(
         record_count,
     )
     out[HEADER_SIZE:] = records_section
-    struct.pack_into(">I", out, CRC_START - 4, crc32c(memoryview(out)[CRC_START:]))
+    struct.pack_into(">I", out, CRC_START - 4, checksum.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 

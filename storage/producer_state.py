@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from crc32c import crc32c
-
+from minibroker_protocol import checksum
 from minibroker_protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, InvalidBatch, iter_headers
 from minibroker_protocol.records import (
     CONTROL_ABORT,
@@ -265,7 +264,7 @@ def encode_snapshot(offset: int, entries: Iterable[ProducerStateEntry]) -> bytes
         )
         for b in e.batches:
             body += _SNAP_BATCH.pack(*b)
-    return _SNAP_HEAD.pack(_SNAPSHOT_VERSION, crc32c(body)) + body
+    return _SNAP_HEAD.pack(_SNAPSHOT_VERSION, checksum.crc32c(body)) + body
 
 
 def decode_snapshot(data: bytes, expect_offset: int | None = None) -> list[ProducerStateEntry]:
@@ -275,7 +274,7 @@ def decode_snapshot(data: bytes, expect_offset: int | None = None) -> list[Produ
     if version != _SNAPSHOT_VERSION:
         raise CorruptSnapshot(f"unknown snapshot version {version}")
     body = memoryview(data)[_SNAP_HEAD.size :]
-    if crc32c(body) != crc:
+    if checksum.crc32c(body) != crc:
         raise CorruptSnapshot("CRC-32C mismatch")
     offset, count = _SNAP_BODY_HEAD.unpack_from(body, 0)
     if expect_offset is not None and offset != expect_offset:

@@ -5,7 +5,8 @@
 persisted ACLs, :mod:`.authorizer` the broker's authorizer (logging and the API operations).
 """
 
-from .authorizer import Authorizer, caller
+from typing import TYPE_CHECKING, Any
+
 from .model import (
            CLUSTER_NAME,
            AclBinding,
@@ -15,6 +16,19 @@ from .model import (
            PermissionType,
            ResourceType,
 )
+
+if TYPE_CHECKING:
+    from .authorizer import Authorizer, caller
+
+
+def __getattr__(name: str) -> Any:
+    # The authorizer (decisions, filters, the ACL file) is imported when --authorizer standard
+    # makes one, not on every broker's start-up: the handlers need only the vocabulary.
+    if name in ("Authorizer", "caller"):
+        from . import authorizer
+        return getattr(authorizer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["CLUSTER_NAME", "AclBinding", "AclFilter", "AclOperation", "Authorizer", "PatternType",
            "PermissionType", "ResourceType", "caller"]

@@ -25,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import crc32c
-
+from minibroker_protocol import checksum
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
@@ -257,7 +256,7 @@ def subscription_id(metrics: tuple[str, ...], interval_ms: int, iid: uuid.UUID) 
     """ClientMetricsManager.computeSubscriptionId: CRC32C of the set as Java prints it and the
     interval, XOR the instance id's hashCode, as a signed int32."""
     text = "[" + ", ".join(metrics) + "]" + str(interval_ms)
-    crc = crc32c.crc32c(text.encode())
+    crc = checksum.crc32c(text.encode())
     bits = iid.int
     h = ((bits >> 64) ^ bits) & 0xFFFFFFFFFFFFFFFF
     uuid_hash = ((h >> 32) ^ h) & 0xFFFFFFFF

@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from crc32c import crc32c
-
+from minibroker_protocol import checksum
 from minibroker_storage.lazylog import get_logger
 
 log = get_logger("minibroker.coordinator")
@@ -65,7 +64,7 @@ def encode(topic_id: uuid.UUID, offsets: dict[int, int], entries: Iterable[bytes
     for e in entries:
         body += _U32.pack(len(e))
         body += e
-    return _HEAD.pack(MAGIC, VERSION, crc32c(body)) + bytes(body)
+    return _HEAD.pack(MAGIC, VERSION, checksum.crc32c(body)) + bytes(body)
 
 
 class SnapshotError(ValueError):
@@ -81,7 +80,7 @@ def decode(data: bytes) -> Snapshot:
     if version != VERSION:
         raise SnapshotError(f"snapshot version {version}, this broker reads {VERSION}")
     body = memoryview(data)[_HEAD.size:]
-    if crc32c(body) != crc:
+    if checksum.crc32c(body) != crc:
         raise SnapshotError("checksum mismatch")
     try:
         topic_id = uuid.UUID(bytes=bytes(body[:16]))

@@ -7,13 +7,13 @@ fails Kafka's request parsing, which closes the connection: so does minibroker.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..acl import CLUSTER_NAME, AclBinding, AclFilter, AclOperation, Authorizer, PatternType, ResourceType
+from ..acl import CLUSTER_NAME, AclBinding, AclFilter, AclOperation, PatternType, ResourceType
 from ..acl.filters import (
     MalformedRequest,
     UnknownServerError,
@@ -26,6 +26,9 @@ from ..acl.model import PermissionType
 from ..api import Api, RequestContext
 from ..dispatch import Disconnect
 from .common import ZERO, answers, response_cls
+
+if TYPE_CHECKING:
+    from ..acl.authorizer import Authorizer
 
 # Kafka's messages: CreateAcls/DeleteAcls throw SecurityDisabledException("No Authorizer is
 # configured."); DescribeAcls sets its own (core/src/main/scala/kafka/server/AclApis.scala).

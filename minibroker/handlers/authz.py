@@ -4,8 +4,12 @@ is allowed without one (``--authorizer none``, Kafka without authorizer.class.na
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from ..acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from ..acl import CLUSTER_NAME, AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from ..acl.authorizer import Authorizer
 
 Op = AclOperation
 Res = ResourceType
