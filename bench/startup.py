@@ -4,6 +4,7 @@ transactions in the coordinator's history; and where the time goes (``-X importt
 
     python -m bench.startup [--runs 7] [--work DIR] [--baseline DIR] [--scenarios empty,log1g,txn1m]
     python -m bench.startup --importtime [--baseline DIR]
+    python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
 
 Each start is a new ``python -m minibroker.cli`` on a fixed free loopback port, polled with
 ApiVersions v0 every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
@@ -41,24 +42,32 @@ def _env(root: Path) -> dict[str, str]:
     # Bytecode as an installed package has it (pip compiles it): a PYTHONDONTWRITEBYTECODE
     # inherited from a test environment would make every start compile every module again.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    if root != ROOT:
+    if root not in (ROOT, INSTALLED):
         from tests.reference.checkout import checkout_path
         env["PYTHONPATH"] = checkout_path(str(root))
     return env
+
+
+INSTALLED = Path("installed")  # a root standing for --installed's interpreter
+_installed_python: list[str] = []
 
 
 def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
               importtime: Path | None = None) -> tuple[float, float]:
     """(ms to the ready file, ms to the first answered ApiVersions) of one start."""
     port = free_port()
+    python, cwd = PY, root
+    if root == INSTALLED:
+        # the installed package, as a user runs it: not from a checkout on sys.path
+        python, cwd = _installed_python[0], data_dir.parent
     ready = data_dir.with_name(data_dir.name + ".ready")
     ready.unlink(missing_ok=True)
-    argv = [PY, *(["-X", "importtime"] if importtime else []), "-m", "minibroker.cli",
+    argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker.cli",
             "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir),
             "--ready-file", str(ready), "--log-level", "warning", *extra]
     err = open(importtime, "w") if importtime else subprocess.DEVNULL
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=root, env=_env(root), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, cwd=cwd, env=_env(root), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=err)
     ready_at = answered_at = None
     try:
@@ -170,8 +179,13 @@ def main() -> None:
     p.add_argument("--baseline", type=Path, default=None, help="another checkout, started interleaved")
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--importtime", action="store_true", help="print the import table instead")
+    p.add_argument("--installed", default=None,
+                   help="the python of a venv with minibroker installed (pip install .), measured too")
     a = p.parse_args()
     roots = [("this tree", ROOT)] + ([("baseline", a.baseline.resolve())] if a.baseline else [])
+    if a.installed:
+        _installed_python.append(a.installed)
+        roots.append(("installed", INSTALLED))
     if a.importtime:
         for _label, root in roots:
             with tempfile.TemporaryDirectory(prefix="startup-warm-") as d:

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from minibroker_storage.cleaner import CleaningAborted
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.sync_job import SyncJob
@@ -156,6 +155,7 @@ class Background:
                     cleaner.install(task, result)
                 except asyncio.CancelledError:
                     if task is not None:
+                        from minibroker_storage.cleaner import CleaningAborted
                         cleaner.failed(task, CleaningAborted("the broker is stopping"))
                     raise
                 except Exception as e:

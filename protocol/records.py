@@ -30,8 +30,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import cramjam
-
 from . import checksum
 from .batch import (
     COMPRESSION_MASK,
@@ -178,10 +176,17 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size, used by Kafka
 _I32 = struct.Struct(">i")
 
 
+def _cramjam():
+    # snappy, LZ4 and zstd: imported with the first batch that uses one, not at start-up
+    import cramjam
+
+    return cramjam
+
+
 def _snappy_decompress(data) -> bytes:
     data = memoryview(data)
     if bytes(data[:8]) != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return bytes(_cramjam().snappy.decompress_raw(data))
     out = bytearray()
     pos, end = _XERIAL_HEADER, len(data)
     while pos < end:
@@ -191,7 +196,7 @@ def _snappy_decompress(data) -> bytes:
         pos += 4
         if size < 0 or pos + size > end:
             raise ValueError(f"xerial snappy block of {size} bytes overruns the data")
-        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        out += _cramjam().snappy.decompress_raw(data[pos : pos + size])
         pos += size
     return bytes(out)
 
@@ -201,7 +206,7 @@ def _snappy_compress(data: bytes) -> bytes:
     out += struct.pack(">ii", 1, 1)
     view = memoryview(data)
     for start in range(0, len(data), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
+        block = bytes(_cramjam().snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
         out += _I32.pack(len(block))
         out += block
     return bytes(out)
@@ -216,9 +221,9 @@ def decompress(codec: int, data) -> bytes:
     if codec == COMPRESSION_SNAPPY:
         return _snappy_decompress(data)
     if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.decompress(data))  # LZ4 frame format
+        return bytes(_cramjam().lz4.decompress(data))  # LZ4 frame format
     if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
+        return bytes(_cramjam().zstd.decompress(data))
     raise ValueError(f"unknown compression codec {codec}")
 
 
@@ -231,9 +236,9 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_SNAPPY:
         return _snappy_compress(data)
     if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(_cramjam().lz4.compress(data))
     if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(_cramjam().zstd.compress(data))
     raise ValueError(f"unknown compression codec {codec}")
 
 
