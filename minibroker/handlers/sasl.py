@@ -93,7 +93,8 @@ class SaslHandlers:
             authenticated(ctx.connection, auth, lifetime_ms)
         if ctx.api_version >= 1:
             lifetime_field = {"session_lifetime": datetime.timedelta(milliseconds=lifetime_ms)}
-        return Response.of(ctx.correlation_id, build(R, error_code=ErrorCode.none, error_message=None,
+        # Kafka answers a step that went well with an empty message, not a null one
+        return Response.of(ctx.correlation_id, build(R, error_code=ErrorCode.none, error_message="",
                                                      auth_bytes=token, **lifetime_field))
 
     # -- DescribeUserScramCredentials ------------------------------------------------------

@@ -182,7 +182,11 @@ class Authenticator:
         assert server is not None and self.mechanism is not None  # state "authenticate"
         try:
             answer = server.respond(token)
-        except (plain.PlainError, ScramError) as e:
+        except plain.PlainError as e:
+            # PlainSaslServer throws SaslAuthenticationException for every refusal, its format
+            # errors too: the client gets the text (checked against Kafka 4.4, test_sasl.py)
+            raise self._failed(str(e), False, True, getattr(server, "username", None)) from None
+        except ScramError as e:
             raise self._failed(str(e), not str(e).startswith("Authentication failed"),
                                True, getattr(server, "username", None)) from None
         except Exception as e:
