@@ -148,6 +148,9 @@ def scenario_dir(name: str, work: Path) -> Path | None:
         _quiet()
         from tests.integration.txn_history import generate
         generate(tmp, 1_000_000)
+        # the state a broker that wrote this history leaves when it stops cleanly: its
+        # coordinator snapshot (the first start replays the whole log to make it)
+        one_start(ROOT, tmp, limit=900)
     tmp.rename(path)
     print(f"made {name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return path
