@@ -414,6 +414,7 @@ class MiniBroker:
                     self.port = int(addresses[0].rsplit(":", 1)[1])
                 else:
                     self.port = self._bound_port(port, int(addresses[0].rsplit(":", 1)[1]))
+                self._wait_started_logged(log_start)
                 return
             if time.monotonic() > deadline:
                 pid = self._proc.pid
@@ -423,6 +424,24 @@ class MiniBroker:
                     f"{timeout} s\n" + self._tail_section())
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+
+    def _wait_started_logged(self, log_start: int, timeout: float = 5.0) -> None:
+        """The broker writes its start-up's log events a moment after its ready file (they are
+        held so that importing the logging library does not delay the first answers): wait for
+        them, so a test reading the log right after start sees them. Not at warning level and
+        above, where there is nothing to wait for."""
+        argv = self.command()
+        level = (self.env or {}).get("MINIBROKER_LOG_LEVEL", "info")
+        for i, arg in enumerate(argv[:-1]):
+            if arg == "--log-level":
+                level = argv[i + 1]
+        if level not in ("debug", "info"):
+            return
+        deadline = time.monotonic() + timeout
+        while "broker.started" not in self._log_since(log_start) and time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                return
+            time.sleep(0.01)
 
     def _bound_port(self, asked: int, advertised: int) -> int:
         """The port the broker bound, which later starts reuse (the ready file holds advertised
