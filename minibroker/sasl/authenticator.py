@@ -95,6 +95,7 @@ class Authenticator:
         self.session_ends_ms: int | None = None
         self.reauthenticating = False
         self.started_ms: int | None = None    # when the last (re-)authentication began
+        self.reauth_started_ms: int | None = None  # when the last re-authentication began
         self.reauthentications = 0
         # SaslHandshake v0: the tokens come as bare frames, without a Kafka request header
         self.raw_tokens = False
@@ -143,14 +144,18 @@ class Authenticator:
                                    "after_failure", answer=False)
 
     def may_reauthenticate(self) -> bool:
-        return (self.session_ends_ms is not None and self.started_ms is not None
-                and self.now_ms() - self.started_ms >= MIN_REAUTH_INTERVAL_MS)
+        # KafkaChannel.maybeBeginServerReauthentication: a session with an end may re-authenticate;
+        # a second re-authentication within a second of the last one's start may not (the first
+        # authentication does not count)
+        return self.session_ends_ms is not None and (
+            self.reauth_started_ms is None or self.now_ms() - self.reauth_started_ms >= MIN_REAUTH_INTERVAL_MS)
 
     # -- SaslHandshake ---------------------------------------------------------------------
     def handshake(self, mechanism: str) -> None:
         """Raises for a mechanism not enabled (the answer lists the enabled ones)."""
         if self.state == "authenticated":
             self.reauthenticating = True
+            self.reauth_started_ms = self.now_ms()
             if mechanism != self.mechanism:
                 self.state = "failed"
                 raise AuthenticationFailed(

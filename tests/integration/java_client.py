@@ -32,7 +32,8 @@ from tests.reference import maven
 
 KAFKA_CLIENTS_VERSION = "4.4.0"
 # Jar name prefixes (then a version and ".jar") that kafka-clients needs at run time.
-JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-")
+JAR_PREFIXES = ("kafka-clients-", "slf4j-api-", "lz4-java-", "snappy-java-", "zstd-jni-",
+                "jackson-databind-", "jackson-core-", "jackson-annotations-")
 JAVA_SRC_DIR = Path(__file__).resolve().parent / "java"
 POM = JAVA_SRC_DIR / "pom.xml"
 ENV_LIBS = "MINIBROKER_TEST_JAVA_LIBS"

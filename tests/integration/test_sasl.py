@@ -14,7 +14,6 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from .clients import create_topic, run_node
 from .support import free_port
@@ -211,4 +210,30 @@ def test_reauthentication_and_oauthbearer(broker_factory, topic, tmp_path):
     assert o.flush(20) == 0
     log = b.log_text()
     assert "mechanism=OAUTHBEARER" in log and "principal=User:carol" in log
+    assert "Traceback" not in log
+
+
+def test_java_client_oauthbearer(broker_factory, topic, tmp_path, monkeypatch):
+    """kafka-clients 4.x with OAuthBearerLoginModule's unsecured tokens (for development) over
+    SASL_PLAINTEXT runs commit/abort/commit (java/TxnDriver.java); the broker gives its sessions
+    1 s (--connections-max-reauth-ms), which the client accepts (its connections here live less than
+    that, so re-authentication itself is tested with librdkafka above)."""
+    users = tmp_path / "users"
+    users.write_text(USERS)
+    b = broker_factory(listeners=f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+                       sasl_users=users, sasl_mechanisms="SCRAM-SHA-256,OAUTHBEARER",
+                       connections_max_reauth_ms=1000)
+    plain, sasl = b.addresses
+    create_topic(plain, topic, 1)
+    monkeypatch.setenv("TXN_DRIVER_CLIENT_PROPS", (
+        "security.protocol=SASL_PLAINTEXT,sasl.mechanism=OAUTHBEARER,sasl.jaas.config="
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="dave";'))
+    res = run_java_txn("commit-abort", sasl, topic, 1, 3, txn_id("java-oauth"))
+    assert not res["errors"], res["errors"]
+    committed = [v.split("|")[0] for _p, _o, v in res["read_committed"]]
+    assert committed == [f"t{k}-p0-{i}" for k in (0, 2) for i in range(3)]
+    log = b.log_text()
+    assert "mechanism=OAUTHBEARER" in log and "principal=User:dave" in log
+    assert "session_lifetime_ms=1000" in log
     assert "Traceback" not in log
