@@ -147,8 +147,9 @@ class Authenticator:
         # KafkaChannel.maybeBeginServerReauthentication: a session with an end may re-authenticate;
         # a second re-authentication within a second of the last one's start may not (the first
         # authentication does not count)
+        last = self.reauth_started_ms
         return self.session_ends_ms is not None and (
-            self.reauth_started_ms is None or self.now_ms() - self.reauth_started_ms >= MIN_REAUTH_INTERVAL_MS)
+            last is None or self.now_ms() - last >= MIN_REAUTH_INTERVAL_MS)
 
     # -- SaslHandshake ---------------------------------------------------------------------
     def handshake(self, mechanism: str) -> None:
