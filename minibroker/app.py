@@ -45,7 +45,7 @@ from .server import Acceptor, KafkaConnection, RequestMemory
 
 log = get_logger("minibroker")
 # How long after the broker is ready the start-up's held log events are written (logs.hold)
-LOG_RELEASE_S = 0.1
+LOG_RELEASE_S = 0.02
 
 
 def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Dispatcher:
