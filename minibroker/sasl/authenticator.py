@@ -38,7 +38,6 @@ from . import AuthenticationFailed, plain
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramError, ScramServer
 
-KNOWN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # KafkaChannel.maybeBeginServerReauthentication: at most one re-authentication a second
 MIN_REAUTH_INTERVAL_MS = 1_000
 
@@ -94,7 +93,6 @@ class Authenticator:
         self.principal: str | None = None     # "User:NAME" once authenticated
         self.session_ends_ms: int | None = None
         self.reauthenticating = False
-        self.started_ms: int | None = None    # when the last (re-)authentication began
         self.reauth_started_ms: int | None = None  # when the last re-authentication began
         self.reauthentications = 0
         # SaslHandshake v0: the tokens come as bare frames, without a Kafka request header
@@ -169,7 +167,6 @@ class Authenticator:
                                        f"Unsupported SASL mechanism {mechanism}",
                                        "unsupported_mechanism")
         self.mechanism = mechanism
-        self.started_ms = self.now_ms()
         self._server = self._new_server(mechanism)
         self.state = "authenticate"
 
