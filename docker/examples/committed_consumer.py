@@ -23,20 +23,10 @@ import signal
 import sys
 import time
 
+from client_opts import client_opts
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 VALUE = re.compile(r"^(?P<key>\S+) #(?P<seq>\d+) txn (?P<txn>\d+)(?P<aborted> aborted)?$", re.I)
-
-
-def client_opts(pairs: list[str]) -> dict[str, str]:
-    """--client-opt KEY=VALUE settings (TLS and SASL in docker/compose.sasl.yaml)."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--client-opt {pair!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
