@@ -180,17 +180,24 @@ def test_kafkajs_transaction_over_sasl_ssl_scram(sasl_ssl, certs, topic):
     assert r.returncode != 0 and "SASL SCRAM SHA512 authentication failed" in r.stderr, r.stderr[-3000:]
 
 
-def test_reauthentication_and_oauthbearer(broker_factory, topic, tmp_path):
-    """--connections-max-reauth-ms 2000: librdkafka and the Java client re-authenticate on their
-    open connections (sasl.reauthenticated) and keep producing; OAUTHBEARER with the unsecured
-    tokens librdkafka and the Java client make for development."""
+def _sasl_plaintext(broker_factory, tmp_path, topic: str, reauth_ms: int):
+    """A broker with PLAINTEXT and SASL_PLAINTEXT (SCRAM-SHA-256, OAUTHBEARER), sessions of
+    ``reauth_ms``, and ``topic``; the broker and its SASL address."""
     users = tmp_path / "users"
     users.write_text(USERS)
     b = broker_factory(listeners=f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",
                        sasl_users=users, sasl_mechanisms="SCRAM-SHA-256,OAUTHBEARER",
-                       connections_max_reauth_ms=2000)
+                       connections_max_reauth_ms=reauth_ms)
     plain, sasl = b.addresses
     create_topic(plain, topic, 1)
+    return b, sasl
+
+
+def test_reauthentication_and_oauthbearer(broker_factory, topic, tmp_path):
+    """--connections-max-reauth-ms 2000: librdkafka re-authenticates on its open connections
+    (sasl.reauthenticated) and keeps producing; OAUTHBEARER with the unsecured tokens librdkafka
+    makes for development."""
+    b, sasl = _sasl_plaintext(broker_factory, tmp_path, topic, reauth_ms=2000)
     p = Producer({"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT",
                   "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
                   "sasl.password": "alice-secret", "enable.idempotence": True})
@@ -218,13 +225,7 @@ def test_java_client_oauthbearer(broker_factory, topic, tmp_path, monkeypatch):
     SASL_PLAINTEXT runs commit/abort/commit (java/TxnDriver.java); the broker gives its sessions
     1 s (--connections-max-reauth-ms), which the client accepts (its connections here live less than
     that, so re-authentication itself is tested with librdkafka above)."""
-    users = tmp_path / "users"
-    users.write_text(USERS)
-    b = broker_factory(listeners=f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",
-                       sasl_users=users, sasl_mechanisms="SCRAM-SHA-256,OAUTHBEARER",
-                       connections_max_reauth_ms=1000)
-    plain, sasl = b.addresses
-    create_topic(plain, topic, 1)
+    b, sasl = _sasl_plaintext(broker_factory, tmp_path, topic, reauth_ms=1000)
     monkeypatch.setenv("TXN_DRIVER_CLIENT_PROPS", (
         "security.protocol=SASL_PLAINTEXT,sasl.mechanism=OAUTHBEARER,sasl.jaas.config="
         "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
