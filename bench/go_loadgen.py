@@ -12,12 +12,13 @@ in ~/.cache/minibroker-bench/go/. ``find_go()`` is None without a Go toolchain (
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.integration import franz_go  # noqa: E402  (the same build as the Go test programs')
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "loadgen")
@@ -42,13 +43,7 @@ def go_env() -> dict[str, str]:
 
 
 def sources_hash(go: str) -> str:
-    h = hashlib.sha256()
-    for name in sorted(n for n in os.listdir(SRC) if n.endswith(".go")) + ["go.mod", "go.sum"]:
-        with open(os.path.join(SRC, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read() + b"\0")
-    v = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60, env=go_env())
-    h.update(v.stdout.encode())
-    return h.hexdigest()[:16]
+    return franz_go.sources_hash(go, Path(SRC), go_env())
 
 
 def binary(go: str | None = None, timeout: float = 600.0) -> str:
@@ -60,19 +55,8 @@ def binary(go: str | None = None, timeout: float = 600.0) -> str:
     out = os.path.join(out_dir, f"loadgen-{sources_hash(go)}")
     if os.path.exists(out):
         return out
-    os.makedirs(out_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="build-", dir=out_dir)
-    os.close(fd)
-    try:
-        print(f"== building {SRC} -> {out}", file=sys.stderr, flush=True)
-        r = subprocess.run([go, "build", "-trimpath", "-o", tmp, "."], cwd=SRC, env=go_env(),
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"go build of {SRC} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-        os.replace(tmp, out)  # atomic: a concurrent build's result is as good
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    print(f"== building {SRC} -> {out}", file=sys.stderr, flush=True)
+    franz_go.go_build(go, Path(SRC), Path(out), "build-", go_env(), timeout)
     for name in os.listdir(out_dir):  # older builds
         p = os.path.join(out_dir, name)
         if name.startswith("loadgen-") and p != out:

@@ -122,17 +122,35 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def _sources_hash(go: str) -> str:
+def sources_hash(go: str, src: Path = GO_SRC_DIR, env: dict[str, str] | None = None) -> str:
+    """A Go program's sources, go.mod, go.sum and the Go version, hashed: its build's name."""
     h = hashlib.sha256()
-    for path in sorted(GO_SRC_DIR.glob("*.go")) + [GO_SRC_DIR / "go.mod", GO_SRC_DIR / "go.sum"]:
+    for path in sorted(src.glob("*.go")) + [src / "go.mod", src / "go.sum"]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    version = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60, env=go_env())
+    version = subprocess.run([go, "version"], capture_output=True, text=True, timeout=60,
+                             env=env or go_env())
     h.update(version.stdout.encode())
     return h.hexdigest()[:16]
 
 
+def go_build(go: str, src: Path, out: Path, tmp_prefix: str, env: dict[str, str], timeout: float) -> None:
+    """``go build`` of ``src`` into ``out``, through a temp file renamed into place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, dir=out.parent)
+    os.close(fd)
+    try:
+        r = subprocess.run([go, "build", "-trimpath", "-o", tmp, "."], cwd=src, env=env,
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"go build of {src} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        os.replace(tmp, out)  # atomic: a concurrent build's result is as good
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def binary_path(go: str) -> Path:
-    return cache_root() / "go-bin" / f"mbgo-{_sources_hash(go)}"
+    return cache_root() / "go-bin" / f"mbgo-{sources_hash(go)}"
 
 
 def build(go: str | None = None, timeout: float = 900.0, quiet: bool = False) -> Path:
@@ -143,18 +161,7 @@ def build(go: str | None = None, timeout: float = 900.0, quiet: bool = False) ->
     out = binary_path(go)
     if out.exists():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="mbgo-build-", dir=out.parent)
-    os.close(fd)
-    try:
-        r = subprocess.run([go, "build", "-trimpath", "-o", tmp, "."], cwd=GO_SRC_DIR, env=go_env(),
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"go build of {GO_SRC_DIR} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-        os.replace(tmp, out)  # atomic: a concurrent build's result is as good
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    go_build(go, GO_SRC_DIR, out, "mbgo-build-", go_env(), timeout)
     _prune(out)
     if not quiet:
         print(f"franz_go: built {out}", file=sys.stderr)
