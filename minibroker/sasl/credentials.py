@@ -93,9 +93,6 @@ class Credentials:
     def users(self) -> list[str]:
         return sorted(set(self.passwords) | {u for u, _ in self.stored})
 
-    def has(self, user: str, mechanism: str) -> bool:
-        return (user, mechanism) in self.stored or user in self.passwords
-
     def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
         self.stored[(user, mechanism)] = credential
         log.info("sasl.credential_altered", user=user, mechanism=mechanism,
