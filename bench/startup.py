@@ -1,5 +1,6 @@
-"""Start-up time (issue 21): ms from process start to ``--ready-file`` and to the first answered
-ApiVersions, with an empty data dir, with 1 GiB of log, and with 1,000,000 committed
+"""Start-up time (issue 21): ms from process start to ``--ready-file``, to the first answered
+ApiVersions and to the first answered Metadata (on the same connection, as a client asks them;
+the early listener answers ApiVersions, Metadata needs the whole broker), with an empty data dir, with 1 GiB of log, and with 1,000,000 committed
 transactions in the coordinator's history; and where the time goes (``-X importtime``).
 
     python -m bench.startup [--runs 7] [--work DIR] [--baseline DIR] [--scenarios empty,log1g,txn1m]
@@ -7,7 +8,7 @@ transactions in the coordinator's history; and where the time goes (``-X importt
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
 
 Each start is a new ``python -m minibroker.cli`` on a fixed free loopback port, polled with
-ApiVersions v0 every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
+ApiVersions v3 then Metadata v1 every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
 are made once under ``--work`` (kept there when given) and copied per run, so every start
 recovers the same state. ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base
 main~5``) runs interleaved with this tree, start by start. Medians are printed as a table.
@@ -21,7 +22,9 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -32,9 +35,45 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from run import api_versions_once, free_port  # noqa: E402
+from run import free_port  # noqa: E402
 
 PY = sys.executable
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+# ApiVersions v3 (header v2, compact software name and version) and Metadata v1 (all topics),
+# as a librdkafka client opens a connection.
+API_VERSIONS_V3 = _frame(struct.pack(">hhih", 18, 3, 1, 5) + b"bench\x00" + b"\x06bench\x041.0\x00")
+METADATA_V1 = _frame(struct.pack(">hhih", 3, 1, 2, 5) + b"bench" + struct.pack(">i", -1))
+
+
+def _answer(s: socket.socket, corr: int) -> None:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+    size = struct.unpack(">i", exactly(4))[0]
+    if struct.unpack(">i", exactly(size)[:4])[0] != corr:
+        raise ConnectionError("wrong correlation id")
+
+
+def probe(port: int, t0: float, timeout: float = 10.0) -> tuple[float, float]:
+    """(s to the ApiVersions answer, s to the Metadata answer) since ``t0``; OSError when the
+    port does not take the connection yet."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(API_VERSIONS_V3)
+        _answer(s, 1)
+        api = time.perf_counter() - t0
+        s.sendall(METADATA_V1)
+        _answer(s, 2)
+        return api, time.perf_counter() - t0
 SCENARIOS = ("empty", "log1g", "txn1m")
 
 
@@ -53,8 +92,9 @@ _installed_python: list[str] = []
 
 
 def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
-              importtime: Path | None = None) -> tuple[float, float]:
-    """(ms to the ready file, ms to the first answered ApiVersions) of one start."""
+              importtime: Path | None = None) -> tuple[float, float, float]:
+    """(ms to the ready file, to the first answered ApiVersions, to the first answered
+    Metadata) of one start."""
     port = free_port()
     python, cwd = PY, root
     if root == INSTALLED:
@@ -69,24 +109,23 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=_env(root), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=err)
-    ready_at = answered_at = None
+    ready_at = answered = None
     try:
-        while time.perf_counter() - t0 < limit and (ready_at is None or answered_at is None):
+        while time.perf_counter() - t0 < limit and (ready_at is None or answered is None):
             if proc.poll() is not None:
                 raise RuntimeError(f"exited with {proc.returncode} before it was ready")
             if ready_at is None and ready.exists() and ready.stat().st_size:
                 ready_at = time.perf_counter() - t0
-            if answered_at is None:
+            if answered is None:
                 try:
-                    if api_versions_once("127.0.0.1", port, timeout=1.0):
-                        answered_at = time.perf_counter() - t0
-                        continue
+                    answered = probe(port, t0)
+                    continue
                 except OSError:
                     pass
             time.sleep(0.002)
-        if ready_at is None or answered_at is None:
+        if ready_at is None or answered is None:
             raise RuntimeError(f"not ready within {limit} s")
-        return ready_at * 1000, answered_at * 1000
+        return ready_at * 1000, answered[0] * 1000, answered[1] * 1000
     finally:
         proc.terminate()
         try:
@@ -210,7 +249,7 @@ def main() -> None:
             one_start(root, Path(d) / "data")
     scenarios = [s for s in a.scenarios.split(",") if s]
     sources = {s: scenario_dir(s, work) for s in scenarios}
-    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for run in range(a.runs):
         for scenario in scenarios:
             for label, root in (roots if run % 2 == 0 else roots[::-1]):
@@ -222,15 +261,14 @@ def main() -> None:
         print(f"run {run + 1}/{a.runs} done", file=sys.stderr)
     print(f"\nms from process start, median of {a.runs} (cpus: {os.cpu_count()}, load before: "
           f"{os.getloadavg()[0]:.2f})\n")
-    print("| data dir | " + " | ".join(f"{lb}: ready file | {lb}: first ApiVersions" for lb, _ in roots)
-          + " |")
-    print("|---|" + "---:|---:|" * len(roots))
+    print("| data dir | " + " | ".join(f"{lb}: ready file | {lb}: first ApiVersions | {lb}: first Metadata"
+                                       for lb, _ in roots) + " |")
+    print("|---|" + "---:|---:|---:|" * len(roots))
     for scenario in scenarios:
         cells = []
         for label, _ in roots:
             runs = results[(scenario, label)]
-            cells += [f"{statistics.median(r[0] for r in runs):.0f}",
-                      f"{statistics.median(r[1] for r in runs):.0f}"]
+            cells += [f"{statistics.median(r[i] for r in runs):.0f}" for i in range(3)]
         print(f"| {scenario} | " + " | ".join(cells) + " |")
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)

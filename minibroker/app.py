@@ -17,12 +17,14 @@ from minibroker_storage.errors import StorageError
 from minibroker_storage.lazylog import get_logger
 
 from . import logs
+from .binding import bind
 from .broker import Broker
 from .clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .cluster import connection_node
 from .config import Config, FsyncPolicy
 from .crash_points import CrashPoints
 from .dispatch import Dispatcher
+from .early import EarlyListener, Handover, write_ready_file
 from .handlers.acls import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.authz import Authz
@@ -40,7 +42,8 @@ from .handlers.sasl import SaslHandlers
 from .handlers.telemetry import TelemetryHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
-from .listeners import BoundListener, Endpoint, host_port
+from .listeners import BoundListener, Endpoint
+from .request_counts import UNKNOWN
 from .server import Acceptor, KafkaConnection, RequestMemory
 
 log = get_logger("minibroker")
@@ -180,67 +183,7 @@ class RunningBroker:
         log.info("broker.stopped")
 
 
-def _listening_socket(host: str, port: int) -> socket.socket | None:
-    """A dual-stack socket for an empty host or ``::``, as the JVM binds them for Kafka.
-
-    asyncio would bind ``::`` IPv6-only (so the advertised ``localhost`` could resolve to an
-    address nobody listens on), and an empty host as two sockets that, with port 0, get two
-    different ports. None: let asyncio bind ``host`` itself.
-    """
-    if host not in ("", "::") or not socket.has_ipv6:
-        return None
-    try:
-        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    except OSError:
-        if host == "::":
-            raise
-        return None  # no IPv6 here: the empty host falls back to IPv4's every-interface
-    try:
-        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("::", port))
-    except OSError:
-        s.close()
-        raise
-    return s
-
-
-def _bound_sockets(host: str, port: int) -> list[socket.socket]:
-    """One bound socket per address ``host`` resolves to, as ``loop.create_server`` binds them
-    (IPv6 ones IPv6-only, so ``localhost`` can hold both families on one port)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as e:
-        raise OSError(e.errno, f"cannot resolve {host!r}: {e.strerror}") from None
-    socks: list[socket.socket] = []
-    seen = set()
-    try:
-        for family, kind, proto, _name, addr in infos:
-            if (family, addr) in seen:
-                continue
-            seen.add((family, addr))
-            s = socket.socket(family, kind, proto)
-            socks.append(s)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and len(socks) > 1:
-                # Every address on the port the first one got, not a port each.
-                addr = (addr[0], socks[0].getsockname()[1], *addr[2:])
-            try:
-                s.bind(addr)
-            except OSError as e:
-                assert e.strerror is not None  # bind's errors come from the OS, with their text
-                raise OSError(e.errno, f"error while attempting to bind on address {addr!r}: "
-                                       f"{e.strerror.lower()}") from None
-    except OSError:
-        for s in socks:
-            s.close()
-        raise
-    return socks
-
-
-async def start(config: Config) -> RunningBroker:
+async def start(config: Config, early: EarlyListener | None = None) -> RunningBroker:
     # The one place the test-only crash hooks are read from the environment.
     crash_points = CrashPoints.from_env()
     controlled = config.control_listener is not None or config.clock == "virtual"
@@ -271,6 +214,7 @@ async def start(config: Config) -> RunningBroker:
         for spec in config.effective_listeners():
             for i, node in enumerate(config.node_ids):
                 slot: list[BoundListener] = []
+                socks = early.sockets[len(servers)] if early is not None else None
 
                 def factory(slot=slot, sasl=spec.sasl):
                     return KafkaConnection(dispatcher, config.max_request_bytes, connections,
@@ -279,7 +223,7 @@ async def start(config: Config) -> RunningBroker:
                                            auth_timeout_s=config.sasl_authentication_timeout_ms / 1000)
                 # Virtual brokers listen on consecutive ports (each a free one with port 0).
                 port_asked = spec.port + i if spec.port else 0
-                server, port = _bind_listener(spec, port_asked, factory, tls)
+                server, port = _bind_listener(spec, port_asked, factory, tls, socks)
                 servers.append(server)
                 host, adv_port = spec.advertised(port)
                 slot.append(BoundListener(spec.name, spec.host, port, host, adv_port,
@@ -303,22 +247,42 @@ async def start(config: Config) -> RunningBroker:
     broker.start_background()
     # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
     crash_points.arm(injector.book if injector is not None else None)
+    handover = early.handover() if early is not None else None
     for server in servers:
         await server.start_serving()
+    if handover is not None:
+        assert early is not None
+        _take_over(early, handover, servers, dispatcher, broker)
     running = RunningBroker(broker, servers, everything, connections, control, nodes)
     if control is not None and broker.cluster is not None:
         control.cluster_ops = running
     return running
 
 
-def _bind(host: str, port: int) -> list[socket.socket]:
-    """The bound sockets of one listener address (one dual-stack socket where that applies)."""
-    sock = _listening_socket(host, port)
-    return [sock] if sock is not None else _bound_sockets(host or "0.0.0.0", port)
+def _take_over(early: EarlyListener, handover: Handover, servers: list[Acceptor],
+               dispatcher: Dispatcher, broker: Broker) -> None:
+    """The early listener's connections and counts become the broker's (minibroker/early.py)."""
+    for listener, sock, software in handover.connections:
+        servers[listener].adopt(sock, software)
+    for api_key, version, software, client_id in handover.answered:
+        broker.request_counts.count(api_key, version, software or (UNKNOWN, UNKNOWN), client_id)
+    table = tuple(sorted((int(a.key), a.min_version, a.max_version) for a in dispatcher.apis.values()))
+    features = broker.features
+    if table != early.table or (early.features.epoch, early.features.finalized()) != (
+            features.epoch, features.finalized()):
+        # A bug: a handler's range changed without minibroker/served_apis.py, or the levels
+        # were read differently; the clients answered early saw a table this broker does not serve.
+        log.error("early.table_differs", early=early.table, broker=table,
+                  early_features=early.features.finalized(), features=features.finalized())
+    log.info("listener.early_served", answered=len(handover.answered),
+             connections=len(handover.connections))
 
 
-def _bind_listener(spec: Any, port: int, factory: Any, tls: Any = None) -> tuple[Acceptor, int]:
-    socks = _bind(spec.host, port)
+def _bind_listener(spec: Any, port: int, factory: Any, tls: Any = None,
+                   socks: list[socket.socket] | None = None) -> tuple[Acceptor, int]:
+    """An Acceptor for ``spec`` on ``port``, or on ``socks`` the early listener bound."""
+    if socks is None:
+        socks = bind(spec.host, port)
     return (Acceptor(socks, factory, spec.name, backlog=1024, ssl=tls if spec.tls else None),
             socks[0].getsockname()[1])
 
@@ -350,7 +314,7 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
                          injector: Any, request_log: Any) -> Any:
     from .control.http import ControlPlane
     host, port = address
-    socks = _bind(host, port)
+    socks = bind(host, port)
     for extra in socks[1:]:
         extra.close()
     plane = ControlPlane(node_id=broker.node_id, clock=clock, injector=injector,
@@ -362,15 +326,8 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
     return plane
 
 
-def _write_ready_file(path: Path, listeners: tuple[BoundListener, ...]) -> None:
-    # Written whole then renamed, so a CI script polling for the file never reads half of it.
-    text = "".join(host_port(*b.advertised) + "\n" for b in listeners)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-async def serve(config: Config, started_at: float | None = None) -> None:
+async def serve(config: Config, started_at: float | None = None,
+                early: EarlyListener | None = None) -> None:
     started_at = started_at or time.perf_counter()
     loop = asyncio.get_running_loop()
     # Handlers first: a SIGTERM during start-up (log recovery can take a while) must stop the
@@ -378,7 +335,9 @@ async def serve(config: Config, started_at: float | None = None) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if config.ready_file is not None:
+    if early is not None and early.stop_requested:
+        stop.set()
+    if config.ready_file is not None and early is None:
         # A file left by a broker that was killed would announce a dead address.
         try:
             config.ready_file.unlink(missing_ok=True)
@@ -390,15 +349,16 @@ async def serve(config: Config, started_at: float | None = None) -> None:
         scratch = tempfile.mkdtemp(prefix="minibroker-ephemeral-")
         config = replace(config, data_dir=Path(scratch), fsync=FsyncPolicy("never"))
     try:
-        await _serve(config, started_at, stop)
+        await _serve(config, started_at, stop, early)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _serve(config: Config, started_at: float, stop: asyncio.Event) -> None:
+async def _serve(config: Config, started_at: float, stop: asyncio.Event,
+                 early: EarlyListener | None) -> None:
     try:
-        running = await start(config)
+        running = await start(config, early)
     except OSError as e:
         log.error("broker.listen_failed",
                   listeners=[str(Endpoint(x.name, x.host, x.port)) for x in config.effective_listeners()],
@@ -411,8 +371,8 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event) -> None
         if stop.is_set():
             log.info("broker.stop_requested_during_startup")
             return
-        if config.ready_file is not None:
-            _write_ready_file(config.ready_file, running.listeners)
+        if config.ready_file is not None and early is None:
+            write_ready_file(config.ready_file, running.listeners)
         log.info("broker.started",
                  listeners=[x.config_value() for x in running.listeners],
                  advertised=[x.advertised_value() for x in running.listeners],
@@ -432,13 +392,16 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event) -> None
         await running.close()
 
 
-def run(config: Config, started_at: float | None = None) -> None:
+def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/early.py)."""
     try:
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-            asyncio.run(serve(config, started_at))
+            asyncio.run(serve(config, started_at, early))
         else:
-            uvloop.run(serve(config, started_at))
+            uvloop.run(serve(config, started_at, early))
     finally:
+        if early is not None:
+            early.close()
         logs.release()

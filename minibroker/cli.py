@@ -180,8 +180,17 @@ def main(argv: list[str] | None = None) -> int:
         log = get_logger("minibroker")
         for event, fields in loaded.notes:
             log.info(event, **fields)
+    # The listeners are bound, the ready file written and ApiVersions answered before the
+    # broker's modules are imported (minibroker/early.py says why and when not).
+    from . import early as early_listener
+    early = early_listener.start(loaded.config)
+    if early is not None:
+        def stop_requested(_sig: int, _frame: object) -> None:
+            early.stop_requested = True  # the event loop takes the signals over, and stops
+        signal.signal(signal.SIGINT, stop_requested)
+        signal.signal(signal.SIGTERM, stop_requested)
     from .app import run
-    run(loaded.config, started)
+    run(loaded.config, started, early)
     return 0
 
 

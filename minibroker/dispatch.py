@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.api_versions import valid_software
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.header import HeaderError, peek_header, read_request_header
@@ -237,8 +238,8 @@ class Dispatcher:
         cls = codec.response_type(ApiKey.ApiVersions, ctx.api_version)
         error = ErrorCode.none
         if ctx.api_version >= 3 and not (
-            _valid_software(request.client_software_name)
-            and _valid_software(request.client_software_version)
+            valid_software(request.client_software_name)
+            and valid_software(request.client_software_version)
         ):
             # KIP-511: Kafka refuses malformed client software names.
             error = ErrorCode.invalid_request
@@ -273,11 +274,3 @@ class Dispatcher:
                                  max_version=api.max_version),),
         )
         return Response.of(corr, entity)
-
-
-def _valid_software(s: str) -> bool:
-    # Kafka's ApiVersionsRequest: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
-    if not s:
-        return False
-    ok = all(c.isascii() and (c.isalnum() or c in "-.") for c in s)
-    return ok and s[0].isalnum() and s[-1].isalnum()

@@ -88,7 +88,7 @@ class Features:
         return dict(self._levels)
 
     def update(self, updates: Sequence[tuple[str, int, int]], validate_only: bool, node_id: int,
-               ) -> str | None:
+               *, quiet: bool = False) -> str | None:
         """UpdateFeatures: (feature, level, upgrade type) each, all or none applied.
 
         Returns None, or the message Kafka's controller answers with INVALID_UPDATE_VERSION for
@@ -112,7 +112,9 @@ class Features:
         if self._persist is not None:
             self._persist(dict(self._levels), self.epoch)
         for name, old, level in changed:
-            log.info("features.level_finalized", feature=name, old_level=old, level=level, epoch=self.epoch)
+            if not quiet:
+                log.info("features.level_finalized", feature=name, old_level=old, level=level,
+                         epoch=self.epoch)
             for listener in self._listeners:
                 listener(name, old, level)
         return None
@@ -157,34 +159,40 @@ class Features:
         return self._levels[GROUP_VERSION.name]
 
 
-def load_features(config: Any) -> Features:
+def load_features(config: Any, dry_run: bool = False) -> Features:
     """The levels the data dir finalized last (storage/feature_levels.py), then the levels the
     command line asks for (``--transaction-version``, ``--group-version``), which win and are
-    persisted like an UpdateFeatures."""
+    persisted like an UpdateFeatures.
+
+    ``dry_run``: the same levels and epoch, with nothing written or logged (the early listener's
+    view, minibroker/early.py; an ephemeral broker's data dir is a new one, empty)."""
     from minibroker_storage import feature_levels
 
     data_dir = config.data_dir
     levels: dict[str, int] = {}
     epoch = 0
     try:
-        found = feature_levels.load(data_dir)
+        found = None if dry_run and config.ephemeral else feature_levels.load(data_dir)
     except feature_levels.FeatureLevelsError as e:
-        log.warning("features.file_unreadable", reason=str(e), action="default levels")
+        if not dry_run:
+            log.warning("features.file_unreadable", reason=str(e), action="default levels")
         found = None
     if found is not None:
         levels, epoch = found
         for name, level in list(levels.items()):
             spec = next((s for s in SPECS if s.name == name), None)
             if spec is None or not spec.min_supported <= level <= spec.max_supported:
-                log.warning("features.level_ignored", feature=name, level=level,
-                            reason="not a level this minibroker serves")
+                if not dry_run:
+                    log.warning("features.level_ignored", feature=name, level=level,
+                                reason="not a level this minibroker serves")
                 del levels[name]
     features = Features(levels=levels, epoch=epoch,
-                        persist=lambda lv, ep: feature_levels.save(data_dir, lv, ep))
+                        persist=None if dry_run else lambda lv, ep: feature_levels.save(data_dir, lv, ep))
     asked = [(spec.name, level) for spec, level in ((TRANSACTION_VERSION, config.transaction_version),
                                                    (GROUP_VERSION, config.group_version))
              if level is not None and level != features.level(spec.name)]
     if asked:
         features.update([(name, level, UPGRADE if level > features.level(name) else UNSAFE_DOWNGRADE)
-                         for name, level in asked], validate_only=False, node_id=config.node_id)
+                         for name, level in asked], validate_only=False, node_id=config.node_id,
+                        quiet=dry_run)
     return features

@@ -19,6 +19,7 @@ import resource
 import socket
 import time
 from collections import deque
+from typing import Any
 
 from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, size_prefix
 from minibroker_storage.lazylog import get_logger
@@ -476,12 +477,26 @@ class Acceptor:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _connect(self, conn: socket.socket) -> None:
+    def adopt(self, conn: socket.socket, software: tuple[str, str] | None) -> None:
+        """A connection the early listener accepted (minibroker/early.py), with the client
+        software it named in ApiVersions (KIP-511), set before its next request is read."""
+        assert self._loop is not None  # after start_serving
+        factory = self.factory
+        if software is not None:
+            def factory() -> Any:
+                protocol = self.factory()
+                protocol.client_software = software
+                return protocol
+        task = self._loop.create_task(self._connect(conn, factory))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connect(self, conn: socket.socket, factory: Any = None) -> None:
         assert self._loop is not None  # started by _accept
         peer = _peer(conn) if self.ssl is not None else None
         try:
             if self.ssl is None:
-                await self._loop.connect_accepted_socket(self.factory, conn)
+                await self._loop.connect_accepted_socket(factory or self.factory, conn)
             else:
                 from .tls import HANDSHAKE_TIMEOUT_S
                 await self._loop.connect_accepted_socket(

@@ -1,0 +1,247 @@
+"""The early listener (minibroker/early.py): its answers are the full broker's, byte for byte,
+what it cannot answer reaches the broker unread, and a real client crosses the handover."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from minibroker import early as early_listener
+from minibroker import served_apis
+from minibroker.app import build_dispatcher, start
+from minibroker.broker import Broker
+from minibroker.config import Config, FsyncPolicy
+from minibroker.listeners import Listener
+from minibroker_protocol import codec
+from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.errors import ErrorCode
+from minibroker_storage import feature_levels
+
+from .conftest import RawClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, **kw) -> Config:
+    kw.setdefault("port", 0)
+    return Config(host="127.0.0.1", data_dir=tmp_path / "data", fsync=FsyncPolicy("never"),
+                  ready_file=tmp_path / "ready", **kw)
+
+
+def _api_versions(version: int, corr: int, software: tuple[str, str] = ("mb-test", "1.0")) -> bytes:
+    cls = codec.request_type(ApiKey.ApiVersions, version)
+    fields = {}
+    if version >= 3:
+        fields = {"client_software_name": software[0], "client_software_version": software[1]}
+    body = codec.encode_request(cls(**fields), corr, "early-test")
+    return struct.pack(">i", len(body)) + body
+
+
+async def _raw_answer(c: RawClient) -> bytes:
+    size = struct.unpack(">i", await asyncio.wait_for(c.reader.readexactly(4), 10))[0]
+    return await asyncio.wait_for(c.reader.readexactly(size), 10)
+
+
+async def _until(cond, what: str, limit: float = 5.0) -> None:
+    deadline = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("telemetry", ["off", "on"])
+async def test_served_table_is_the_dispatchers(tmp_path, telemetry):
+    cfg = _config(tmp_path, client_telemetry=telemetry)
+    broker = Broker(cfg)
+    try:
+        d = build_dispatcher(broker)
+        table = tuple(sorted((int(a.key), a.min_version, a.max_version) for a in d.apis.values()))
+        assert served_apis.served(cfg) == table
+    finally:
+        await broker.stop()
+
+
+async def test_early_answers_are_the_brokers_byte_for_byte(tmp_path):
+    (tmp_path / "data").mkdir()
+    feature_levels.save(tmp_path / "data", {"transaction.version": 1, "group.version": 1}, 5)
+    cfg = _config(tmp_path, group_version=0)  # a level the command line changes: epoch 6
+    early = early_listener.start(cfg)
+    assert early is not None
+    port = early.bound[0].port
+    assert (tmp_path / "ready").read_text() == f"127.0.0.1:{port}\n"
+    frames = [_api_versions(v, 100 + v) for v in range(5)]
+    frames.append(struct.pack(">ihhih", 10, ApiKey.ApiVersions, 9, 109, -1))  # a future version
+    c = await RawClient.connect(port)
+    early_answers = []
+    for f in frames:
+        await c.send_raw(f)
+        early_answers.append(await _raw_answer(c))
+    running = await start(cfg, early)
+    try:
+        broker_answers = []
+        for f in frames:  # the same connection, now the broker's
+            await c.send_raw(f)
+            broker_answers.append(await _raw_answer(c))
+        assert early_answers == broker_answers
+        assert len(set(early_answers)) == len(frames)
+        features = running.broker.features
+        assert (features.epoch, features.finalized()) == (6, [("transaction.version", 1)])
+        counts = running.broker.request_counts.counts
+        # answered early and counted by the broker, with the software the connection had named
+        # by then; the v9 one is refused, not counted
+        assert counts[(ApiKey.ApiVersions, 4, "mb-test", "1.0")] == 2
+        assert counts[(ApiKey.ApiVersions, 0, "unknown", "unknown")] == 1
+        assert counts[(ApiKey.ApiVersions, 0, "mb-test", "1.0")] == 1
+        assert not any(k[1] == 9 for k in counts)
+        await c.close()
+    finally:
+        await running.close()
+        early.close()  # what app.run does last
+    assert not (tmp_path / "ready").exists()
+
+
+async def test_what_it_cannot_answer_reaches_the_broker_unread(tmp_path):
+    cfg = _config(tmp_path)
+    early = early_listener.start(cfg)
+    assert early is not None
+    port = early.bound[0].port
+    pipelined = await RawClient.connect(port)
+    metadata = pipelined.frame(codec.request_type(ApiKey.Metadata, 12)(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False), corr=2)
+    await pipelined.send_raw(_api_versions(3, 1) + metadata)
+    first = await _raw_answer(pipelined)
+    assert struct.unpack_from(">ih", first) == (1, 0)
+    half = await RawClient.connect(port)
+    whole = _api_versions(4, 7)
+    await half.send_raw(whole[:9])
+    bad_name = await RawClient.connect(port)
+    await bad_name.send_raw(_api_versions(3, 8, ("-bad-", "1")))
+    gone = await RawClient.connect(port)
+    await gone.close()
+    await _until(lambda: len(early._conns) == 3, "the early listener sees 3 open connections")
+
+    running = await start(cfg, early)
+    try:
+        corr, meta = await pipelined.recv(ApiKey.Metadata, 12)
+        assert corr == 2 and meta.brokers[0].port == port
+        await half.send_raw(whole[9:])
+        corr, av = await half.recv(ApiKey.ApiVersions, 4)
+        assert corr == 7 and av.error_code == ErrorCode.none
+        corr, refused = await bad_name.recv(ApiKey.ApiVersions, 3)
+        assert corr == 8 and refused.error_code == ErrorCode.invalid_request
+        counts = running.broker.request_counts.counts
+        # the software named to the early listener is the connection's for the broker too
+        assert counts[(ApiKey.Metadata, 12, "mb-test", "1.0")] == 1
+        for c in (pipelined, half, bad_name):
+            await c.close()
+    finally:
+        await running.close()
+
+
+async def test_a_real_client_crosses_the_handover(tmp_path):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cfg = _config(tmp_path, num_partitions=1)
+    early = early_listener.start(cfg)
+    assert early is not None
+    port = early.bound[0].port
+    producer = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{port}",
+                                         "enable.idempotence": True, "message.timeout.ms": 20000})
+    producer.produce("early-topic", b"first")
+    # librdkafka's ApiVersions is answered early; its Metadata waits for the broker
+    await _until(lambda: early._answered, "librdkafka's ApiVersions answered early")
+    software = early._answered[0][2]
+    assert software is not None and software[0].startswith("confluent-kafka-python")
+    running = await start(cfg, early)
+    try:
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, producer.flush, 20) == 0
+        log = running.broker.logs.get_log("early-topic", 0)
+        assert log is not None and log.log_end_offset == 1
+        by_api = running.broker.request_counts.by_api()
+        assert by_api[ApiKey.Produce] == 1 and by_api[ApiKey.InitProducerId] == 1
+    finally:
+        await running.close()
+
+
+async def test_not_used_where_its_answer_could_differ(tmp_path):
+    cfg = _config(tmp_path)
+    assert early_listener.start(replace(cfg, as_version="3.9")) is None
+    assert early_listener.start(replace(cfg, max_api_versions=((0, 9),))) is None
+    assert early_listener.start(replace(cfg, control_listener=("127.0.0.1", 0))) is None
+    sasl_only = (Listener("SASL_PLAINTEXT", "127.0.0.1", 0, protocol="SASL_PLAINTEXT"),)
+    assert early_listener.start(replace(cfg, listeners=sasl_only)) is None
+    assert not (tmp_path / "ready").exists()
+
+
+def test_not_used_when_another_broker_holds_the_data_dir(tmp_path):
+    (tmp_path / "data").mkdir()
+    fd = os.open(tmp_path / "data" / early_listener.LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert early_listener.start(_config(tmp_path)) is None
+        assert not (tmp_path / "ready").exists()
+    finally:
+        os.close(fd)
+
+
+def test_lock_file_is_the_storage_s():
+    from minibroker_storage.manager import LOCK_FILE
+    assert early_listener.LOCK_FILE == LOCK_FILE
+
+
+def test_not_used_when_a_port_is_taken(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        assert early_listener.start(_config(tmp_path, port=taken.getsockname()[1])) is None
+    finally:
+        taken.close()
+
+
+def test_close_takes_back_the_ready_file_and_the_port(tmp_path):
+    early = early_listener.start(_config(tmp_path))
+    assert early is not None and (tmp_path / "ready").exists()
+    port = early.bound[0].port
+    early.close()
+    assert not (tmp_path / "ready").exists()
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+    finally:
+        s.close()
+
+
+def test_a_sigterm_during_start_up_stops_cleanly(tmp_path):
+    """SIGTERM as soon as the early listener announced the broker: exit 0, no ready file."""
+    ready = tmp_path / "ready"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "--host", "127.0.0.1", "--port", "0",
+                             "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "no ready file"
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out.decode()
+    assert b"Traceback" not in out
+    assert not ready.exists()
