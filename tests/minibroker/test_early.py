@@ -245,3 +245,27 @@ def test_a_sigterm_during_start_up_stops_cleanly(tmp_path):
     assert proc.returncode == 0, out.decode()
     assert b"Traceback" not in out
     assert not ready.exists()
+
+
+def test_nothing_heavy_is_imported_before_the_first_answer(tmp_path):
+    """The CLI's path to the early listener imports none of what the broker needs later:
+    asyncio, uvloop, kio, structlog, the broker's own modules (issue 21's start-up budget)."""
+    script = f"""
+import sys, types
+from pathlib import Path
+fake = types.ModuleType("minibroker.app")
+def run(config, started, early):
+    heavy = sorted(m for m in ("asyncio", "uvloop", "kio", "structlog", "minibroker.broker",
+                               "minibroker.dispatch", "minibroker.server", "minibroker_storage.log")
+                   if m in sys.modules)
+    print("early", early is not None, "ready", Path({str(tmp_path / 'ready')!r}).exists(), "heavy", heavy)
+    early.close()
+fake.run = run
+sys.modules["minibroker.app"] = fake
+from minibroker.cli import main
+main(["--host", "127.0.0.1", "--port", "0", "--data-dir", {str(tmp_path / 'data')!r},
+      "--ready-file", {str(tmp_path / 'ready')!r}])
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "early True ready True heavy []"
