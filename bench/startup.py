@@ -8,7 +8,7 @@ transactions in the coordinator's history; and where the time goes (``-X importt
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
 
 Each start is a new ``python -m minibroker.cli`` on a fixed free loopback port, polled with
-ApiVersions v3 then Metadata v1 every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
+ApiVersions then Metadata (bench/run.py's first_answers) every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
 are made once under ``--work`` (kept there when given) and copied per run, so every start
 recovers the same state. ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base
 main~5``) runs interleaved with this tree, start by start. Medians are printed as a table.
@@ -22,9 +22,7 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -35,60 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from run import free_port  # noqa: E402
+from run import first_answers, free_port  # noqa: E402
 
 PY = sys.executable
-
-
-def _frame(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
-
-
-# ApiVersions v3 (header v2, compact software name and version) and Metadata v1 (all topics),
-# as a librdkafka client opens a connection.
-API_VERSIONS_V3 = _frame(struct.pack(">hhih", 18, 3, 1, 5) + b"bench\x00" + b"\x06bench\x041.0\x00")
-METADATA_V1 = _frame(struct.pack(">hhih", 3, 1, 2, 5) + b"bench" + struct.pack(">i", -1))
-
-
-def _answer(s: socket.socket, corr: int) -> None:
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return out
-    size = struct.unpack(">i", exactly(4))[0]
-    if struct.unpack(">i", exactly(size)[:4])[0] != corr:
-        raise ConnectionError("wrong correlation id")
-
-
-def probe(port: int, t0: float, timeout: float = 10.0) -> tuple[float, float]:
-    """(s to the ApiVersions answer, s to the Metadata answer) since ``t0``; OSError when the
-    port does not take the connection yet."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(API_VERSIONS_V3)
-        _answer(s, 1)
-        api = time.perf_counter() - t0
-        s.sendall(METADATA_V1)
-        _answer(s, 2)
-        return api, time.perf_counter() - t0
-SCENARIOS = ("empty", "log1g", "txn1m")
-
-
-def _env(root: Path) -> dict[str, str]:
-    # Bytecode as an installed package has it (pip compiles it): a PYTHONDONTWRITEBYTECODE
-    # inherited from a test environment would make every start compile every module again.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    if root not in (ROOT, INSTALLED):
-        from tests.reference.checkout import checkout_path
-        env["PYTHONPATH"] = checkout_path(str(root))
-    return env
-
-
-INSTALLED = Path("installed")  # a root standing for --installed's interpreter
-_installed_python: list[str] = []
 
 
 def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
@@ -118,7 +65,7 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
                 ready_at = time.perf_counter() - t0
             if answered is None:
                 try:
-                    answered = probe(port, t0)
+                    answered = first_answers("127.0.0.1", port, t0)
                     continue
                 except OSError:
                     pass
@@ -207,11 +154,34 @@ def import_table(root: Path, runs: int = 5) -> dict[str, float]:
         with tempfile.TemporaryDirectory(prefix="startup-imports-") as d:
             log = Path(d) / "importtime.txt"
             one_start(root, Path(d) / "data", importtime=log)
-            for line in log.read_text().splitlines():
-                m = _ROW.match(line)
-                if m and len(m.group(3)) == 1:
+            rows = [m for m in map(_ROW.match, log.read_text().splitlines()) if m]
+            for m in rows:
+                if len(m.group(3)) == 1:
                     samples.setdefault(m.group(4), []).append(int(m.group(2)) / 1000)
+            total = sum(int(m.group(1)) for m in rows) / 1000
+            samples.setdefault(ALL, []).append(total)
+            samples.setdefault(FIRST_ANSWER, []).append(_before_first_answer(rows, total))
     return {k: statistics.median(v) for k, v in samples.items() if len(v) == runs}
+
+
+ALL = "(every import of the start, self times summed)"
+FIRST_ANSWER = "(the imports before the first answer)"
+
+
+def _before_first_answer(rows: list[re.Match], total: float) -> float:
+    """Self ms of the imports made before the early listener answers (minibroker/early.py): all
+    those printed before ``minibroker.app``'s, which the CLI imports after starting it. Without
+    an early listener (an older checkout), every import comes before the first answer."""
+    names = [m.group(4) for m in rows]
+    if "minibroker.early" not in names or "minibroker.app" not in names:
+        return total
+    end = names.index("minibroker.app")
+    start = end
+    # -X importtime prints a module when its import ends, after the modules it imported (each
+    # indented deeper): minibroker.app's block is the run of deeper rows just before it.
+    while start > 0 and len(rows[start - 1].group(3)) > len(rows[end].group(3)):
+        start -= 1
+    return sum(int(m.group(1)) for m in rows[:start]) / 1000
 
 
 def main() -> None:
