@@ -184,11 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     # broker's modules are imported (minibroker/early.py says why and when not).
     from . import early as early_listener
     early = early_listener.start(loaded.config)
-    if early is not None:
-        def stop_requested(_sig: int, _frame: object) -> None:
-            early.stop_requested = True  # the event loop takes the signals over, and stops
-        signal.signal(signal.SIGINT, stop_requested)
-        signal.signal(signal.SIGTERM, stop_requested)
     from .app import run
     run(loaded.config, started, early)
     return 0

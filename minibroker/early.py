@@ -42,6 +42,7 @@ from __future__ import annotations
 import fcntl
 import os
 import selectors
+import signal
 import socket
 import struct
 import threading
@@ -52,11 +53,14 @@ from typing import Any
 from minibroker_protocol import api_versions as wire
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.header import HeaderError
+from minibroker_storage.lazylog import get_logger
 
 from .binding import bind
 from .listeners import BoundListener, host_port
 
 __all__ = ["EarlyListener", "Handover", "start", "write_ready_file"]
+
+log = get_logger("minibroker.early")
 
 # An ApiVersions frame larger than this is left to the broker (real ones are ~60 bytes).
 PEEK_BYTES = 64 * 1024
@@ -95,6 +99,7 @@ class EarlyListener:
     _thread: threading.Thread | None = None
     _wake: tuple[socket.socket, socket.socket] | None = None
     _handed: bool = False
+    _failure: str | None = None  # what stopped the thread, if not handover (a bug)
 
     # -- the thread ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -114,6 +119,8 @@ class EarlyListener:
                         self._accept(sel, key.fileobj, key.data)  # type: ignore[arg-type]
                     elif not self._serve(key.data):
                         sel.unregister(key.fileobj)
+        except Exception as e:  # noqa: BLE001 - a bug: the broker answers everything from here on
+            self._failure = f"{type(e).__name__}: {e}"
         finally:
             sel.close()
 
@@ -191,6 +198,19 @@ class EarlyListener:
                                     f.epoch, f.finalized())
 
     # -- the main thread -------------------------------------------------------------------
+    def _catch_signals(self) -> None:
+        """From the ready file on, a SIGINT or SIGTERM must stop the broker cleanly (and take the
+        file back) even before the event loop takes the signals over: app.serve reads the flag."""
+        def stop_requested(_sig: int, _frame: object) -> None:
+            self.stop_requested = True
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop_requested)
+
+    @staticmethod
+    def _release_signals() -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     def _start_thread(self) -> None:
         self._wake = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name="minibroker-early", daemon=True)
@@ -213,6 +233,8 @@ class EarlyListener:
         """Stop answering; what the broker's acceptors take over from here."""
         self._stop_thread()
         self._handed = True
+        if self._failure is not None:
+            log.error("early.failed", error=self._failure, answered=len(self._answered))
         return Handover(self.sockets, [(c.listener, c.sock, c.software) for c in self._conns],
                         list(self._answered))
 
@@ -298,12 +320,14 @@ def start(config: Any) -> EarlyListener | None:
         return None  # the broker binds again and reports the failure
     features = load_features(config, dry_run=True)
     early = EarlyListener(sockets, bound, table, features, served_early)
+    early._catch_signals()
     if config.ready_file is not None:
         try:
             config.ready_file.unlink(missing_ok=True)
             write_ready_file(config.ready_file, bound)
         except OSError:
             early.close()
+            early._release_signals()
             return None  # the broker writes it and reports why it cannot
         early.ready_file = config.ready_file
     early._start_thread()

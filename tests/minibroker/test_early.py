@@ -33,6 +33,15 @@ from .conftest import RawClient
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _signals_restored():
+    """early.start takes SIGINT and SIGTERM (a broker process's): give them back to pytest."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
 def _config(tmp_path: Path, **kw) -> Config:
     kw.setdefault("port", 0)
     return Config(host="127.0.0.1", data_dir=tmp_path / "data", fsync=FsyncPolicy("never"),
@@ -213,6 +222,8 @@ def test_not_used_when_a_port_is_taken(tmp_path):
 def test_close_takes_back_the_ready_file_and_the_port(tmp_path):
     early = early_listener.start(_config(tmp_path))
     assert early is not None and (tmp_path / "ready").exists()
+    signal.raise_signal(signal.SIGTERM)  # caught: the broker would stop once its loop runs
+    assert early.stop_requested
     port = early.bound[0].port
     early.close()
     assert not (tmp_path / "ready").exists()
