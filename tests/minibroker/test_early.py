@@ -280,3 +280,33 @@ main(["--host", "127.0.0.1", "--port", "0", "--data-dir", {str(tmp_path / 'data'
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "early True ready True heavy []"
+
+
+async def test_bad_frames_are_left_to_the_broker(tmp_path):
+    """Whatever the early listener cannot read is the broker's to refuse, as it always does:
+    a negative or oversized size, a header cut short, an unknown api key. The broker stays up."""
+    cfg = _config(tmp_path, max_request_bytes=1 << 20)
+    early = early_listener.start(cfg)
+    assert early is not None
+    port = early.bound[0].port
+    bad = [struct.pack(">i", -1) + b"\x00" * 8,
+           struct.pack(">i", 1 << 30) + struct.pack(">hhih", ApiKey.ApiVersions, 0, 1, -1),
+           struct.pack(">ihh", 4, ApiKey.ApiVersions, 0),
+           struct.pack(">ihhih", 10, 9999, 0, 1, -1)]
+    clients = []
+    for frame in bad:
+        c = await RawClient.connect(port)
+        await c.send_raw(frame)
+        clients.append(c)
+    await _until(lambda: len(early._conns) == len(bad), "every connection accepted early")
+    assert early._answered == []
+    running = await start(cfg, early)
+    try:
+        for c in clients:
+            assert await c.closed()
+        good = await RawClient.connect(port)
+        await good.send_raw(_api_versions(3, 5))
+        assert struct.unpack_from(">ih", await _raw_answer(good)) == (5, 0)
+        await good.close()
+    finally:
+        await running.close()
