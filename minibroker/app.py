@@ -17,7 +17,7 @@ from minibroker_storage.errors import StorageError
 from minibroker_storage.lazylog import get_logger
 
 from . import logs
-from .binding import bind
+from .binding import bind, node_port
 from .broker import Broker
 from .clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .cluster import connection_node
@@ -221,9 +221,7 @@ async def start(config: Config, early: EarlyListener | None = None) -> RunningBr
                                            slot[0], everything, memory,
                                            auth=new_auth() if sasl else None,
                                            auth_timeout_s=config.sasl_authentication_timeout_ms / 1000)
-                # Virtual brokers listen on consecutive ports (each a free one with port 0).
-                port_asked = spec.port + i if spec.port else 0
-                server, port = _bind_listener(spec, port_asked, factory, tls, socks)
+                server, port = _bind_listener(spec, node_port(spec.port, i), factory, tls, socks)
                 servers.append(server)
                 host, adv_port = spec.advertised(port)
                 slot.append(BoundListener(spec.name, spec.host, port, host, adv_port,
@@ -266,7 +264,7 @@ def _take_over(early: EarlyListener, handover: Handover, servers: list[Acceptor]
         servers[listener].adopt(sock, software)
     for api_key, version, software, client_id in handover.answered:
         broker.request_counts.count(api_key, version, software or (UNKNOWN, UNKNOWN), client_id)
-    table = tuple(sorted((int(a.key), a.min_version, a.max_version) for a in dispatcher.apis.values()))
+    table = dispatcher.version_table()
     features = broker.features
     if table != early.table or (early.features.epoch, early.features.finalized()) != (
             features.epoch, features.finalized()):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["bind"]
+__all__ = ["bind", "node_port", "prepare_accepted"]
 
 
 def _listening_socket(host: str, port: int) -> socket.socket | None:
@@ -75,3 +75,22 @@ def bind(host: str, port: int) -> list[socket.socket]:
     """The bound sockets of one listener address (one dual-stack socket where that applies)."""
     sock = _listening_socket(host, port)
     return [sock] if sock is not None else _bound_sockets(host or "0.0.0.0", port)
+
+
+def node_port(port: int, i: int) -> int:
+    """The port the ``i``-th (virtual) broker of a listener asks for: consecutive ports from
+    ``port``, or a free one each with port 0."""
+    return port + i if port else 0
+
+
+def prepare_accepted(conn: socket.socket) -> bool:
+    """An accepted connection made non-blocking, with Nagle off on TCP as Kafka's
+    socket.tcp.no.delay; False (and closed) when the peer already went away."""
+    try:
+        conn.setblocking(False)
+        if conn.family in (socket.AF_INET, socket.AF_INET6):
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        conn.close()
+        return False
+    return True

@@ -227,12 +227,14 @@ class Dispatcher:
             RequestLog.finish(record, "answered", error)
 
     # -- ApiVersions -----------------------------------------------------------
+    def version_table(self) -> tuple[tuple[int, int, int], ...]:
+        """(api key, min version, max version) of every API served, by key: what ApiVersions lists."""
+        return tuple(sorted((int(a.key), a.min_version, a.max_version) for a in self.apis.values()))
+
     def _api_keys(self, cls: Any) -> tuple[Any, ...]:
         ApiVersion = nested(cls, "ApiVersion")
-        return tuple(
-            ApiVersion(api_key=int(a.key), min_version=a.min_version, max_version=a.max_version)
-            for a in sorted(self.apis.values(), key=lambda a: a.key)
-        )
+        return tuple(ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                     for k, lo, hi in self.version_table())
 
     def _api_versions(self, ctx: RequestContext, request: Any) -> Response:
         cls = codec.response_type(ApiKey.ApiVersions, ctx.api_version)

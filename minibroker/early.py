@@ -55,7 +55,7 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.header import HeaderError
 from minibroker_storage.lazylog import get_logger
 
-from .binding import bind
+from .binding import bind, node_port, prepare_accepted
 from .listeners import BoundListener, host_port
 
 __all__ = ["EarlyListener", "Handover", "start", "write_ready_file"]
@@ -132,12 +132,7 @@ class EarlyListener:
                 return
             except OSError:  # out of descriptors: the broker's Acceptor deals with it later
                 return
-            try:
-                conn.setblocking(False)
-                if conn.family in (socket.AF_INET, socket.AF_INET6):
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                conn.close()
+            if not prepare_accepted(conn):
                 continue
             c = _Conn(listener, conn)
             self._conns.append(c)
@@ -168,8 +163,7 @@ class EarlyListener:
             taken = c.sock.recv(4 + size)
             assert len(taken) == 4 + size  # peeked whole: the kernel hands all of it over
             try:
-                c.sock.setblocking(True)
-                c.sock.settimeout(5.0)
+                c.sock.settimeout(5.0)  # blocking, bounded: the answer is a few hundred bytes
                 c.sock.sendall(answer)
                 c.sock.setblocking(False)
             except OSError:
@@ -301,8 +295,7 @@ def start(config: Any) -> EarlyListener | None:
     try:
         for spec in listeners:
             for i, node in enumerate(config.node_ids):
-                # Virtual brokers listen on consecutive ports (app.start binds them alike).
-                socks = bind(spec.host, spec.port + i if spec.port else 0)
+                socks = bind(spec.host, node_port(spec.port, i))
                 sockets.append(socks)
                 port = socks[0].getsockname()[1]
                 host, adv_port = spec.advertised(port)

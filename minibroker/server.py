@@ -25,6 +25,7 @@ from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, s
 from minibroker_storage.lazylog import get_logger
 
 from .api import NO_RESPONSE, Response
+from .binding import prepare_accepted
 from .dispatch import Disconnect, Dispatcher
 from .request_counts import RequestCounts
 from .sasl import ANONYMOUS, MAX_UNAUTHENTICATED_FRAME
@@ -456,8 +457,6 @@ class Acceptor:
             self._loop.add_reader(sock.fileno(), self._accept, sock)
 
     def _accept(self, sock: socket.socket) -> None:
-        loop = self._loop
-        assert loop is not None  # a reader start_serving registered
         for _ in range(self.backlog):
             try:
                 conn, _addr = sock.accept()
@@ -466,41 +465,36 @@ class Acceptor:
             except OSError as e:
                 self._refused(sock, e)
                 return
-            try:
-                conn.setblocking(False)
-                if conn.family in (socket.AF_INET, socket.AF_INET6):
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:  # the peer already went away
-                conn.close()
-                continue
-            task = loop.create_task(self._connect(conn))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if prepare_accepted(conn):
+                self._spawn(conn, self.factory)
 
     def adopt(self, conn: socket.socket, software: tuple[str, str] | None) -> None:
         """A connection the early listener accepted (minibroker/early.py), with the client
         software it named in ApiVersions (KIP-511), set before its next request is read."""
-        assert self._loop is not None  # after start_serving
         factory = self.factory
         if software is not None:
             def factory() -> Any:
                 protocol = self.factory()
                 protocol.client_software = software
                 return protocol
+        self._spawn(conn, factory)
+
+    def _spawn(self, conn: socket.socket, factory: Any) -> None:
+        assert self._loop is not None  # after start_serving
         task = self._loop.create_task(self._connect(conn, factory))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _connect(self, conn: socket.socket, factory: Any = None) -> None:
+    async def _connect(self, conn: socket.socket, factory: Any) -> None:
         assert self._loop is not None  # started by _accept
         peer = _peer(conn) if self.ssl is not None else None
         try:
             if self.ssl is None:
-                await self._loop.connect_accepted_socket(factory or self.factory, conn)
+                await self._loop.connect_accepted_socket(factory, conn)
             else:
                 from .tls import HANDSHAKE_TIMEOUT_S
                 await self._loop.connect_accepted_socket(
-                    self.factory, conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+                    factory, conn, ssl=self.ssl, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
         except (TimeoutError, OSError) as e:
             # ssl.SSLError is an OSError: an untrusted or missing client certificate, a
             # plaintext client on a TLS port, a timed-out handshake
