@@ -76,6 +76,7 @@ def run_mock(debug: bool) -> None:
     That log then keeps flowing (a line per request, through Python) and slows the mock, so the
     default is to start it without debug and read its listening port from /proc instead."""
     import time
+
     from confluent_kafka import Producer
 
     found = threading.Event()

@@ -82,7 +82,7 @@ def _read_answer(s: socket.socket, corr: int) -> None:
 def first_answers(host: str, port: int, t0: float, timeout: float = 10.0) -> tuple[float, float]:
     """(s to the ApiVersions answer, s to the Metadata answer after it) since ``t0``; OSError
     while the port does not take the connection. minibroker answers ApiVersions while the rest of
-    it still loads (minibroker/early.py): Metadata is when a client can start its work."""
+    it still loads (minibroker/net/early.py): Metadata is when a client can start its work."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(API_VERSIONS_V0)
         _read_answer(s, 1)
@@ -113,7 +113,7 @@ BASELINE: list[str] = []  # --baseline DIR, once parsed
 def has_ready_file(root: str = ROOT) -> bool:
     """Whether the minibroker in ``root`` has --ready-file (asked once)."""
     if root not in _READY_FILE:
-        out = subprocess.run([PY, "-m", "minibroker.cli", "--help"], cwd=root, capture_output=True, text=True)
+        out = subprocess.run([PY, "-m", "minibroker.cli.main", "--help"], cwd=root, capture_output=True, text=True)
         _READY_FILE[root] = "--ready-file" in out.stdout
     return _READY_FILE[root]
 
@@ -232,7 +232,7 @@ class MiniBroker(Broker):
         if self.baseline:
             from tests.reference.checkout import checkout_path
             env = {**os.environ, "PYTHONPATH": checkout_path(self.root)}
-        self.proc = subprocess.Popen([PY, "-m", "minibroker.cli", "--port", str(port), "--data-dir", self.dir,
+        self.proc = subprocess.Popen([PY, "-m", "minibroker.cli.main", "--port", str(port), "--data-dir", self.dir,
                                       "--fsync", self.fsync, "--log-level", "warning", *extra,
                                       *(["--control-listener", "127.0.0.1:0"] if self.control else [])],
                                      cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -373,6 +373,7 @@ def create_topic(b: "Broker", topic: str, partitions: int) -> None:
     auto-created by Metadata with the mock's default of 4 partitions, and the load generators
     address partitions explicitly so that every broker gets the same partition count in use."""
     import gc
+
     from confluent_kafka.admin import AdminClient, NewTopic
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
     try:
@@ -476,6 +477,7 @@ def delete_topic(b: "Broker", topic: str) -> None:
     if isinstance(b, Mock):
         return
     import gc
+
     from confluent_kafka.admin import AdminClient
     a = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
     try:

@@ -7,7 +7,7 @@ transactions in the coordinator's history; and where the time goes (``-X importt
     python -m bench.startup --importtime [--baseline DIR]
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
 
-Each start is a new ``python -m minibroker.cli`` on a fixed free loopback port, polled with
+Each start is a new ``python -m minibroker.cli.main`` on a fixed free loopback port, polled with
 ApiVersions then Metadata (bench/run.py's first_answers) every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
 are made once under ``--work`` (kept there when given) and copied per run, so every start
 recovers the same state. ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base
@@ -65,7 +65,7 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
         python, cwd = _installed_python[0], data_dir.parent
     ready = data_dir.with_name(data_dir.name + ".ready")
     ready.unlink(missing_ok=True)
-    argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker.cli",
+    argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker.cli.main",
             "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir),
             "--ready-file", str(ready), "--log-level", "warning", *extra]
     err = open(importtime, "w") if importtime else subprocess.DEVNULL
@@ -194,11 +194,11 @@ FIRST_ANSWER = "(the imports before the first answer)"
 
 
 def _before_first_answer(rows: list[re.Match], total: float) -> float:
-    """Self ms of the imports made before the early listener answers (minibroker/early.py): all
+    """Self ms of the imports made before the early listener answers (minibroker/net/early.py): all
     those printed before ``minibroker.app``'s, which the CLI imports after starting it. Without
     an early listener (an older checkout), every import comes before the first answer."""
     names = [m.group(4) for m in rows]
-    if "minibroker.early" not in names or "minibroker.app" not in names:
+    if "minibroker.net.early" not in names or "minibroker.app" not in names:
         return total
     end = names.index("minibroker.app")
     start = end

@@ -17,7 +17,7 @@ and is restarted with the same ``--transactional-id`` and ``--group``:
 
 Run it against minibroker (see examples/README.md)::
 
-    python -m minibroker.cli &                     # a broker on localhost:9092
+    python -m minibroker.cli.main &                     # a broker on localhost:9092
     python examples/eos_pipeline.py --input words --output WORDS \\
         --group upper --transactional-id upper-1
 

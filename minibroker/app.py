@@ -16,15 +16,14 @@ from typing import Any
 from minibroker_storage.errors import StorageError
 from minibroker_storage.lazylog import get_logger
 
-from . import logs
-from .binding import bind, node_port
 from .broker import Broker
-from .clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .cluster import connection_node
-from .config import Config, FsyncPolicy
-from .crash_points import CrashPoints
-from .dispatch import Dispatcher
-from .early import EarlyListener, Handover, write_ready_file
+from .config.listeners import BoundListener, Endpoint
+from .config.options import Config, FsyncPolicy
+from .control.request_counts import UNKNOWN
+from .core import logs
+from .core.clock import SYSTEM_CLOCK, Clock, ControlledClock
+from .core.crash_points import CrashPoints
 from .handlers.acls import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.authz import Authz
@@ -42,9 +41,10 @@ from .handlers.sasl import SaslHandlers
 from .handlers.telemetry import TelemetryHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
-from .listeners import BoundListener, Endpoint
-from .request_counts import UNKNOWN
-from .server import Acceptor, KafkaConnection, RequestMemory
+from .net.binding import bind, node_port
+from .net.dispatch import Dispatcher
+from .net.early import EarlyListener, Handover, write_ready_file
+from .net.server import Acceptor, KafkaConnection, RequestMemory
 
 log = get_logger("minibroker")
 # How long after the broker is ready the start-up's held log events are written (logs.hold)
@@ -109,10 +109,10 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         for api in family.apis():
             d.register(api)
     if broker.config.as_version is not None:
-        from .as_version import cap
+        from .config.as_version import cap
         cap(d.apis, broker.config.as_version)
     if broker.config.max_api_versions:
-        from .as_version import cap_versions
+        from .config.as_version import cap_versions
         cap_versions(d.apis, dict(broker.config.max_api_versions))
     return d
 
@@ -190,11 +190,11 @@ async def start(config: Config, early: EarlyListener | None = None) -> RunningBr
     clock: Clock = ControlledClock(config.clock == "virtual") if controlled else SYSTEM_CLOCK
     injector = request_log = None
     if config.control_listener is not None or config.faults is not None:
-        from .faults.actions import Injector
-        from .faults.rules import FaultBook, read_rules_file
+        from .control.faults.actions import Injector
+        from .control.faults.rules import FaultBook, read_rules_file
         injector = Injector(FaultBook(read_rules_file(config.faults) if config.faults else ()))
     if config.control_listener is not None:
-        from .request_log import RequestLog
+        from .control.request_log import RequestLog
         request_log = RequestLog(broker=config.node_id)
     broker = Broker(config, clock=clock, crash_points=crash_points)
     # One write of the transaction history per event-loop turn, not one per event.
@@ -259,7 +259,7 @@ async def start(config: Config, early: EarlyListener | None = None) -> RunningBr
 
 def _take_over(early: EarlyListener, handover: Handover, servers: list[Acceptor],
                dispatcher: Dispatcher, broker: Broker) -> None:
-    """The early listener's connections and counts become the broker's (minibroker/early.py)."""
+    """The early listener's connections and counts become the broker's (minibroker/net/early.py)."""
     for listener, sock, software in handover.connections:
         servers[listener].adopt(sock, software)
     for api_key, version, software, client_id in handover.answered:
@@ -268,7 +268,7 @@ def _take_over(early: EarlyListener, handover: Handover, servers: list[Acceptor]
     features = broker.features
     if table != early.table or (early.features.epoch, early.features.finalized()) != (
             features.epoch, features.finalized()):
-        # A bug: a handler's range changed without minibroker/served_apis.py, or the levels
+        # A bug: a handler's range changed without minibroker/config/served_apis.py, or the levels
         # were read differently; the clients answered early saw a table this broker does not serve.
         log.error("early.table_differs", early=early.table, broker=table,
                   early_features=early.features.finalized(), features=features.finalized())
@@ -289,7 +289,7 @@ def _sasl(config: Config, broker: Broker) -> Any:
     """What makes a SASL connection's authenticator (None without a SASL listener)."""
     if not any(spec.sasl for spec in config.effective_listeners()):
         return None
-    from .sasl.authenticator import Authenticator
+    from .security.sasl.authenticator import Authenticator
     mechanisms = tuple(config.sasl_mechanisms.split(","))
     credentials = broker.sasl_credentials
     clock = broker.clock
@@ -301,7 +301,7 @@ def _tls_context(config: Config) -> Any:
     """The SSL listeners' server context (None without one): ``ssl`` is imported only then."""
     if not any(spec.tls for spec in config.effective_listeners()):
         return None
-    from .tls import server_context
+    from .security.tls import server_context
 
     assert config.ssl_certfile is not None and config.ssl_keyfile is not None  # config checked
     return server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
@@ -377,7 +377,7 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
                  data_dir=str(config.data_dir.resolve()), ephemeral=config.ephemeral,
                  fsync=str(config.fsync), pid=os.getpid(),
                  startup_ms=round((time.perf_counter() - started_at) * 1000, 1))
-        # The events held since start (minibroker/logs.py) are written a moment after the
+        # The events held since start (minibroker/core/logs.py) are written a moment after the
         # broker is ready, so importing structlog does not delay the first answers.
         asyncio.get_running_loop().call_later(LOG_RELEASE_S, logs.release)
         await stop.wait()
@@ -391,7 +391,7 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
 
 
 def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/early.py)."""
+    """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/net/early.py)."""
     try:
         try:
             import uvloop

@@ -30,24 +30,24 @@ from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 from minibroker_storage.txn_history import TxnHistory
 
-from .background import Background
-from .clock import SYSTEM_CLOCK, Clock
+from .background.loops import Background
 from .cluster import Cluster
-from .config import Config
+from .config.features import load_features
+from .config.options import Config
+from .control.request_counts import RequestCounts
 from .coordinator import snapshot
-from .coordinator.consumer_group import ConsumerGroupSettings, TopicView
-from .coordinator.group import GroupCoordinator
-from .coordinator.group_store import BrokerOffsetsTopic
-from .coordinator.transaction import TransactionCoordinator
-from .crash_points import CrashPoints
-from .features import load_features
-from .fetch_waiters import FetchWaiters
-from .java_hash import java_string_hash
-from .request_counts import RequestCounts
-from .txn_timeline import Timeline
+from .coordinator.group.consumer_group import ConsumerGroupSettings, TopicView
+from .coordinator.group.coordinator import GroupCoordinator
+from .coordinator.group.store import BrokerOffsetsTopic
+from .coordinator.txn.coordinator import TransactionCoordinator
+from .coordinator.txn.timeline import Timeline
+from .core.clock import SYSTEM_CLOCK, Clock
+from .core.crash_points import CrashPoints
+from .core.java_hash import java_string_hash
+from .handlers.fetch_waiters import FetchWaiters
 
 if TYPE_CHECKING:
-    from .acl.authorizer import Authorizer
+    from .security.acl.authorizer import Authorizer
 
 log = get_logger("minibroker.broker")
 
@@ -145,7 +145,7 @@ class Broker:
     @functools.cached_property
     def sasl_credentials(self):
         """The SASL users (--sasl-users and AlterUserScramCredentials), read on first use."""
-        from .sasl.credentials import Credentials, read_users_file
+        from .security.sasl.credentials import Credentials, read_users_file
         users = read_users_file(self.config.sasl_users) if self.config.sasl_users else {}
         return Credentials(users, self.config.data_dir)
 
@@ -338,6 +338,6 @@ def _authorizer(config: Config) -> Authorizer | None:
     acls.json); None without, as Kafka without authorizer.class.name authorizes nothing."""
     if config.authorizer != "standard":
         return None
-    from .acl.authorizer import Authorizer
+    from .security.acl.authorizer import Authorizer
     return Authorizer(config.data_dir, super_users=config.super_users,
                       allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from minibroker_storage.lazylog import get_logger
 
-from .java_hash import java_string_hash
+from .core.java_hash import java_string_hash
 
 log = get_logger("minibroker.cluster")
 

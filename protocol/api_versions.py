@@ -1,6 +1,6 @@
 """ApiVersions on the server side without kio: the request read, the answer written by hand.
 
-The broker's early listener (minibroker/early.py) answers a client's first request before kio's
+The broker's early listener (minibroker/net/early.py) answers a client's first request before kio's
 schemas, or anything else the broker needs, are imported. The bytes must be the ones the full
 broker writes through kio (tests/protocol/test_api_versions_wire.py compares them for every
 version): the request and response layouts are ApiVersionsRequest.json/ApiVersionsResponse.json

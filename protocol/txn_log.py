@@ -27,7 +27,7 @@ _I64 = struct.Struct(">q")
 _TAG_PREVIOUS_PID, _TAG_NEXT_PID, _TAG_CLIENT_TV = 0, 1, 2
 
 # Kafka's TransactionState wire codes. What a state means (its name, the states it may
-# follow, whether it may expire) is the coordinator's: minibroker/coordinator/txn_state.py.
+# follow, whether it may expire) is the coordinator's: minibroker/coordinator/txn/state.py.
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, \
     PREPARE_EPOCH_FENCE = range(8)
 STATE_CODES = frozenset(range(8))

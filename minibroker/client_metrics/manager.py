@@ -29,8 +29,8 @@ from minibroker_protocol import checksum
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
-from ..clock import Clock
-from ..java_hash import java_string_hash
+from ..core.clock import Clock
+from ..core.java_hash import java_string_hash
 from . import configs as cfg
 
 log = get_logger("minibroker.telemetry")

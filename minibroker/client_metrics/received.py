@@ -17,7 +17,7 @@ from typing import Any
 from minibroker_protocol.otlp import MetricPoint, TelemetryPayloadError, decode
 from minibroker_storage.lazylog import get_logger
 
-from ..clock import Clock
+from ..core.clock import Clock
 from .manager import kafka_uuid_text
 
 log = get_logger("minibroker.telemetry")

@@ -36,14 +36,14 @@ from aiohttp import web
 
 from minibroker_storage.lazylog import get_logger
 
-from ..clock import ControlledClock
-from ..faults.actions import Injector
-from ..faults.rules import FaultError, parse_api
-from ..request_counts import RequestCounts
-from ..request_log import RequestLog
+from ..core.clock import ControlledClock
 from .durations import DurationError, parse_duration_ms
+from .faults.actions import Injector
+from .faults.rules import FaultError, parse_api
 from .replies import bad as _bad
 from .replies import json_body as _json_body
+from .request_counts import RequestCounts
+from .request_log import RequestLog
 
 log = get_logger("minibroker.control")
 

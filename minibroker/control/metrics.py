@@ -23,8 +23,8 @@ from prometheus_client.registry import Collector
 
 from minibroker_storage.lazylog import get_logger
 
-from ..request_counts import api_name
 from . import views
+from .request_counts import api_name
 
 log = get_logger("minibroker.control.metrics")
 

@@ -1,5 +1,5 @@
 """The control plane's transaction routes: what `minibroker txn ... --control` and the web
-console read (minibroker/txn_inspect.py computes it).
+console read (minibroker/coordinator/txn/inspect.py computes it).
 
     GET  /v1/transactions                       {"now_ms", "transactions": [...]} (the coordinator's view)
     GET  /v1/transactions/hanging[?max_age_ms=] {"hanging": [...]} (the partitions' view)
@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import txn_inspect
+from ..coordinator.txn import inspect as txn_inspect
 from .replies import bad as _bad
 from .replies import json_body as _json_body
 

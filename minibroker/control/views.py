@@ -17,8 +17,8 @@ from typing import Any
 
 from minibroker_protocol.topics import is_internal
 
-from ..coordinator.txn_state import TxnState
-from ..txn_inspect import transaction_row
+from ..coordinator.txn.inspect import transaction_row
+from ..coordinator.txn.state import TxnState
 
 # A transaction is open from its first partition until its markers are written: what holds
 # back a partition's LSO and what transaction.timeout.ms is measured against.

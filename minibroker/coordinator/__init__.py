@@ -1,0 +1,8 @@
+"""Coordinators: what keeps state in an internal log and rebuilds it on start. The shared
+pieces are here (``replay`` of an internal log, ``snapshot`` files, expiry ``timers``); each
+coordinator is a sub-package: ``txn/`` (transactions), ``group/`` (classic and KIP-848
+consumer groups). Share groups and streams groups get their own sub-packages beside them.
+
+Imports: ``core``, ``config``; a sub-package imports this package's top modules, never another
+sub-package.
+"""

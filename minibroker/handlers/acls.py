@@ -13,8 +13,9 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..acl import CLUSTER_NAME, AclBinding, AclFilter, AclOperation, PatternType, ResourceType
-from ..acl.filters import (
+from ..net.dispatch import Disconnect
+from ..security.acl import CLUSTER_NAME, AclBinding, AclFilter, AclOperation, PatternType, ResourceType
+from ..security.acl.filters import (
     MalformedRequest,
     UnknownServerError,
     check_codes,
@@ -22,13 +23,12 @@ from ..acl.filters import (
     filter_refusal,
     refusal,
 )
-from ..acl.model import PermissionType
-from ..api import Api, RequestContext
-from ..dispatch import Disconnect
+from ..security.acl.model import PermissionType
+from .api import Api, RequestContext
 from .common import ZERO, answers, response_cls
 
 if TYPE_CHECKING:
-    from ..acl.authorizer import Authorizer
+    from ..security.acl.authorizer import Authorizer
 
 # Kafka's messages: CreateAcls/DeleteAcls throw SecurityDisabledException("No Authorizer is
 # configured."); DescribeAcls sets its own (core/src/main/scala/kafka/server/AclApis.scala).

@@ -11,10 +11,10 @@ from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import is_internal, topic_name_error
 from minibroker_storage.manager import LogManager
 
-from .. import topic_configs as tc
-from ..api import Api, RequestContext
 from ..client_metrics import configs as cmc
-from ..config import Config
+from ..config import topic_configs as tc
+from ..config.options import Config
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, CreateTopic, answers, response_cls
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..acl import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from ..acl.authorizer import Authorizer
+    from ..security.acl.authorizer import Authorizer
 
 Op = AclOperation
 Res = ResourceType

@@ -12,7 +12,7 @@ from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.log import PartitionLog
 from minibroker_storage.manager import LogManager
 
-from ..api import RequestContext, Response
+from .api import RequestContext, Response
 
 ZERO = datetime.timedelta(0)
 

@@ -18,11 +18,11 @@ from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.topics import topic_name_error
 from minibroker_storage.manager import LogManager
 
-from .. import topic_configs as tc
-from ..api import Api, RequestContext
 from ..client_metrics.configs import SubscriptionError, java_list
 from ..client_metrics.manager import ClientMetricsManager
-from ..config import Config
+from ..config import topic_configs as tc
+from ..config.options import Config
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op
 from .authz import Res as AclRes
 from .common import ZERO, answers, response_cls

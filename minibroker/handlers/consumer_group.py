@@ -19,10 +19,10 @@ from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
-from ..api import Api, RequestContext
-from ..coordinator.consumer_group import ConsumerGroupError
-from ..coordinator.group import GroupCoordinator
-from ..features import Features
+from ..config.features import Features
+from ..coordinator.group.consumer_group import ConsumerGroupError
+from ..coordinator.group.coordinator import GroupCoordinator
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, response_cls
 

@@ -14,7 +14,7 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..api import Api, RequestContext
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, Endpoint, advertised_endpoint, answers, response_cls
 

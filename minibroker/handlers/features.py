@@ -12,8 +12,8 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..api import Api, RequestContext
-from ..features import UPGRADE, Features
+from ..config.features import UPGRADE, Features
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, response_cls
 

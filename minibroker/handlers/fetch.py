@@ -21,8 +21,8 @@ from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.verify import CorruptBatch
 
-from ..api import Api, RequestContext, Response
 from ..cluster import Cluster, connection_node
+from .api import Api, RequestContext, Response
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, partition_log, response_cls
 

@@ -11,8 +11,8 @@ from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
-from ..api import Api, RequestContext
-from ..coordinator.group import GroupCoordinator, GroupError, Offset
+from ..coordinator.group.coordinator import GroupCoordinator, GroupError, Offset
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, answers_later, response_cls
 

@@ -17,8 +17,8 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.manager import LogManager
 
-from ..api import Api, RequestContext
-from ..config import Config
+from ..config.options import Config
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, by_partition, response_cls
 

@@ -13,9 +13,9 @@ from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
-from ..api import Api, RequestContext
 from ..cluster import Cluster
-from ..config import Config
+from ..config.options import Config
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import (
     AUTHORIZED_OPERATIONS_OMITTED,

@@ -20,11 +20,11 @@ from minibroker_storage.errors import ProducerStateError, StorageError
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
-from ..api import NO_RESPONSE, Api, RequestContext, Response
 from ..cluster import Cluster, connection_node
-from ..crash_points import CrashPoints
-from ..dispatch import Disconnect
-from ..txn_timeline import NO_TIMELINE, Timeline
+from ..coordinator.txn.timeline import NO_TIMELINE, Timeline
+from ..core.crash_points import CrashPoints
+from ..net.dispatch import Disconnect
+from .api import NO_RESPONSE, Api, RequestContext, Response
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, partition_log, response_cls
 

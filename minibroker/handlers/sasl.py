@@ -1,6 +1,6 @@
 """SaslHandshake, SaslAuthenticate and the SCRAM credential APIs.
 
-On a SASL listener the connection's ``auth`` (minibroker/sasl/authenticator.py) answers the
+On a SASL listener the connection's ``auth`` (minibroker/security/sasl/authenticator.py) answers the
 handshake and the token exchange; on any other listener, and after authentication without a
 re-authentication due, Kafka's KafkaApis answers both with ILLEGAL_SASL_STATE
 (handleSaslHandshakeRequest / handleSaslAuthenticateRequest), and so does this.
@@ -20,8 +20,8 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
-from ..api import Api, RequestContext, Response
-from ..sasl import AuthenticationFailed
+from ..security.sasl import AuthenticationFailed
+from .api import Api, RequestContext, Response
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, response_cls
 
@@ -136,7 +136,7 @@ class SaslHandlers:
     # -- AlterUserScramCredentials ---------------------------------------------------------
     @answers
     def alter_credentials(self, ctx: RequestContext, req: Any) -> Any:
-        from ..sasl.scram import MECHANISMS, MIN_ITERATIONS, credential_from_salted
+        from ..security.sasl.scram import MECHANISMS, MIN_ITERATIONS, credential_from_salted
         R = response_cls(ctx)
         Result = nested(R, "AlterUserScramCredentialsResult")
         if not self.authz.cluster(ctx, Op.ALTER):

@@ -10,8 +10,8 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build
 from minibroker_protocol.errors import ErrorCode
 
-from ..api import Api, RequestContext
 from ..client_metrics.manager import ACCEPTED_COMPRESSION, ZERO_UUID, ClientMetricsManager, Refused
+from .api import Api, RequestContext
 from .common import ZERO, answers, response_cls
 
 

@@ -17,9 +17,9 @@ from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 
-from ..api import Api, RequestContext
-from ..coordinator.transaction import TransactionCoordinator, TxnError
-from ..txn_timeline import Timeline, requester_of
+from ..coordinator.txn.coordinator import TransactionCoordinator, TxnError
+from ..coordinator.txn.timeline import Timeline, requester_of
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, answers, response_cls
 

@@ -12,9 +12,9 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.manager import LogManager
 
-from ..api import Api, RequestContext
-from ..coordinator.transaction import TransactionCoordinator
-from ..coordinator.txn_state import TxnState
+from ..coordinator.txn.coordinator import TransactionCoordinator
+from ..coordinator.txn.state import TxnState
+from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, answers, partition_log, response_cls
 

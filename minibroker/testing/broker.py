@@ -105,7 +105,7 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-# minibroker/crash_points.py reads this in the broker process (not imported here: this module
+# minibroker/core/crash_points.py reads this in the broker process (not imported here: this module
 # stays standard-library only).
 _SNAPSHOT_RECORDS_VARIABLE = "MINIBROKER_TEST_SNAPSHOT_RECORDS"
 
@@ -140,7 +140,7 @@ class MiniBroker:
 
     Test-only hooks (older crash tests; a ``crash`` fault rule does the same):
     ``crash_at="txn.after_prepare"`` makes the broker SIGKILL itself at that step (a crash
-    rule passed with ``--faults``; minibroker/faults/rules.py names the points);
+    rule passed with ``--faults``; minibroker/control/faults/rules.py names the points);
     ``snapshot_records=6`` writes a coordinator snapshot every 6 records.
     ``restart(args=[...])`` restarts with other raw arguments, ``restart(crash_at=None)``
     without the crash point.
@@ -262,7 +262,7 @@ class MiniBroker:
         if self.control_port is not None:
             cmd += ["--control-listener", f"{self.host}:{self.control_port}"]
         if self.crash_at:
-            # A crash rule of the fault-injection API (minibroker/faults/rules.py), from a file.
+            # A crash rule of the fault-injection API (minibroker/control/faults/rules.py), from a file.
             faults = self.work_dir / "crash-at.json"
             import json
             faults.write_text(json.dumps({"rules": [{"action": "crash", "point": self.crash_at,

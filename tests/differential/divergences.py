@@ -57,7 +57,7 @@ ACCEPTED_ON_PURPOSE: dict[str, str] = {
 }
 
 
-# ACLs (minibroker/acl, tests/differential/test_acls.py compares the rest exactly): where the
+# ACLs (minibroker/security/acl, tests/differential/test_acls.py compares the rest exactly): where the
 # authorizer differs from Kafka's StandardAuthorizer on purpose.
 ACL_DIFFERENCES: dict[str, str] = {
     "An ACL whose principal has no ':'":

@@ -61,7 +61,8 @@ def brokers(kafka: KafkaReference | None = None, checkout: str | None = None):
 
 
 def hypothesis_settings(examples: int, steps: int = 25):
-    from hypothesis import HealthCheck, Phase, settings as hsettings
+    from hypothesis import HealthCheck, Phase
+    from hypothesis import settings as hsettings
 
     return hsettings(max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=False,
                      suppress_health_check=list(HealthCheck), database=None,

@@ -1,4 +1,4 @@
-"""minibroker/kafka_releases.py (what ``--as-version`` advertises) is what each release's own
+"""minibroker/config/kafka_releases.py (what ``--as-version`` advertises) is what each release's own
 kafka-clients jar says its broker served — checked for the oldest, a 3.x and the newest release
 (the others come from the same generator: python -m tests.reference.release_apis generate)."""
 
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from minibroker.kafka_releases import RELEASES
+from minibroker.config.kafka_releases import RELEASES
 from tests.reference import release_apis
 
 
@@ -24,10 +24,11 @@ def test_the_table_is_the_release_jar(release):
 
 def test_the_newest_release_caps_nothing_minibroker_serves():
     """minibroker serves no version newer than Kafka 4.4 does (its --as-version 4.4 is itself)."""
+    import tempfile
+
     from minibroker.app import build_dispatcher
     from minibroker.broker import Broker
-    from minibroker.config import Config
-    import tempfile
+    from minibroker.config.options import Config
 
     with tempfile.TemporaryDirectory() as d:
         broker = Broker(Config(data_dir=__import__("pathlib").Path(d), port=0))

@@ -26,7 +26,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def scrub(data_dir) -> tuple[int, dict]:
-    res = subprocess.run([sys.executable, "-m", "minibroker.scrub_cli", "--data-dir", str(data_dir), "--json"],
+    res = subprocess.run([sys.executable, "-m", "minibroker.cli.scrub", "--data-dir", str(data_dir), "--json"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode in (0, 1), res.stderr
     return res.returncode, json.loads(res.stdout)

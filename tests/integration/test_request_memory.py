@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from minibroker.api import Response
-from minibroker.server import KafkaConnection, RequestMemory
+from minibroker.handlers.api import Response
+from minibroker.net.server import KafkaConnection, RequestMemory
 from minibroker_protocol.framing import frame
 
 

@@ -61,7 +61,7 @@ def generate_offsets(data_dir: Path, commits: int, groups: int = 10, partitions:
     """Plain OffsetCommit history in ``__consumer_offsets`` as the group coordinator writes
     it (one batch per commit, OffsetCommitKey v1 / OffsetCommitValue v3, each group on its
     Kafka partition)."""
-    from minibroker.java_hash import java_string_hash
+    from minibroker.core.java_hash import java_string_hash
     from minibroker_protocol import group_log as gl
     from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 

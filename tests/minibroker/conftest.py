@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol import codec
 from minibroker_protocol.header import read_uvarint
 

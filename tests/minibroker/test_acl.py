@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.acl import Authorizer
-from minibroker.acl.decision import allowed_on_some, decide
-from minibroker.acl.filters import (
+from minibroker.security.acl import Authorizer
+from minibroker.security.acl.decision import allowed_on_some, decide
+from minibroker.security.acl.filters import (
     MalformedRequest,
     UnknownServerError,
     check_codes,
@@ -16,11 +16,11 @@ from minibroker.acl.filters import (
     matches,
     refusal,
 )
-from minibroker.acl.model import AclBinding, AclFilter
-from minibroker.acl.model import AclOperation as Op
-from minibroker.acl.model import PatternType as Pat
-from minibroker.acl.model import PermissionType as Perm
-from minibroker.acl.model import ResourceType as Res
+from minibroker.security.acl.model import AclBinding, AclFilter
+from minibroker.security.acl.model import AclOperation as Op
+from minibroker.security.acl.model import PatternType as Pat
+from minibroker.security.acl.model import PermissionType as Perm
+from minibroker.security.acl.model import ResourceType as Res
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST = "10.0.0.1"

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from minibroker.acl import Authorizer
-from minibroker.api import RequestContext
-from minibroker.dispatch import Disconnect
 from minibroker.handlers.acls import AclHandlers
+from minibroker.handlers.api import RequestContext
+from minibroker.net.dispatch import Disconnect
+from minibroker.security.acl import Authorizer
 from minibroker_protocol.build import nested
 from minibroker_protocol.errors import ErrorCode
 

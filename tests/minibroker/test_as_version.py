@@ -8,7 +8,7 @@ import pytest
 
 from minibroker.app import build_dispatcher
 from minibroker.broker import Broker
-from minibroker.config import ConfigError, Config, add_serve_options, load
+from minibroker.config.options import Config, ConfigError, add_serve_options, load
 from minibroker_protocol.api_keys import ApiKey
 
 

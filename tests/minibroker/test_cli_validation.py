@@ -134,10 +134,10 @@ def test_data_dir_without_write_permission(tmp_path):
     """As root every directory is writable: the check runs in a child that became nobody, as
     a container user would be against a volume owned by someone else. (A fork, not an exec:
     nobody may not be allowed to run this venv's interpreter.)"""
-    from minibroker.preflight import check_data_dir
-
     import shutil
     import tempfile
+
+    from minibroker.cli.preflight import check_data_dir
 
     # pytest's own tmp dirs are root's alone (0700): nobody could not even look in them.
     top = Path(tempfile.mkdtemp(prefix="minibroker-preflight-"))

@@ -13,7 +13,7 @@ import pytest
 from minibroker.client_metrics import configs as cmc
 from minibroker.client_metrics.manager import ClientMetricsManager, Refused, java_hash_set_order
 from minibroker.client_metrics.received import ReceivedMetrics
-from minibroker.clock import ManualClock
+from minibroker.core.clock import ManualClock
 from minibroker_protocol.errors import ErrorCode
 
 A = uuid.UUID("0f0e0d0c-0b0a-0908-0706-050403020100")

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from minibroker.clock import SYSTEM_CLOCK, ManualClock
+from minibroker.core.clock import SYSTEM_CLOCK, ManualClock
 
 
 def test_manual_clock_moves_only_when_told():

@@ -11,12 +11,12 @@ import uuid
 
 import pytest
 
-from minibroker.clock import ManualClock
-from minibroker.coordinator import consumer_assignors as A
-from minibroker.coordinator.consumer_group import ConsumerGroupError, TopicView
-from minibroker.coordinator.consumer_member import ConsumerMember, MemberState, reconcile
-from minibroker.coordinator.group_machine import GroupMachine
-from minibroker.coordinator.group_model import GroupError, Offset
+from minibroker.coordinator.group import consumer_assignors as A
+from minibroker.coordinator.group.consumer_group import ConsumerGroupError, TopicView
+from minibroker.coordinator.group.consumer_member import ConsumerMember, MemberState, reconcile
+from minibroker.coordinator.group.machine import GroupMachine
+from minibroker.coordinator.group.model import GroupError, Offset
+from minibroker.core.clock import ManualClock
 from minibroker_protocol.errors import ErrorCode as E
 
 from .test_group_state_machine import MemoryOffsetsTopic

@@ -10,7 +10,7 @@ from crc32c import crc32c
 from structlog.testing import capture_logs
 
 from minibroker.broker import Broker
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol import group_log as gl
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.batch import CRC_START, HEADER_SIZE

@@ -11,10 +11,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker.coordinator import snapshot
-from minibroker.coordinator.group import GroupCoordinator
-from minibroker.coordinator.transaction import TransactionCoordinator
+from minibroker.coordinator.group.coordinator import GroupCoordinator
+from minibroker.coordinator.txn.coordinator import TransactionCoordinator
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 

@@ -10,8 +10,8 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from minibroker.api import NO_RESPONSE, Api, RequestContext, Response
-from minibroker.dispatch import Disconnect, Dispatcher
+from minibroker.handlers.api import NO_RESPONSE, Api, RequestContext, Response
+from minibroker.net.dispatch import Disconnect, Dispatcher
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build

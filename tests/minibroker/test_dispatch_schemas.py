@@ -8,7 +8,7 @@ from pathlib import Path
 
 from minibroker.app import build_dispatcher
 from minibroker.broker import Broker
-from minibroker.config import Config
+from minibroker.config.options import Config
 from minibroker_protocol import codec
 
 

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from minibroker.dump_log import dump, main
+from minibroker.cli.dump_log import dump, main
 from minibroker_protocol.records import build_batch, build_control_batch
 from minibroker_storage.config import LogConfig
 from minibroker_storage.log import PartitionLog
@@ -285,7 +285,7 @@ def test_closed_pipe_ends_the_dump_quietly(tmp_path):
     for i in range(3000):
         plog.append(build_batch([{"key": b"k", "value": b"v" * 50, "timestamp": i}]))
     plog.close()
-    proc = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "dump-log", str(tmp_path / "t-0")],
+    proc = subprocess.Popen([sys.executable, "-m", "minibroker.cli.main", "dump-log", str(tmp_path / "t-0")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().startswith(b"Dumping ")
     proc.stdout.close()
@@ -298,7 +298,7 @@ def test_closed_pipe_ends_the_dump_quietly(tmp_path):
 
 def test_file_deleted_after_the_listing_is_a_note_not_an_error(tmp_path, capsys, monkeypatch):
     """A running broker's retention or snapshot rotation races the listing of a directory."""
-    import minibroker.dump_log as dump_log
+    import minibroker.cli.dump_log as dump_log
 
     directory = _partition(tmp_path)
     real = dump_log.segment_file_list

@@ -1,4 +1,4 @@
-"""The early listener (minibroker/early.py): its answers are the full broker's, byte for byte,
+"""The early listener (minibroker/net/early.py): its answers are the full broker's, byte for byte,
 what it cannot answer reaches the broker unread, and a real client crosses the handover."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from minibroker import early as early_listener
-from minibroker import served_apis
 from minibroker.app import build_dispatcher, start
 from minibroker.broker import Broker
-from minibroker.config import Config, FsyncPolicy
-from minibroker.listeners import Listener
+from minibroker.config import served_apis
+from minibroker.config.listeners import Listener
+from minibroker.config.options import Config, FsyncPolicy
+from minibroker.net import early as early_listener
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.errors import ErrorCode
@@ -237,7 +237,7 @@ def test_a_sigterm_during_start_up_stops_cleanly(tmp_path):
     """SIGTERM as soon as the early listener announced the broker: exit 0, no ready file."""
     ready = tmp_path / "ready"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    proc = subprocess.Popen([sys.executable, "-m", "minibroker.cli", "--host", "127.0.0.1", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "minibroker.cli.main", "--host", "127.0.0.1", "--port", "0",
                              "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -265,13 +265,13 @@ from pathlib import Path
 fake = types.ModuleType("minibroker.app")
 def run(config, started, early):
     heavy = sorted(m for m in ("asyncio", "uvloop", "kio", "structlog", "minibroker.broker",
-                               "minibroker.dispatch", "minibroker.server", "minibroker_storage.log")
+                               "minibroker.net.dispatch", "minibroker.net.server", "minibroker_storage.log")
                    if m in sys.modules)
     print("early", early is not None, "ready", Path({str(tmp_path / 'ready')!r}).exists(), "heavy", heavy)
     early.close()
 fake.run = run
 sys.modules["minibroker.app"] = fake
-from minibroker.cli import main
+from minibroker.cli.main import main
 main(["--host", "127.0.0.1", "--port", "0", "--data-dir", {str(tmp_path / 'data')!r},
       "--ready-file", {str(tmp_path / 'ready')!r}])
 """

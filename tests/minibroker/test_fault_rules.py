@@ -9,10 +9,10 @@ import pytest
 
 from minibroker.app import build_dispatcher
 from minibroker.broker import Broker
-from minibroker.config import Config
-from minibroker.faults import subjects
-from minibroker.faults.error_answers import NoErrorShape, error_entity, error_shape_problem
-from minibroker.faults.rules import CRASH_POINTS, FaultBook, FaultError, RequestFacts, parse_rule
+from minibroker.config.options import Config
+from minibroker.control.faults import subjects
+from minibroker.control.faults.error_answers import NoErrorShape, error_entity, error_shape_problem
+from minibroker.control.faults.rules import CRASH_POINTS, FaultBook, FaultError, RequestFacts, parse_rule
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.errors import ErrorCode

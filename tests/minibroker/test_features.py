@@ -6,8 +6,8 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from minibroker.dispatch import Dispatcher
-from minibroker.features import FeatureError, Features, FeatureSpec
+from minibroker.config.features import FeatureError, Features, FeatureSpec
+from minibroker.net.dispatch import Dispatcher
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
 
@@ -75,7 +75,7 @@ def test_apiversions_v2_has_no_feature_fields():
 
 from types import SimpleNamespace  # noqa: E402
 
-from minibroker.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE, load_features  # noqa: E402
+from minibroker.config.features import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE, load_features  # noqa: E402
 from minibroker_storage import feature_levels  # noqa: E402
 
 

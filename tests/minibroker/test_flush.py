@@ -7,7 +7,7 @@ import os
 import threading
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol.errors import ErrorCode
 
 from . import requests as rq

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.clock import ManualClock
-from minibroker.coordinator.group_machine import GroupMachine
-from minibroker.coordinator.group_membership import JOIN, SYNC, Waiting
-from minibroker.coordinator.group_model import GroupError, Offset
-from minibroker.coordinator.group_state import GroupState, IllegalTransition, transition
-from minibroker.coordinator.group_store import BrokerOffsetsTopic
+from minibroker.coordinator.group.machine import GroupMachine
+from minibroker.coordinator.group.membership import JOIN, SYNC, Waiting
+from minibroker.coordinator.group.model import GroupError, Offset
+from minibroker.coordinator.group.state import GroupState, IllegalTransition, transition
+from minibroker.coordinator.group.store import BrokerOffsetsTopic
+from minibroker.core.clock import ManualClock
 from minibroker_protocol.errors import ErrorCode as E
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 from minibroker_storage.config import LogConfig
@@ -395,7 +395,7 @@ def test_load_replays_without_a_loop_and_loaded_members_expire_by_the_clock(tmp_
 async def test_the_adapter_answers_waiting_joins_when_the_manual_clock_moves():
     import asyncio
 
-    from minibroker.coordinator.group import GroupCoordinator
+    from minibroker.coordinator.group.coordinator import GroupCoordinator
 
     clock = ManualClock()
     coord = GroupCoordinator(offsets_topic=MemoryOffsetsTopic(), data_dir="/nonexistent",
@@ -419,7 +419,7 @@ async def test_the_adapter_answers_waiting_joins_when_the_manual_clock_moves():
 def test_the_adapter_loads_without_a_loop_and_arms_its_timer_once_started(tmp_path):
     import asyncio
 
-    from minibroker.coordinator.group import GroupCoordinator
+    from minibroker.coordinator.group.coordinator import GroupCoordinator
 
     logs, topic = _real_topic(tmp_path)
     m = GroupMachine(topic, data_dir=tmp_path, initial_rebalance_delay_ms=0)
@@ -440,7 +440,7 @@ def test_the_adapter_loads_without_a_loop_and_arms_its_timer_once_started(tmp_pa
 
 
 def test_deadlines_run_in_order_skip_cancelled_ones_and_compact():
-    from minibroker.coordinator.group_timers import Deadlines
+    from minibroker.coordinator.timers import Deadlines
 
     clock = ManualClock()
     d = Deadlines(clock.monotonic)

@@ -19,7 +19,7 @@ import pytest
 from kio.index import load_request_schema
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode as E
 
@@ -510,7 +510,7 @@ async def test_static_member_replaced_is_fenced(gb):
 
 
 async def test_session_timeout_and_rebalance_timeout_remove_members(gb, monkeypatch):
-    import minibroker.coordinator.group_membership as cg
+    import minibroker.coordinator.group.membership as cg
     monkeypatch.setattr(cg, "MIN_SESSION_TIMEOUT_MS", 100)
     pairs, gen = await stable_group(gb, "g-expire", 2, session_ms=600, rebalance_ms=600)
     (ca, ma), (cb, mb) = pairs
@@ -969,7 +969,7 @@ async def test_stable_group_members_survive_a_restart(tmp_path):
 
 
 async def test_pending_member_expires_after_its_session_timeout(gb, monkeypatch):
-    import minibroker.coordinator.group_membership as cg
+    import minibroker.coordinator.group.membership as cg
     monkeypatch.setattr(cg, "MIN_SESSION_TIMEOUT_MS", 100)
     a, ghost = await gb.connect(), await gb.connect()
     ja = await join_new(a, "g-pending", session_ms=10_000, rebalance_ms=4_000)

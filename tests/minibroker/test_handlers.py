@@ -219,6 +219,7 @@ async def test_create_topics_errors_and_describe_configs(broker):
     assert md.topics[0].error_code == ErrorCode.unknown_topic_or_partition
 
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(32, 4)
     R = nested(cls, "DescribeConfigsResource")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import build_batch
 
@@ -103,6 +103,7 @@ async def test_partitions_of_one_request_are_judged_separately(broker):
     await c.call(rq.produce("idem-multi", 0, idem_batch(pid, 0, 0)))
     await c.call(rq.produce("idem-multi", 1, idem_batch(pid, 0, 0)))
     from kio.index import load_request_schema
+
     from minibroker_protocol.build import build, nested
     cls = load_request_schema(0, 9)
     T, P = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")

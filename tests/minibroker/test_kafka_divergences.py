@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.errors import ErrorCode
 
@@ -14,7 +14,6 @@ from . import requests as rq
 from .conftest import RawClient
 from .test_idempotence import part
 from .test_transactions import add_codes, add_partitions, control_types, end_txn, init, prod_code, txn_batch
-
 
 # -- 1. a new instance's InitProducerId forgets the previous epoch ------------------------------
 # TransactionMetadata.prepareIncrementProducerEpoch: without an expected epoch the bump sets
@@ -166,6 +165,7 @@ async def test_internal_topics_cannot_join_a_transaction_and_restart_works(tmp_p
                     "dv-internal", pid, ep, internal, [0], version=version)))
                 assert codes == {(internal, 0): ErrorCode.topic_authorization_failed}, (version, codes)
         from kio.index import load_request_schema
+
         from minibroker_protocol.build import build, nested
         cls = load_request_schema(24, 3)
         T = nested(cls, "AddPartitionsToTxnTopic")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.config import ConfigError, FsyncPolicy, add_serve_options, load
-from minibroker.properties import env_to_property, parse_properties
+from minibroker.config.options import ConfigError, FsyncPolicy, add_serve_options, load
+from minibroker.config.properties import env_to_property, parse_properties
 
 
 def ns(*argv: str) -> argparse.Namespace:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from minibroker.config import add_serve_options, config_from_args
-from minibroker.listeners import Listener, ListenerError, parse_endpoints, resolve
+from minibroker.config.listeners import Listener, ListenerError, parse_endpoints, resolve
+from minibroker.config.options import add_serve_options, config_from_args
 
 
 def _resolve(listeners, advertised=None):
@@ -106,7 +106,7 @@ def test_environment_variables(monkeypatch):
 
 
 def test_health_default_target_follows_the_broker_environment():
-    from minibroker.health import default_bootstrap
+    from minibroker.cli.health import default_bootstrap
     assert default_bootstrap({}) == "localhost:9092"
     assert default_bootstrap({"MINIBROKER_PORT": "9093"}) == "localhost:9093"
     assert default_bootstrap({"MINIBROKER_HOST": "0.0.0.0", "MINIBROKER_PORT": "1"}) == "localhost:1"

@@ -4,7 +4,7 @@ import argparse
 import re
 from pathlib import Path
 
-from minibroker.config import add_serve_options
+from minibroker.config.options import add_serve_options
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

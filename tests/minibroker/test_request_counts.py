@@ -6,8 +6,8 @@ import json
 
 from kio.index import load_request_schema
 
-from minibroker.dispatch import Dispatcher
-from minibroker.request_counts import RequestCounts
+from minibroker.control.request_counts import RequestCounts
+from minibroker.net.dispatch import Dispatcher
 from minibroker.testing import requests_seen
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
@@ -36,7 +36,7 @@ def test_counts_follow_the_connection_software_named_by_apiversions():
 
 
 class _ConsoleLines:
-    """A logger writing what the broker's console renderer writes (minibroker/logs.py)."""
+    """A logger writing what the broker's console renderer writes (minibroker/core/logs.py)."""
 
     def __init__(self) -> None:
         import structlog

@@ -9,10 +9,10 @@ import hmac
 
 import pytest
 
-from minibroker.sasl import AuthenticationFailed
-from minibroker.sasl.authenticator import Authenticator
-from minibroker.sasl.credentials import Credentials, UsersFileError, read_users_file
-from minibroker.sasl.scram import make_credential
+from minibroker.security.sasl import AuthenticationFailed
+from minibroker.security.sasl.authenticator import Authenticator
+from minibroker.security.sasl.credentials import Credentials, UsersFileError, read_users_file
+from minibroker.security.sasl.scram import make_credential
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.errors import ErrorCode
 

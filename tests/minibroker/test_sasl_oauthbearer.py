@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from minibroker.sasl.oauthbearer import (
+from minibroker.security.sasl.oauthbearer import (
     GENERIC_FAILURE,
     InvalidTokenError,
     OAuthBearerConfigError,

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from minibroker.sasl.scram import ScramError, ScramServer, make_credential
+from minibroker.security.sasl.scram import ScramError, ScramServer, make_credential
 
 # RFC 7677 section 3
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
@@ -61,7 +61,7 @@ def test_a_replayed_nonce_is_refused():
 
 
 def test_plain():
-    from minibroker.sasl.plain import PlainError, authenticate
+    from minibroker.security.sasl.plain import PlainError, authenticate
 
     users = {"alice": "secret"}.get
     assert authenticate(b"\x00alice\x00secret", users) == "alice"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 
-from minibroker.server import _out_of_resources
+from minibroker.net.server import _out_of_resources
 
 
 def _raised_from(cause: BaseException) -> BaseException:

@@ -6,7 +6,7 @@ import asyncio
 import datetime
 
 from minibroker.app import start
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.batch import iter_headers
 from minibroker_protocol.errors import ErrorCode
@@ -348,7 +348,7 @@ async def test_add_offsets_marks_the_offsets_partition(broker):
 
 
 def test_java_string_hash_matches_java():
-    from minibroker.java_hash import java_string_hash
+    from minibroker.core.java_hash import java_string_hash
     # String.hashCode() values from Java ("polygenelubricants" is the classic Integer.MIN_VALUE)
     assert java_string_hash("") == 0
     assert java_string_hash("a") == 97
@@ -357,7 +357,7 @@ def test_java_string_hash_matches_java():
 
 
 def test_only_kafkas_transitions_are_legal():
-    from minibroker.coordinator.txn_state import TxnState
+    from minibroker.coordinator.txn.state import TxnState
     _ALLOWED_FROM = {s: s.valid_previous for s in TxnState}
     # TransactionState.validPreviousStates (Kafka 4.x: an empty abort of transactions v2 goes
     # to PrepareAbort from a resting state)

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from minibroker.coordinator.txn_machine import TxnError
-from minibroker.txn_explain import explain
-from minibroker.txn_timeline import Requester, Timeline, txn_key
+from minibroker.coordinator.txn.explain import explain
+from minibroker.coordinator.txn.machine import TxnError
+from minibroker.coordinator.txn.timeline import Requester, Timeline, txn_key
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.txn_history import HISTORY_FILE, TxnHistory, read_history
 
@@ -148,9 +148,10 @@ def test_a_hanging_transaction_is_found_and_aborted(tmp_path):
     --start-offset` writes its abort marker, the LSO moves, and the timeline says who aborted it."""
     import asyncio
 
-    from minibroker import txn_inspect, txn_offline
     from minibroker.broker import Broker
-    from minibroker.config import Config
+    from minibroker.cli import txn_offline
+    from minibroker.config.options import Config
+    from minibroker.coordinator.txn import inspect as txn_inspect
     from minibroker_protocol.records import build_batch
 
     broker = Broker(Config(data_dir=tmp_path, port=0))

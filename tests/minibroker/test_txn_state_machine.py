@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.clock import ManualClock
-from minibroker.coordinator.txn_machine import TransactionMachine, TxnError
-from minibroker.coordinator.txn_state import IllegalTransition, TxnState, check_transition
-from minibroker.crash_points import CrashPoints
+from minibroker.coordinator.txn.machine import TransactionMachine, TxnError
+from minibroker.coordinator.txn.state import IllegalTransition, TxnState, check_transition
+from minibroker.core.clock import ManualClock
+from minibroker.core.crash_points import CrashPoints
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import decode_batch

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.coordinator.txn_machine import MAX_EPOCH, TxnError
-from minibroker.coordinator.txn_state import TxnState
+from minibroker.coordinator.txn.machine import MAX_EPOCH, TxnError
+from minibroker.coordinator.txn.state import TxnState
 from minibroker_protocol.errors import ErrorCode
 
 from .test_txn_state_machine import machine

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from minibroker.broker import Broker
-from minibroker.clock import ControlledClock
-from minibroker.config import Config, FsyncPolicy
+from minibroker.config.options import Config, FsyncPolicy
 from minibroker.control import views
-from minibroker.coordinator.group_model import Offset
+from minibroker.coordinator.group.model import Offset
+from minibroker.core.clock import ControlledClock
 from minibroker_protocol.records import build_batch
 
 

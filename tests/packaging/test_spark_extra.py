@@ -24,7 +24,7 @@ def _run(code: str, *, env: dict[str, str] | None = None) -> subprocess.Complete
 
 def _cli_without(module: str, argv: list[str]) -> subprocess.CompletedProcess:
     return _run(f"import sys; sys.modules[{module!r}] = None\n"
-                f"from minibroker.cli import main; sys.exit(main({argv!r}))")
+                f"from minibroker.cli.main import main; sys.exit(main({argv!r}))")
 
 
 @pytest.mark.parametrize("module", ["pyspark", "pyarrow"])
@@ -66,7 +66,7 @@ def test_audit_without_java_says_so(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAVA_HOME", "PYSPARK_GATEWAY_PORT", "SPARK_HOME")}
     env["PATH"] = str(empty)
-    proc = subprocess.run([sys.executable, "-m", "minibroker.cli", "audit", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "minibroker.cli.main", "audit", str(tmp_path)],
                           cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

@@ -21,8 +21,8 @@ from kio.serial import entity_reader
 from minibroker_protocol import codec
 from minibroker_protocol import fetch as fetch_wire
 from minibroker_protocol import produce as produce_wire
-from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.errors import ErrorCode
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLERS_DIR = ROOT / "minibroker" / "handlers"
@@ -211,7 +211,7 @@ def test_produce_uses_the_hand_written_decoder():
 
 
 def _dispatcher():
-    from minibroker.dispatch import Dispatcher
+    from minibroker.net.dispatch import Dispatcher
 
     return Dispatcher()
 

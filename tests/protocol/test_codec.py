@@ -16,8 +16,8 @@ from kio.serial import entity_reader
 from kio.static.primitive import Records, i64Timedelta
 
 from minibroker_protocol import build, codec
-from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.api_keys import ApiKey
+from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.header import peek_header, read_request_header
 
 from .test_api_versions_table import PAIRS

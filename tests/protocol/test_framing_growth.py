@@ -10,8 +10,14 @@ import tracemalloc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibroker_protocol.framing import (DEFAULT_MAX_FRAME, FIRST_BUFFER, SCRATCH_SIZE, FrameDecoder, frame,
-                                         size_prefix)
+from minibroker_protocol.framing import (
+    DEFAULT_MAX_FRAME,
+    FIRST_BUFFER,
+    SCRATCH_SIZE,
+    FrameDecoder,
+    frame,
+    size_prefix,
+)
 
 
 class Ledger:

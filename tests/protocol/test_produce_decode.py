@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime
-import uuid
 import struct
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -1,7 +1,7 @@
 // Prints the APIs a Kafka release's broker serves, from that release's own kafka-clients jar:
 // one line per ApiKeys member, "key<TAB>name<TAB>oldest<TAB>newest stable<TAB>listener scopes".
 // Run by tests/reference/release_apis.py (java -cp kafka-clients-X.jar ReleaseApis.java), which
-// writes minibroker/kafka_releases.py for --as-version. Works with 2.x to 4.x jars: newer
+// writes minibroker/config/kafka_releases.py for --as-version. Works with 2.x to 4.x jars: newer
 // methods (latestVersion(false): stable versions only; inScope) are looked up by reflection.
 import java.lang.reflect.Method;
 import org.apache.kafka.common.protocol.ApiKeys;

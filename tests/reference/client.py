@@ -59,7 +59,10 @@ def _describe_transactions_v0(buf: bytes):
     import struct as _s
 
     from kio.schema.describe_transactions.v0.response import (
-        DescribeTransactionsResponse, TopicData, TransactionState)
+        DescribeTransactionsResponse,
+        TopicData,
+        TransactionState,
+    )
     from kio.schema.errors import ErrorCode
 
     def string(pos):

@@ -1,7 +1,7 @@
 """The API versions each Kafka release's broker served, read from that release's own
-kafka-clients jar (``ApiKeys``), for ``--as-version`` (minibroker/kafka_releases.py).
+kafka-clients jar (``ApiKeys``), for ``--as-version`` (minibroker/config/kafka_releases.py).
 
-    python -m tests.reference.release_apis generate    # rewrite minibroker/kafka_releases.py
+    python -m tests.reference.release_apis generate    # rewrite minibroker/config/kafka_releases.py
     python -m tests.reference.release_apis show 2.8    # one release, from its jar
 
 Jars come from Maven Central (``mvn dependency:get``, kept in ~/.m2). An API counts as served by

@@ -116,7 +116,7 @@ def test_missing_marker_mid_log_and_cli_exit_status(stopped_log, tmp_path):
         out += b
     with open(log_path, "wb") as f:
         f.write(out)
-    proc = subprocess.run([sys.executable, "-m", "minibroker.cli", "audit", str(data_dir), "--local",
+    proc = subprocess.run([sys.executable, "-m", "minibroker.cli.main", "audit", str(data_dir), "--local",
                            "--json", "--topic", topic], cwd=str(REPO_ROOT), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr[-2000:]

@@ -8,7 +8,6 @@ from structlog.testing import LogCapture
 
 import minibroker_storage.log
 import minibroker_storage.producer_state
-
 from minibroker_protocol.batch import iter_headers, read_header
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import build_batch, build_control_batch

@@ -1,10 +1,10 @@
 import os
 
+import pytest
+
 from minibroker_storage import LogConfig, OffsetOutOfRange
 
 from .batches import TS0, base_offset_of, make_batch, split_batches
-
-import pytest
 
 DAY = 86_400_000
 

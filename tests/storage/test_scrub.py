@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from minibroker.scrub_cli import main as scrub_main
-from minibroker.scrubber import RateLimit, Scrubber
+from minibroker.background.scrubber import RateLimit, Scrubber
+from minibroker.cli.scrub import main as scrub_main
 from minibroker_storage import LogConfig, LogManager
 from minibroker_storage.scrub import scrub_data_dir
 from minibroker_storage.verify import CorruptBatch

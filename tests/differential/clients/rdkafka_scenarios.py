@@ -18,8 +18,7 @@ import sys
 import time
 import traceback
 
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
-                             TopicPartition)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 UNEXPECTED: list[str] = []
 READ_TIMEOUT_S = 30.0

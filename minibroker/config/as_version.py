@@ -1,0 +1,107 @@
+"""``--as-version X.Y``: advertise and accept only what that Apache Kafka release's broker served,
+so a client's fallback paths (transactions v1, classic groups, older Produce and Fetch) can be
+tested against this one binary.
+
+Each API minibroker serves is capped to the release's range (minibroker/config/kafka_releases.py, read
+from that release's own kafka-clients jar); an API the release did not serve is left out of
+ApiVersions and refused like any unknown key. Before 4.0 the KIP-848 consumer group APIs are left
+out too: 3.7–3.9 brokers served them only with ``group.coordinator.rebalance.protocols``
+including ``consumer``, not their default. The finalized features a pre-4.0 broker had are none:
+``transaction.version`` and ``group.version`` are 0 (config.py refuses setting them higher).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from minibroker_protocol.api_keys import ApiKey
+from minibroker_storage.lazylog import get_logger
+
+from ..handlers.api import Api
+
+log = get_logger("minibroker")
+
+_CONSUMER_GROUP_APIS = (ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe)
+
+
+def releases() -> list[str]:
+    from .kafka_releases import RELEASES
+    return list(RELEASES)
+
+
+def parse_release(text: str) -> str:
+    """``X.Y`` (a patch part is ignored: ``3.9.1`` is 3.9) of a release the table knows."""
+    from .kafka_releases import RELEASES
+    parts = text.strip().split(".")
+    release = ".".join(parts[:2])
+    if len(parts) < 2 or release not in RELEASES:
+        raise ValueError(f"must be a Kafka release: {', '.join(RELEASES)}")
+    return release
+
+
+def parse_max_versions(text: str) -> dict[int, int]:
+    """``EndTxn=3,Produce=9`` (Kafka's API names or keys) -> {api key: newest version}."""
+    out: dict[int, int] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, version = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r}: write API=VERSION, e.g. EndTxn=3")
+        key = next((k for k in ApiKey if k.name.lower() == name.strip().lower()), None)
+        if key is None and name.strip().isdigit():
+            key = next((k for k in ApiKey if int(k) == int(name)), None)
+        if key is None:
+            raise ValueError(f"{name.strip()!r} is not an API name as Kafka spells them "
+                             "(EndTxn, Produce, ...)")
+        try:
+            out[int(key)] = int(version)
+        except ValueError:
+            raise ValueError(f"{item!r}: the version must be an integer") from None
+        if out[int(key)] < 0:
+            raise ValueError(f"{item!r}: the version must be >= 0")
+    return out
+
+
+def cap_versions(apis: dict[int, Api], maxima: dict[int, int]) -> None:
+    """Cap single APIs (``--max-api-versions``), after any ``--as-version``; an API whose
+    maximum falls below the oldest version served is left out."""
+    capped, dropped = [], []
+    for key, newest in maxima.items():
+        api = apis.get(key)
+        if api is None or newest >= api.max_version:
+            continue
+        if newest < api.min_version:
+            del apis[key]
+            dropped.append(api.key.name)
+        else:
+            apis[key] = dataclasses.replace(api, max_version=newest)
+            capped.append(f"{api.key.name} {api.min_version}-{newest}")
+    log.info("broker.max_api_versions", capped=capped, left_out=dropped)
+
+
+def before_4(release: str) -> bool:
+    return int(release.split(".")[0]) < 4
+
+
+def cap(apis: dict[int, Api], release: str) -> None:
+    """Cap ``apis`` (a dispatcher's registrations) in place to what ``release`` served."""
+    from .kafka_releases import RELEASES
+    read_from, table = RELEASES[release]
+    capped, dropped = [], []
+    for key, api in list(apis.items()):
+        served = table.get(int(key))
+        if served is None or (before_4(release) and key in _CONSUMER_GROUP_APIS):
+            if key != ApiKey.ApiVersions:
+                del apis[key]
+                dropped.append(api.key.name)
+            continue
+        lo, hi = max(api.min_version, served[0]), min(api.max_version, served[1])
+        if lo > hi:
+            del apis[key]
+            dropped.append(api.key.name)
+        elif (lo, hi) != (api.min_version, api.max_version):
+            apis[key] = dataclasses.replace(api, min_version=lo, max_version=hi)
+            capped.append(f"{api.key.name} {lo}-{hi}")
+    log.info("broker.as_version", release=release, read_from=f"kafka-clients {read_from}",
+             capped=capped, left_out=dropped)

@@ -1,0 +1,198 @@
+"""Feature flags as Kafka's KRaft cluster keeps them (KIP-584): supported ranges, finalized levels.
+
+A client learns what protocol a cluster runs from ApiVersions v3+: the features the broker
+*supports* (a min–max range each) and the levels the cluster has *finalized*, stamped with an
+epoch. The Java client trusts finalized levels only when that epoch is ≥ 0 and uses
+``transaction.version`` ≥ 2 to switch to transactions v2 (KIP-890); franz-go does the same.
+A feature at level 0 is not listed as finalized (Kafka's FeaturesImage drops level 0), and
+ApiVersions below v4 omits supported features whose minimum is 0
+(ApiVersionsResponse.json: "in v0-v3, features with MinSupportedVersion = 0 are omitted").
+
+The supported range of a feature is what minibroker implements: a level is only listed once
+every part of it works. Levels change at start (options) or at runtime (UpdateFeatures); each
+change bumps the epoch, so a client that cached the old levels sees a newer epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from minibroker_storage.lazylog import get_logger
+
+log = get_logger("minibroker.features")
+
+__all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION", "SPECS",
+           "UPGRADE", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"]
+
+# UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    name: str
+    min_supported: int
+    max_supported: int
+    default_level: int
+
+
+# Kafka 4.x defaults a new cluster to the newest level of each; minibroker's default is the
+# newest level it serves.
+TRANSACTION_VERSION = FeatureSpec("transaction.version", 0, 2, 2)
+GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
+SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION)
+
+
+class FeatureError(ValueError):
+    """A level outside what minibroker supports for the feature, or an unknown feature."""
+
+
+class Features:
+    """The finalized level of each feature, and the epoch of the last change."""
+
+    def __init__(self, specs: Iterable[FeatureSpec] = SPECS, levels: dict[str, int] | None = None,
+                 epoch: int = 0, persist: Callable[[dict[str, int], int], None] | None = None) -> None:
+        self.specs = {s.name: s for s in specs}
+        self._levels = {s.name: s.default_level for s in self.specs.values()}
+        self.epoch = epoch
+        self._persist = persist
+        self._listeners: list[Callable[[str, int, int], None]] = []
+        for name, level in (levels or {}).items():
+            self.check(name, level)
+            self._levels[name] = level
+
+    def check(self, name: str, level: int) -> FeatureSpec:
+        spec = self.specs.get(name)
+        if spec is None:
+            raise FeatureError(f"unknown feature {name!r}")
+        if not spec.min_supported <= level <= spec.max_supported:
+            raise FeatureError(f"{name} level {level} is outside the supported range "
+                               f"{spec.min_supported}-{spec.max_supported}")
+        return spec
+
+    def level(self, name: str) -> int:
+        return self._levels[name]
+
+    def set_level(self, name: str, level: int) -> None:
+        """Finalize ``name`` at ``level`` (validated), bump the epoch and tell the listeners."""
+        self.check(name, level)
+        old = self._levels[name]
+        self._levels[name] = level
+        self.epoch += 1
+        for listener in self._listeners:
+            listener(name, old, level)
+
+    def levels(self) -> dict[str, int]:
+        return dict(self._levels)
+
+    def update(self, updates: Sequence[tuple[str, int, int]], validate_only: bool, node_id: int,
+               *, quiet: bool = False) -> str | None:
+        """UpdateFeatures: (feature, level, upgrade type) each, all or none applied.
+
+        Returns None, or the message Kafka's controller answers with INVALID_UPDATE_VERSION for
+        the first update it refuses (FeatureControlManager.updateFeature; the wording and the
+        epoch rule checked against Kafka 4.4 by tests/differential/test_features.py). A request
+        that changes anything, even to the same level, bumps the epoch once.
+        """
+        for name, level, upgrade_type in updates:
+            why = self._refusal(name, level, upgrade_type, node_id)
+            if why is not None:
+                return (f"The update failed for all features since the following feature had an error: "
+                        f"Invalid update version {level} for feature {name}. {why}")
+        if validate_only or not updates:
+            return None
+        changed = []
+        for name, level, _ in updates:
+            old = self._levels[name]
+            self._levels[name] = level
+            changed.append((name, old, level))
+        self.epoch += 1
+        if self._persist is not None:
+            self._persist(dict(self._levels), self.epoch)
+        for name, old, level in changed:
+            if not quiet:
+                log.info("features.level_finalized", feature=name, old_level=old, level=level,
+                         epoch=self.epoch)
+            for listener in self._listeners:
+                listener(name, old, level)
+        return None
+
+    def _refusal(self, name: str, level: int, upgrade_type: int, node_id: int) -> str | None:
+        if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            return "The controller does not support the given upgrade type."
+        if level < 0:
+            return "A feature version cannot be less than 0."
+        spec = self.specs.get(name)
+        if spec is None:
+            return f"Local controller {node_id} does not support this feature."
+        if not spec.min_supported <= level <= spec.max_supported:
+            return (f"Local controller {node_id} only supports versions "
+                    f"{spec.min_supported}-{spec.max_supported}")
+        current = self._levels[name]
+        if upgrade_type == UPGRADE and level < current:
+            return ("Can't downgrade the version of this feature without setting the upgrade type to "
+                    "either safe or unsafe downgrade.")
+        if upgrade_type != UPGRADE and level > current:
+            return "Can't downgrade to a newer version."
+        return None
+
+    def on_change(self, listener: Callable[[str, int, int], None]) -> None:
+        self._listeners.append(listener)
+
+    def supported(self, api_version: int) -> list[tuple[str, int, int]]:
+        """(name, min, max) for ApiVersions of ``api_version``."""
+        return [(s.name, s.min_supported, s.max_supported) for s in self.specs.values()
+                if api_version >= 4 or s.min_supported > 0]
+
+    def finalized(self) -> list[tuple[str, int]]:
+        """(name, level) of every feature finalized above level 0."""
+        return [(name, level) for name, level in self._levels.items() if level > 0]
+
+    @property
+    def transaction_version(self) -> int:
+        return self._levels[TRANSACTION_VERSION.name]
+
+    @property
+    def group_version(self) -> int:
+        return self._levels[GROUP_VERSION.name]
+
+
+def load_features(config: Any, dry_run: bool = False) -> Features:
+    """The levels the data dir finalized last (storage/feature_levels.py), then the levels the
+    command line asks for (``--transaction-version``, ``--group-version``), which win and are
+    persisted like an UpdateFeatures.
+
+    ``dry_run``: the same levels and epoch, with nothing written or logged (the early listener's
+    view, minibroker/net/early.py; an ephemeral broker's data dir is a new one, empty)."""
+    from minibroker_storage import feature_levels
+
+    data_dir = config.data_dir
+    levels: dict[str, int] = {}
+    epoch = 0
+    try:
+        found = None if dry_run and config.ephemeral else feature_levels.load(data_dir)
+    except feature_levels.FeatureLevelsError as e:
+        if not dry_run:
+            log.warning("features.file_unreadable", reason=str(e), action="default levels")
+        found = None
+    if found is not None:
+        levels, epoch = found
+        for name, level in list(levels.items()):
+            spec = next((s for s in SPECS if s.name == name), None)
+            if spec is None or not spec.min_supported <= level <= spec.max_supported:
+                if not dry_run:
+                    log.warning("features.level_ignored", feature=name, level=level,
+                                reason="not a level this minibroker serves")
+                del levels[name]
+    features = Features(levels=levels, epoch=epoch,
+                        persist=None if dry_run else lambda lv, ep: feature_levels.save(data_dir, lv, ep))
+    asked = [(spec.name, level) for spec, level in ((TRANSACTION_VERSION, config.transaction_version),
+                                                   (GROUP_VERSION, config.group_version))
+             if level is not None and level != features.level(spec.name)]
+    if asked:
+        features.update([(name, level, UPGRADE if level > features.level(name) else UNSAFE_DOWNGRADE)
+                         for name, level in asked], validate_only=False, node_id=config.node_id,
+                        quiet=dry_run)
+    return features
