@@ -109,10 +109,10 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         for api in family.apis():
             d.register(api)
     if broker.config.as_version is not None:
-        from .config.as_version import cap
+        from .net.versions import cap
         cap(d.apis, broker.config.as_version)
     if broker.config.max_api_versions:
-        from .config.as_version import cap_versions
+        from .net.versions import cap_versions
         cap_versions(d.apis, dict(broker.config.max_api_versions))
     return d
 

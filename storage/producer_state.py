@@ -25,10 +25,10 @@ import os
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 from minibroker_protocol import checksum
 from minibroker_protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, InvalidBatch, iter_headers
@@ -56,8 +56,20 @@ from .errors import (
 from .lazylog import get_logger
 from .txn_index import OngoingTxns
 
-if TYPE_CHECKING:
-    from .segment import Segment
+
+class Segment(Protocol):
+    """What the replay reads of a log segment (segment.Segment); a protocol, not an import,
+    as segment.py imports this module (through segment_files) for its snapshots."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def find(self, offset: int) -> int: ...
+    def view(self, start: int, end: int) -> memoryview: ...
+    def good_spans(self, start: int = 0) -> list[tuple[int, int]]: ...
 
 __all__ = [
     "AppendOrigin",
@@ -585,7 +597,7 @@ class ProducerStateManager:
 
     def load(
         self,
-        segments: list[Segment],
+        segments: Sequence[Segment],
         log_start_offset: int,
         log_end_offset: int,
         now_ms: int,
@@ -668,7 +680,7 @@ class ProducerStateManager:
 
     def _replay(
         self,
-        segments: list[Segment],
+        segments: Sequence[Segment],
         start: int,
         on_completed: Callable[[CompletedTxn], None] | None = None,
     ) -> int:

@@ -12,16 +12,9 @@ including ``consumer``, not their default. The finalized features a pre-4.0 brok
 
 from __future__ import annotations
 
-import dataclasses
-
 from minibroker_protocol.api_keys import ApiKey
-from minibroker_storage.lazylog import get_logger
 
-from ..handlers.api import Api
-
-log = get_logger("minibroker")
-
-_CONSUMER_GROUP_APIS = (ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe)
+CONSUMER_GROUP_APIS = (ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe)
 
 
 def releases() -> list[str]:
@@ -63,45 +56,5 @@ def parse_max_versions(text: str) -> dict[int, int]:
     return out
 
 
-def cap_versions(apis: dict[int, Api], maxima: dict[int, int]) -> None:
-    """Cap single APIs (``--max-api-versions``), after any ``--as-version``; an API whose
-    maximum falls below the oldest version served is left out."""
-    capped, dropped = [], []
-    for key, newest in maxima.items():
-        api = apis.get(key)
-        if api is None or newest >= api.max_version:
-            continue
-        if newest < api.min_version:
-            del apis[key]
-            dropped.append(api.key.name)
-        else:
-            apis[key] = dataclasses.replace(api, max_version=newest)
-            capped.append(f"{api.key.name} {api.min_version}-{newest}")
-    log.info("broker.max_api_versions", capped=capped, left_out=dropped)
-
-
 def before_4(release: str) -> bool:
     return int(release.split(".")[0]) < 4
-
-
-def cap(apis: dict[int, Api], release: str) -> None:
-    """Cap ``apis`` (a dispatcher's registrations) in place to what ``release`` served."""
-    from .kafka_releases import RELEASES
-    read_from, table = RELEASES[release]
-    capped, dropped = [], []
-    for key, api in list(apis.items()):
-        served = table.get(int(key))
-        if served is None or (before_4(release) and key in _CONSUMER_GROUP_APIS):
-            if key != ApiKey.ApiVersions:
-                del apis[key]
-                dropped.append(api.key.name)
-            continue
-        lo, hi = max(api.min_version, served[0]), min(api.max_version, served[1])
-        if lo > hi:
-            del apis[key]
-            dropped.append(api.key.name)
-        elif (lo, hi) != (api.min_version, api.max_version):
-            apis[key] = dataclasses.replace(api, min_version=lo, max_version=hi)
-            capped.append(f"{api.key.name} {lo}-{hi}")
-    log.info("broker.as_version", release=release, read_from=f"kafka-clients {read_from}",
-             capped=capped, left_out=dropped)

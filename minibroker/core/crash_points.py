@@ -19,27 +19,38 @@ import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from minibroker_storage.lazylog import get_logger
-
-if TYPE_CHECKING:
-    from ..control.faults.rules import FaultBook
 
 log = get_logger("minibroker.faults")
 
 SNAPSHOT_RECORDS_VARIABLE = "MINIBROKER_TEST_SNAPSHOT_RECORDS"
 
 
+class FiredRule(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+class PointRules(Protocol):
+    """What a crash point asks of the fault rules (control.faults.rules.FaultBook): core
+    imports no other area, so the book is described here and handed in by the broker."""
+
+    def __bool__(self) -> bool: ...
+    def at_point(self, point: str, transactional_id: str | None = None,
+                 topic: str | None = None, partition: int | None = None) -> FiredRule | None: ...
+
+
 @dataclass
 class CrashPoints:
     snapshot_records: int | None = None  # None: the product's interval
-    faults: FaultBook | None = None
+    faults: PointRules | None = None
     armed: bool = False
     # The transaction whose markers are being written (the marker writer does not know it).
     current_txn: str | None = None
 
-    def arm(self, faults: FaultBook | None = None) -> None:
+    def arm(self, faults: PointRules | None = None) -> None:
         if faults is not None:
             self.faults = faults
         self.armed = True

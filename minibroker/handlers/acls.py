@@ -13,8 +13,6 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 
-from ..net.dispatch import Disconnect
-from ..security.acl import CLUSTER_NAME, AclBinding, AclFilter, AclOperation, PatternType, ResourceType
 from ..security.acl.filters import (
     MalformedRequest,
     UnknownServerError,
@@ -23,8 +21,16 @@ from ..security.acl.filters import (
     filter_refusal,
     refusal,
 )
-from ..security.acl.model import PermissionType
-from .api import Api, RequestContext
+from ..security.acl.model import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
+from .api import Api, Disconnect, RequestContext
 from .common import ZERO, answers, response_cls
 
 if TYPE_CHECKING:

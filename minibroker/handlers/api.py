@@ -1,5 +1,5 @@
 """What a handler sees and what it answers: the registration of an API, the typed request
-context, and the one response type the connection writes."""
+context, the one response type the connection writes, and ``Disconnect`` (no answer: close)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,17 @@ from typing import Any
 
 from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
+
+
+class Disconnect(Exception):
+    """Raised by a handler (or a fault action) to close the connection instead of answering:
+    ``reason`` names why in the broker's log."""
+
+    def __init__(self, reason: str, detail: str, **fields: Any) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.fields = fields
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from ..security.acl.authorizer import Authorizer

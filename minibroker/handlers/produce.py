@@ -23,8 +23,7 @@ from minibroker_storage.manager import LogManager
 from ..cluster import Cluster, connection_node
 from ..coordinator.txn.timeline import NO_TIMELINE, Timeline
 from ..core.crash_points import CrashPoints
-from ..net.dispatch import Disconnect
-from .api import NO_RESPONSE, Api, RequestContext, Response
+from .api import NO_RESPONSE, Api, Disconnect, RequestContext, Response
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, partition_log, response_cls
 

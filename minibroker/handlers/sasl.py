@@ -20,7 +20,7 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
-from ..security.sasl import AuthenticationFailed
+from ..security.sasl.common import AuthenticationFailed
 from .api import Api, RequestContext, Response
 from .authz import OFF, Authz, Op
 from .common import ZERO, answers, response_cls

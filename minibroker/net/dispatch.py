@@ -24,7 +24,7 @@ from minibroker_storage.lazylog import get_logger
 
 from ..config.features import Features
 from ..control.request_counts import UNKNOWN, RequestCounts
-from ..handlers.api import Answer, Api, RequestContext, Response
+from ..handlers.api import Answer, Api, Disconnect, RequestContext, Response
 
 if TYPE_CHECKING:
     import uuid
@@ -40,14 +40,6 @@ ZERO = datetime.timedelta(0)
 
 
 _UNKNOWN_SOFTWARE = (UNKNOWN, UNKNOWN)
-
-
-class Disconnect(Exception):
-    def __init__(self, reason: str, detail: str, **fields: Any) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-        self.fields = fields
 
 
 class Dispatcher:
@@ -78,7 +70,7 @@ class Dispatcher:
         auth = getattr(connection, "auth", None)
         if auth is not None and auth.raw_tokens:
             from ..handlers.sasl import raw_token
-            from ..security.sasl import AuthenticationFailed
+            from ..security.sasl.common import AuthenticationFailed
             try:
                 return raw_token(connection, frame)
             except AuthenticationFailed as e:
@@ -131,7 +123,7 @@ class Dispatcher:
     def _admit(self, auth: Any, ctx: RequestContext, request: Any) -> Response | None:
         """A SASL connection before authentication, or with a session that ends: None lets the
         request through; otherwise the answer it gets, after which the connection closes."""
-        from ..security.sasl import AuthenticationFailed
+        from ..security.sasl.common import AuthenticationFailed
         try:
             auth.admit(ctx.api_key)
             return None

@@ -25,10 +25,10 @@ from minibroker_protocol.framing import UNBOUNDED, FrameDecoder, InvalidFrame, s
 from minibroker_storage.lazylog import get_logger
 
 from ..control.request_counts import RequestCounts
-from ..handlers.api import NO_RESPONSE, Response
-from ..security.sasl import ANONYMOUS, MAX_UNAUTHENTICATED_FRAME
+from ..handlers.api import NO_RESPONSE, Disconnect, Response
+from ..security.sasl.common import ANONYMOUS, MAX_UNAUTHENTICATED_FRAME
 from .binding import prepare_accepted
-from .dispatch import Disconnect, Dispatcher
+from .dispatch import Dispatcher
 
 log = get_logger("minibroker.server")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.security.acl import Authorizer
+from minibroker.security.acl.authorizer import Authorizer
 from minibroker.security.acl.decision import allowed_on_some, decide
 from minibroker.security.acl.filters import (
     MalformedRequest,

@@ -11,7 +11,7 @@ import pytest
 
 from minibroker.app import start
 from minibroker.config.options import Config, FsyncPolicy
-from minibroker.security.acl import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
+from minibroker.security.acl.model import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_protocol.records import build_batch

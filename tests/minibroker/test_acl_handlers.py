@@ -8,8 +8,8 @@ import pytest
 
 from minibroker.handlers.acls import AclHandlers
 from minibroker.handlers.api import RequestContext
-from minibroker.net.dispatch import Disconnect
-from minibroker.security.acl import Authorizer
+from minibroker.handlers.api import Disconnect
+from minibroker.security.acl.authorizer import Authorizer
 from minibroker_protocol.build import nested
 from minibroker_protocol.errors import ErrorCode
 

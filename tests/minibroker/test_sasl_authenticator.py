@@ -9,7 +9,7 @@ import hmac
 
 import pytest
 
-from minibroker.security.sasl import AuthenticationFailed
+from minibroker.security.sasl.common import AuthenticationFailed
 from minibroker.security.sasl.authenticator import Authenticator
 from minibroker.security.sasl.credentials import Credentials, UsersFileError, read_users_file
 from minibroker.security.sasl.scram import make_credential

@@ -28,8 +28,7 @@ from typing import Any
 from minibroker_storage.lazylog import get_logger
 
 from ...core import crash_points
-from ...handlers.api import NO_RESPONSE, Answer, RequestContext, Response
-from ...net.dispatch import Disconnect
+from ...handlers.api import NO_RESPONSE, Answer, Disconnect, RequestContext, Response
 from ..request_counts import api_name
 from .error_answers import NoErrorShape, error_entity
 from .rules import FaultBook, FaultRule

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from minibroker_protocol.errors import ErrorCode
 
 from ..timers import Deadline
+from . import consumer_assignors as assignors
+from .consumer_member import ConsumerMember
 from .state import GroupState
-
-if TYPE_CHECKING:
-    from .consumer_group import ConsumerGroupState
 
 
 class GroupError(Exception):
@@ -89,3 +88,45 @@ class Group:
 
     def has_pending_txn_offset(self, tp: tuple[str, int]) -> bool:
         return any(tp in offs for offs in self.txn_offsets.values())
+
+
+@dataclass
+class ConsumerGroupState:
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: dict[str, assignors.Assignment] = field(default_factory=dict)
+    # (topic id, partition) -> epoch of the member holding it (assigned or pending revocation)
+    partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    # topic name -> partitions (-1: no such topic) of what the members subscribe, at the last check
+    subscription_metadata: dict[str, int] | None = None
+    topics_fingerprint: int | None = None
+    last_assignment_ms: int | None = None
+    regex_topics: dict[str, frozenset[str]] = field(default_factory=dict)
+    regex_pending: set[str] = field(default_factory=set)
+    session: dict[str, Deadline] = field(default_factory=dict)
+    rebalance: dict[str, Deadline] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(not m.reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    def preferred_assignor(self, default: str) -> str:
+        """The server assignor most members ask for (Kafka's ConsumerGroup.preferredServerAssignor)."""
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if not counts:
+            return default
+        return max(sorted(counts), key=lambda a: counts[a])

@@ -11,8 +11,7 @@ marker never overwrites a plain commit written after it (Kafka's
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from minibroker_protocol import group_log as gl
 from minibroker_protocol.errors import ErrorCode
@@ -22,9 +21,7 @@ from minibroker_storage.lazylog import get_logger
 from .consumer_group import subscribed_by_consumer_group, validate_offset_commit, validate_offset_fetch
 from .model import Group, GroupError, Member, Offset
 from .state import GroupState
-
-if TYPE_CHECKING:
-    from .store import GroupStore
+from .store import GroupStore
 
 log = get_logger("minibroker.group")
 
@@ -156,25 +153,6 @@ class Offsets:
         if tombstones:
             self.store.append(group_id, tombstones)
         return result
-
-
-def complete_txn_offsets(groups: Iterable[Group], producer_id: int, commit: bool,
-                         log_it: bool) -> None:
-    """The transaction of ``producer_id`` ended: its pending offsets in ``groups`` count
-    (commit) or vanish (abort)."""
-    for g in groups:
-        pending = g.txn_offsets.pop(producer_id, None)
-        if not pending:
-            continue
-        if commit:
-            # completePendingTxnOffsetCommit: a newer plain commit wins.
-            for tp, off in pending.items():
-                current = g.offsets.get(tp)
-                if current is None or current.log_offset < off.log_offset:
-                    g.offsets[tp] = off
-        if log_it:
-            log.info("group.txn_offsets_" + ("committed" if commit else "aborted"),
-                     group_id=g.group_id, producer_id=producer_id, partitions=len(pending))
 
 
 def subscribed_topics(metadata: bytes) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from minibroker_protocol import group_log as gl
@@ -21,7 +21,6 @@ from minibroker_storage.lazylog import get_logger
 
 from .. import replay, snapshot
 from .model import Group, Member, Offset
-from .offsets import complete_txn_offsets
 
 log = get_logger("minibroker.group")
 
@@ -322,3 +321,22 @@ def _apply_group_value(g: Group, v: gl.GroupValue) -> None:
         g.members[m.member_id] = m
         if m.instance_id is not None:
             g.static[m.instance_id] = m.member_id
+
+
+def complete_txn_offsets(groups: Iterable[Group], producer_id: int, commit: bool,
+                         log_it: bool) -> None:
+    """The transaction of ``producer_id`` ended: its pending offsets in ``groups`` count
+    (commit) or vanish (abort)."""
+    for g in groups:
+        pending = g.txn_offsets.pop(producer_id, None)
+        if not pending:
+            continue
+        if commit:
+            # completePendingTxnOffsetCommit: a newer plain commit wins.
+            for tp, off in pending.items():
+                current = g.offsets.get(tp)
+                if current is None or current.log_offset < off.log_offset:
+                    g.offsets[tp] = off
+        if log_it:
+            log.info("group.txn_offsets_" + ("committed" if commit else "aborted"),
+                     group_id=g.group_id, producer_id=producer_id, partitions=len(pending))

@@ -34,7 +34,8 @@ from typing import Any
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.errors import ErrorCode
 
-from . import AuthenticationFailed, plain
+from . import plain
+from .common import AuthenticationFailed
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramError, ScramServer
 
