@@ -1,5 +1,7 @@
-"""The broker's wiring: it builds the stores, coordinators and background work, and
-hands each its collaborators explicitly. The handler families are handed the parts they
+"""The broker's wiring: it builds storage, the coordinators, what the handlers are handed and
+the background work, in that order (docs/architecture.md's map, bottom up), and hands each
+its collaborators explicitly; ``app`` then builds the handlers and the dispatcher, binds the
+listeners and starts the control plane. The handler families are handed the parts they
 use (the log manager, a coordinator, a bound method below) by ``app.build_dispatcher``;
 none receives the broker itself.
 
@@ -11,9 +13,12 @@ Who needs what:
   coordinator about markers in ``__consumer_offsets``.
 * ``GroupCoordinator``: the ``__consumer_offsets`` appender and partitioner, the data
   directory, the clock, and the transaction coordinator's ``verify_produce``.
-* ``Background`` (:mod:`.background`): the log manager, both coordinators' snapshot
-  capture and the transaction coordinator's two periodic checks.
-* ``FetchWaiters`` (:mod:`.fetch_waiters`): woken by appends, markers and deletions.
+* ``InternalTopics`` (:mod:`.coordinator.internal_topics`): where both keep their state and
+  which node coordinates a key.
+* ``Background`` (:mod:`.background.loops`): the log manager, both coordinators' snapshot
+  capture, the transaction coordinator's two periodic checks and the group coordinator's poll
+  (when the control plane's clock jumps).
+* ``FetchWaiters`` (:mod:`.handlers.fetch_waiters`): woken by appends, markers and deletions.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, cast
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.lazylog import get_logger
@@ -39,11 +44,11 @@ from .coordinator import snapshot
 from .coordinator.group.consumer_group import ConsumerGroupSettings, TopicView
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.group.store import BrokerOffsetsTopic
+from .coordinator.internal_topics import InternalTopics
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
 from .core.clock import SYSTEM_CLOCK, Clock
 from .core.crash_points import CrashPoints
-from .core.java_hash import java_string_hash
 from .handlers.fetch_waiters import FetchWaiters
 
 if TYPE_CHECKING:
@@ -66,7 +71,7 @@ class Broker:
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
         self.cluster_id = self.meta["cluster.id"]
         self.features = load_features(config)
-        self.request_counts = RequestCounts()
+        # -- storage -----------------------------------------------------------------------
         self.default_log_config = LogConfig(
             segment_bytes=config.segment_bytes,
             segment_ms=config.segment_ms,
@@ -93,13 +98,21 @@ class Broker:
                     self.cluster.epochs[(topic, partition)] = plog.leader_epoch
             self.cluster.on_epoch = self._leader_epoch
         self.producer_ids = ProducerIdAllocator(config.data_dir)
-        self.fetch_waiters = FetchWaiters()
         # the decisions of the transaction coordinator, kept for `minibroker txn explain`
         self.txn_history = TxnHistory(config.data_dir)
         self.txn_history.open()
         if self.txn_history.skipped:
             log.warning("txn.history_lines_skipped", path=self.txn_history.path,
                         lines=self.txn_history.skipped, reason="torn or unreadable lines (a crash mid-write)")
+        self.internal_topics = InternalTopics(self.logs, config, self.cluster, self.node_id)
+        # the names the coordinators, handlers and control plane know them by
+        self.internal_log = self.internal_topics.log
+        self.coordinator_topic = self.internal_topics.coordinator_topic
+        self.transaction_partition_for = self.internal_topics.transaction_partition_for
+        self.offsets_partition_for = self.internal_topics.offsets_partition_for
+        self.coordinator_node = self.internal_topics.coordinator_node
+
+        # -- coordinators ------------------------------------------------------------------
         self.timeline = Timeline(self.txn_history, clock)
         self.timeline.broker_started()
         self.txn_coordinator = TransactionCoordinator(
@@ -119,17 +132,24 @@ class Broker:
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 assignment_interval_ms=config.group_consumer_assignment_interval_ms))
-        self.client_metrics, self.received_metrics = _client_metrics(config, clock)
-        self.authorizer = _authorizer(config)
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
+
+        # -- what the handlers are handed (app.build_dispatcher) ------------------------------
+        self.fetch_waiters = FetchWaiters()
+        self.client_metrics, self.received_metrics = _client_metrics(config, clock)
+        self.authorizer = _authorizer(config)
+
+        # -- background work ----------------------------------------------------------------
         self._snapshot_writer = snapshot.Writer()
         self.background = Background(
             config, self.logs,
             coordinators=(("txn", self.txn_coordinator), ("group", self.group_coordinator)),
             abort_timed_out=self.txn_coordinator.abort_timed_out,
             expire_ids=self.txn_coordinator.expire_ids,
+            poll_groups=self.group_coordinator.poll,
             snapshot_writer=self._snapshot_writer, clock=clock)
+
         # Offsets first: rolling a prepared transaction forward may complete
         # transactional offset commits.
         self.group_coordinator.load()
@@ -138,7 +158,9 @@ class Broker:
                  topics=len(self.logs.topics()),
                  ms=round((time.perf_counter() - t0) * 1000, 1))
 
+        # -- listeners (app binds them) and the control plane ------------------------------
         self.bound_port = config.port
+        self.request_counts = RequestCounts()
         # Virtual brokers: each node's advertised (host, port), once its listener is bound.
         self.node_endpoints: dict[int, tuple[str, int]] = {}
 
@@ -181,59 +203,11 @@ class Broker:
     def existing_log(self, topic: str, partition: int):
         return self.get_log(topic, partition) if self.topic(topic) is not None else None
 
-    def internal_log(self, topic: str, partition: int):
-        """A partition of __transaction_state / __consumer_offsets, created on first use."""
-        if self.topic(topic) is None:
-            groups = topic == GROUP_METADATA_TOPIC
-            count = (self.config.offsets_topic_partitions if groups
-                     else self.config.transaction_state_partitions)
-            # Kafka's offsets.topic.segment.bytes / transaction.state.log.segment.bytes
-            # (100 MiB, not log.segment.bytes): segments roll, each roll's producer snapshot
-            # bounds what storage replays at start-up, and the cleaner compacts what it sealed.
-            segment_bytes = (self.config.offsets_topic_segment_bytes if groups
-                             else self.config.transaction_state_log_segment_bytes)
-            self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
-                                                  "segment.bytes": str(segment_bytes)})
-            if self.cluster is not None:
-                # Kafka's offsets.topic.replication.factor / transaction.state.log.replication.factor
-                # (3), as far as there are brokers: a coordinator moves when its broker stops.
-                self.cluster.set_replication(topic, min(3, self.cluster.size))
-                self.cluster.observe(topic, count)
-        return self.get_log(topic, partition)
-
-    def coordinator_topic(self, key_type: int) -> None:
-        """The internal topic behind a coordinator key type (0 group, 1 transaction), created
-        when missing: Kafka creates __consumer_offsets / __transaction_state at the first
-        FindCoordinator (KafkaApis.getOrCreateInternalTopic), so Metadata lists it from then on."""
-        self.internal_log(GROUP_METADATA_TOPIC if key_type == 0 else TRANSACTION_STATE_TOPIC, 0)
-
     def assignable_topics(self) -> list[TopicView]:
         """What a consumer group's assignment is made of: every topic, the internal ones too, as
         Kafka's GroupMetadataManager.refreshRegularExpressions matches the regexes against every
         topic of the metadata image (franz-go's Test848RegexBrokerResolves relies on it)."""
         return [TopicView(t.name, t.topic_id, t.partitions) for t in self.logs.topics()]
-
-    def transaction_partition_for(self, transactional_id: str) -> int:
-        """Kafka's TransactionStateManager.partitionFor, for placing the coordinator."""
-        self.internal_log(TRANSACTION_STATE_TOPIC, 0)
-        return (java_string_hash(transactional_id) & 0x7FFFFFFF) % self.config.transaction_state_partitions
-
-    def coordinator_node(self, key_type: int, key: str) -> int | None:
-        """The node coordinating a group (0) or transactional id (1); None while its
-        partition has no leader. With one broker, that broker."""
-        if self.cluster is None:
-            return self.node_id
-        if key_type == 1:
-            return self.cluster.leader(TRANSACTION_STATE_TOPIC, self.transaction_partition_for(key))
-        return self.cluster.leader(GROUP_METADATA_TOPIC, self.offsets_partition_for(key))
-
-    def offsets_partition_for(self, group_id: str) -> int:
-        """Kafka's GroupCoordinator.partitionFor: abs(groupId.hashCode) % partitions."""
-        info = self.topic(GROUP_METADATA_TOPIC)
-        if info is None:
-            self.internal_log(GROUP_METADATA_TOPIC, 0)
-            info = self.topic(GROUP_METADATA_TOPIC)
-        return (java_string_hash(group_id) & 0x7FFFFFFF) % info.partitions
 
     def max_message_bytes(self, info) -> int:
         value = info.configs.get("max.message.bytes")
@@ -278,19 +252,8 @@ class Broker:
 
     # -- the control plane's clock -------------------------------------------------------
     def clock_advanced(self, by_ms: float) -> dict[str, int]:
-        """The clock jumped: run now what the background loops would have run had that time
-        passed (group session and rebalance deadlines, transaction timeouts, transactional-id
-        and producer-id expiration, retention), so a test need not wait for their intervals."""
-        now = self.clock.wall_ms()
-        self.group_coordinator.poll()
-        aborted = self.txn_coordinator.abort_timed_out(now)
-        expired_ids = self.txn_coordinator.expire_ids(now)
-        expired_producers = self.logs.expire_producers(now)
-        deleted = self.logs.apply_retention(now)
-        self.background.wake_cleaner()
-        return {"transactions_aborted": aborted, "transactional_ids_expired": expired_ids,
-                "producers_expired": expired_producers,
-                "segments_deleted": deleted}
+        """The control plane moved the clock by ``by_ms``: the background work catches up."""
+        return self.background.catch_up()
 
     # -- background work and shutdown --------------------------------------------------
     def start_background(self) -> None:

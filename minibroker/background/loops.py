@@ -34,13 +34,15 @@ class Snapshotting(Protocol):
 class Background:
     def __init__(self, config: Config, logs: LogManager, *,
                  coordinators: Sequence[tuple[str, Snapshotting]],
-                 abort_timed_out: Callable[[], int], expire_ids: Callable[[], int],
+                 abort_timed_out: Callable[..., int], expire_ids: Callable[..., int],
+                 poll_groups: Callable[[], object] | None = None,
                  snapshot_writer: snapshot.Writer, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.logs = logs
         self.coordinators = tuple(coordinators)
         self.abort_timed_out = abort_timed_out
         self.expire_ids = expire_ids
+        self.poll_groups = poll_groups
         self.snapshot_writer = snapshot_writer
         self.clock = clock
         self.tasks: list[asyncio.Task] = []
@@ -166,6 +168,22 @@ class Background:
                     await asyncio.sleep(backoff)
         finally:
             pool.shutdown(wait=False)
+
+    def catch_up(self) -> dict[str, int]:
+        """The clock jumped: run now what these loops would have run had that time passed
+        (group session and rebalance deadlines, transaction timeouts, transactional-id and
+        producer-id expiration, retention), so a test need not wait for their intervals."""
+        now = self.clock.wall_ms()
+        if self.poll_groups is not None:
+            self.poll_groups()
+        aborted = self.abort_timed_out(now)
+        expired_ids = self.expire_ids(now)
+        expired_producers = self.logs.expire_producers(now)
+        deleted = self.logs.apply_retention(now)
+        self.wake_cleaner()
+        return {"transactions_aborted": aborted, "transactional_ids_expired": expired_ids,
+                "producers_expired": expired_producers,
+                "segments_deleted": deleted}
 
     def wake_cleaner(self) -> None:
         """Look for a log to clean now (the clock jumped: horizons and lags may have passed)."""
