@@ -7,7 +7,7 @@ from that release's own kafka-clients jar); an API the release did not serve is 
 ApiVersions and refused like any unknown key. Before 4.0 the KIP-848 consumer group APIs are left
 out too: 3.7–3.9 brokers served them only with ``group.coordinator.rebalance.protocols``
 including ``consumer``, not their default. The finalized features a pre-4.0 broker had are none:
-``transaction.version`` and ``group.version`` are 0 (config.py refuses setting them higher).
+``transaction.version`` and ``group.version`` are 0 (options.py refuses setting them higher).
 """
 
 from __future__ import annotations

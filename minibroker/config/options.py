@@ -118,13 +118,13 @@ class Config:
     ssl_keyfile: Path | None = None
     ssl_cafile: Path | None = None
     ssl_client_auth: str = "none"
-    # SASL listeners (minibroker/sasl): mechanisms offered, users, and the bounds on a connection
+    # SASL listeners (security/sasl): mechanisms offered, users, and the bounds on a connection
     # that has not authenticated yet.
     sasl_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users: Path | None = None
     sasl_authentication_timeout_ms: int = 10_000
     connections_max_reauth_ms: int = 0
-    # ACLs (minibroker/acl): off unless --authorizer standard, as Kafka without authorizer.class.name.
+    # ACLs (security/acl): off unless --authorizer standard, as Kafka without authorizer.class.name.
     authorizer: str = "none"
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False

@@ -21,7 +21,7 @@ The group's state is derived, as Kafka's ``ConsumerGroup.state``: ``Empty`` (no 
 ``Assigning`` (group epoch ahead of the assignment), ``Reconciling`` (a member not yet at the
 assignment) or ``Stable``.
 
-Timeouts are deadlines on the shared :class:`~.group_timers.Deadlines`: a member that sends no
+Timeouts are deadlines on the shared :class:`~..timers.Deadlines`: a member that sends no
 heartbeat for ``group.consumer.session.timeout.ms`` (45 s) is fenced, and so is one that holds
 partitions pending revocation past its rebalance timeout. A static member
 (``group.instance.id``) that leaves with epoch -2 keeps its assignment until its session times
@@ -33,7 +33,7 @@ resolves it off the request path: the group epoch moves, the next heartbeat gets
 assignment), and again at the first heartbeat after topics changed.
 
 The group lives in the coordinator's shared ``groups`` dict as a
-:class:`~.group_model.Group` whose ``consumer`` holds this state, so committed offsets,
+:class:`~.model.Group` whose ``consumer`` holds this state, so committed offsets,
 transactional offsets and ``__consumer_offsets`` are shared with classic groups. Membership is
 not written to ``__consumer_offsets``: after a restart a member's heartbeat is answered
 UNKNOWN_MEMBER_ID and it rejoins (tests/differential/divergences.py).

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A group is a small state machine (:mod:`.group_state`, Kafka's ``ClassicGroupState``,
+A group is a small state machine (:mod:`.state`, Kafka's ``ClassicGroupState``,
 whose one table lists each state's valid predecessors)::
 
     Empty ----------------- a member joins ------------------> PreparingRebalance
@@ -25,7 +25,7 @@ a transaction stay pending until the transaction's marker lands.
 
 The work is split in two:
 
-* the core, :class:`~.group_machine.GroupMachine` — synchronous, no loop, time from the
+* the core, :class:`~.machine.GroupMachine` — synchronous, no loop, time from the
   ``Clock`` it is given. A call either answers at once or returns ``Waiting`` (a JoinGroup
   or SyncGroup that needs the other members); answers for waiting callers come out of
   ``take_answers()`` when the group moves on. Timeouts (session, rebalance, the initial
@@ -34,11 +34,11 @@ The work is split in two:
   for the core's next deadline, and a future per waiting caller, settled from the
   answers after every call into the core.
 
-Modules: ``group_state`` (the enum and its table), ``group_model`` (Group, Member,
-Offset, GroupError), ``group_membership`` (join/sync/heartbeat/leave and their
-timeouts), ``group_offsets`` (commits, fetches, deletes, transactional offsets),
-``group_store`` (``__consumer_offsets``: writes, replay, snapshots), ``group_timers``
-(deadlines), ``group_machine`` (the core composing them), this module (the adapter).
+Modules: ``state`` (the enum and its table), ``model`` (Group, Member,
+Offset, GroupError), ``membership`` (join/sync/heartbeat/leave and their
+timeouts), ``offsets`` (commits, fetches, deletes, transactional offsets),
+``store`` (``__consumer_offsets``: writes, replay, snapshots), ``..timers``
+(deadlines), ``machine`` (the core composing them), this module (the adapter).
 
 A test drives the core alone with a ``ManualClock`` (tests/minibroker/
 test_group_state_machine.py); the broker builds this adapter.

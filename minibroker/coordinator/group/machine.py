@@ -1,7 +1,7 @@
 """The group coordinator's core: every group's state, driven synchronously.
 
-Composes what the coordinator holds — membership (:mod:`.group_membership`), committed
-offsets (:mod:`.group_offsets`), their log (:mod:`.group_store`) — over one dict of
+Composes what the coordinator holds — membership (:mod:`.membership`), committed
+offsets (:mod:`.offsets`), their log (:mod:`.store`) — over one dict of
 groups, one clock and one schedule of deadlines. No event loop, no futures: a test
 builds it on a fake ``__consumer_offsets`` and a ``ManualClock``, calls it, advances
 the clock, calls :meth:`run_due` and reads :meth:`take_answers`.

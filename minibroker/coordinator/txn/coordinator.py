@@ -1,6 +1,6 @@
 """The transaction coordinator as the broker sees it: the core plus its I/O.
 
-:class:`~.txn_machine.TransactionMachine` holds the state and makes every move; this
+:class:`~.machine.TransactionMachine` holds the state and makes every move; this
 adapter gives it its collaborators (the ``__transaction_state`` appender, the marker
 writer, the clock, the crash points), loads it at start-up from the topic (after a
 snapshot, when one can be trusted) and captures its snapshots. The periodic timeout

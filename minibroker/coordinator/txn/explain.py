@@ -1,6 +1,6 @@
 """A transactional id's timeline told as a story, ending with a one-line diagnosis.
 
-:func:`explain` is pure: the events the coordinator recorded (``txn_timeline.py``) in, lines of
+:func:`explain` is pure: the events the coordinator recorded (``timeline.py``) in, lines of
 text and a diagnosis out, plus the same as data (``--json``). The diagnosis answers the question
 people ask — "why was I fenced?" — from what happened last: a refusal is explained by the event
 that moved the epoch past the refused one (a new instance, named by its client id and address;

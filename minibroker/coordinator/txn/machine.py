@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Kafka's TransactionCoordinator for transaction.version 0–2, without I/O of its own.
 Each transactional id has a :class:`TxnMetadata` whose ``state`` is a
-:class:`~.txn_state.TxnState`; every request (InitProducerId, AddPartitionsToTxn,
+:class:`~.state.TxnState`; every request (InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn) and every timer tick is one synchronous call here that either
 refuses with a :class:`TxnError` (the error code the handler answers) or makes one or
 more moves. A move is checked against the one transition table (``txn_state``), then
@@ -35,7 +35,7 @@ the log appender, the producer-id allocator, the marker writer (which appends th
 control batches and tells whoever cares that a marker was written) and the test-only
 crash points. Markers are local appends and every call runs to the end on the event
 loop, so no request ever sees a transition half-done. The asyncio side (start-up load,
-snapshots, the periodic checks) is :mod:`.transaction` and :mod:`minibroker.background.loops`.
+snapshots, the periodic checks) is :mod:`.coordinator` and :mod:`minibroker.background.loops`.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class TransactionMachine:
                  transaction_version: Callable[[], int] = lambda: 0,
                  timeline: Timeline = NO_TIMELINE) -> None:
         self.clock = clock
-        # every decision, with who asked, for `minibroker txn explain` (txn_timeline.py)
+        # every decision, with who asked, for `minibroker txn explain` (timeline.py)
         self.timeline = timeline
         # The finalized transaction.version: the log value's version (v1 from level 1, as
         # TransactionVersion.transactionLogValueVersion) and the client version the

@@ -1,7 +1,7 @@
 """What the transaction coordinator decided, per transactional id and per idempotent producer
 id, in order, with who asked: the record ``minibroker txn explain`` tells its story from.
 
-The coordinator (``coordinator/txn_machine.py``) calls :meth:`Timeline.record` at each decision —
+The coordinator (``coordinator/txn/machine.py``) calls :meth:`Timeline.record` at each decision —
 an InitProducerId and why its epoch moved, partitions and offsets joining, EndTxn, the prepare,
 each marker (partition and offset), the completion, a fence and by whom, an abort by timeout with
 its deadline, a refusal with its error — and the handlers pass who sent the request
