@@ -113,7 +113,7 @@ BASELINE: list[str] = []  # --baseline DIR, once parsed
 def has_ready_file(root: str = ROOT) -> bool:
     """Whether the minibroker in ``root`` has --ready-file (asked once)."""
     if root not in _READY_FILE:
-        out = subprocess.run([PY, "-m", "minibroker.cli.main", "--help"], cwd=root, capture_output=True, text=True)
+        out = subprocess.run([PY, "-m", "minibroker", "--help"], cwd=root, capture_output=True, text=True)
         _READY_FILE[root] = "--ready-file" in out.stdout
     return _READY_FILE[root]
 
@@ -232,7 +232,7 @@ class MiniBroker(Broker):
         if self.baseline:
             from tests.reference.checkout import checkout_path
             env = {**os.environ, "PYTHONPATH": checkout_path(self.root)}
-        self.proc = subprocess.Popen([PY, "-m", "minibroker.cli.main", "--port", str(port), "--data-dir", self.dir,
+        self.proc = subprocess.Popen([PY, "-m", "minibroker", "--port", str(port), "--data-dir", self.dir,
                                       "--fsync", self.fsync, "--log-level", "warning", *extra,
                                       *(["--control-listener", "127.0.0.1:0"] if self.control else [])],
                                      cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -751,7 +751,7 @@ def main() -> int:
                     "confluent-kafka); default go when a Go toolchain is found, else python")
     a = ap.parse_args()
     if a.baseline:
-        if not os.path.isfile(os.path.join(a.baseline, "minibroker", "cli.py")):
+        if not any(os.path.isfile(os.path.join(a.baseline, "minibroker", f)) for f in ("__main__.py", "cli.py")):
             ap.error(f"--baseline {a.baseline}: no minibroker checkout there")
         BASELINE.append(os.path.abspath(a.baseline))
     a.seconds = a.seconds or (2.0 if a.quick else 5.0)

@@ -65,7 +65,7 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
         python, cwd = _installed_python[0], data_dir.parent
     ready = data_dir.with_name(data_dir.name + ".ready")
     ready.unlink(missing_ok=True)
-    argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker.cli.main",
+    argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker",
             "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir),
             "--ready-file", str(ready), "--log-level", "warning", *extra]
     err = open(importtime, "w") if importtime else subprocess.DEVNULL
@@ -198,7 +198,7 @@ def _before_first_answer(rows: list[re.Match], total: float) -> float:
     those printed before ``minibroker.app``'s, which the CLI imports after starting it. Without
     an early listener (an older checkout), every import comes before the first answer."""
     names = [m.group(4) for m in rows]
-    if "minibroker.net.early" not in names or "minibroker.app" not in names:
+    if not {"minibroker.net.early", "minibroker.early"} & set(names) or "minibroker.app" not in names:
         return total
     end = names.index("minibroker.app")
     start = end

@@ -19,7 +19,8 @@ FOLDERS = (("minibroker", "minibroker"), ("minibroker_protocol", "protocol"),
 
 def checkout_path(checkout: str) -> str:
     root = Path(checkout).resolve()
-    if not (root / "minibroker" / "cli.py").is_file():
+    # minibroker/cli.py before issue 30's layout, minibroker/cli/main.py since; __main__.py in both
+    if not any((root / "minibroker" / f).is_file() for f in ("__main__.py", "cli.py")):
         raise SystemExit(f"{checkout}: no minibroker checkout there")
     shim = Path(tempfile.mkdtemp(prefix="minibroker-checkout-"))
     for name, folder in FOLDERS:
