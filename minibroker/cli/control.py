@@ -1,15 +1,18 @@
-"""``minibroker faults|clock|requests``: the control plane from a shell (standard library only).
+"""``minibroker faults|clock|requests|cluster|txn``: the control plane from a shell.
 
     minibroker faults add --api EndTxn --action drop-response --control 127.0.0.1:9644
     minibroker faults add --api EndTxn --action error --error CONCURRENT_TRANSACTIONS --count 3 ...
     minibroker faults list|clear|remove ID|release [ID] --control HOST:PORT
-    minibroker clock advance 90s --control HOST:PORT     (also 1500ms, 2m, 1h)
-    minibroker clock show --control HOST:PORT
+    minibroker clock advance 90s --control HOST:PORT     (also 1500ms, 2m, 1h, 1m 30s)
+    minibroker clock show --control HOST:PORT            (ISO-8601 UTC, and how far from real time)
     minibroker requests [--api EndTxn] [--transactional-id ID] [--json] --control HOST:PORT
     minibroker txn explain ID|list|hanging|abort ... (--control HOST:PORT | --data-dir DIR) [--json]
 
 ``--control`` defaults to ``$MINIBROKER_CONTROL``. Errors are one line on stderr, exit 1 (the
-broker refused) or 2 (the command line is wrong).
+broker refused, or has no such transactional id) or 2 (the command line is wrong: a fault rule
+is checked here, with the broker's own parser, before any broker is asked). Durations print as
+people write them (``1h``, ``1m 30s``, ``250 ms``), error codes by Kafka's names. Standard
+library only at module level; what a command needs beyond it is imported when it runs.
 """
 
 from __future__ import annotations
@@ -36,15 +39,21 @@ def _need_control(p: argparse.ArgumentParser, ns: argparse.Namespace) -> str:
     return ns.control
 
 
-def _fail(message: str) -> int:
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    """``1 rule``, ``3 rules``."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _fail(message: str, code: int = 1) -> int:
     sys.stderr.write(f"minibroker: error: {message}\n")
-    return 1
+    return code
 
 
 # -- faults ------------------------------------------------------------------------------------
 _RULE_OPTIONS = (
     ("--api", str, "API name as Kafka spells it (EndTxn, Produce, ...) or key"),
-    ("--action", str, "error, error-after-apply, drop-response, delay, disconnect, hold, crash"),
+    ("--action", str, "error, error-after-apply, drop-response, delay, disconnect, hold, crash "
+                      "(required)"),
     ("--error", str, "the error code to answer (name like CONCURRENT_TRANSACTIONS, or number)"),
     ("--message", str, "the error message, where the answer has one"),
     ("--count", str, "fire on the next N matching requests ('all' or -1: every one; default 1)"),
@@ -106,11 +115,22 @@ def faults_main(argv: list[str]) -> int:
     for s in (add, rm, rel, load, *(sub.choices[n] for n in ("list", "clear"))):
         s.add_argument("--control", default=argparse.SUPPRESS)
     ns = p.parse_args(argv)
+    if ns.command in ("add", "load"):
+        # The server's own rule parser, run here first: a bad rule is refused without a broker.
+        # Imported only now: it brings minibroker_protocol (and kio), which list/clear need not.
+        from ..control.faults.rules import ACTIONS, FaultError, parse_rule, read_rules_file
+        if ns.command == "add" and ns.action is None:
+            return _fail(f"faults add needs --action (one of {', '.join(ACTIONS)})", 2)
+        try:
+            if ns.command == "add":
+                parse_rule(_rule_from(ns), 1)
+            else:
+                specs = read_rules_file(ns.file)
+        except FaultError as e:
+            return _fail(str(e), 2)
     control = _need_control(p, ns)
     try:
         if ns.command == "add":
-            if ns.action is None:
-                p.error("faults add needs --action")
             out = call(control, "POST", "/v1/faults", _rule_from(ns))
             rule = out["rules"][0]
             print(json.dumps(rule) if ns.json else f"added rule {_rule_line(rule).strip()}")
@@ -123,56 +143,94 @@ def faults_main(argv: list[str]) -> int:
         elif ns.command == "clear":
             out = call(control, "DELETE", "/v1/faults")
             print(json.dumps(out) if ns.json else
-                  f"removed {out['removed']} rule(s), released {out['released']} held request(s)")
+                  f"removed {_n(out['removed'], 'rule')}, released {_n(out['released'], 'held request')}")
         elif ns.command == "remove":
             out = call(control, "DELETE", f"/v1/faults/{ns.id}")
-            print(f"removed rule {ns.id} (fired {out['removed']['fired']} time(s))")
+            print(f"removed rule {ns.id} (fired {_n(out['removed']['fired'], 'time')})")
         elif ns.command == "release":
             path = "/v1/faults/release" if ns.id is None else f"/v1/faults/{ns.id}/release"
-            print(f"released {call(control, 'POST', path)['released']} request(s)")
+            print(f"released {_n(call(control, 'POST', path)['released'], 'request')}")
         elif ns.command == "load":
-            from ..control.faults.rules import FaultError, read_rules_file
-            try:
-                specs = read_rules_file(ns.file)
-            except FaultError as e:
-                return _fail(str(e))
             out = call(control, "POST", "/v1/faults", {"rules": specs})
-            print(f"added {len(out['rules'])} rule(s)")
+            print(f"added {_n(len(out['rules']), 'rule')}")
     except ControlError as e:
         return _fail(str(e))
     return 0
 
 
 # -- clock -------------------------------------------------------------------------------------
+_MODES = {"virtual": "virtual clock: it moves only when advanced",
+          "system": "system clock: real time, plus every advance"}
+
+
+def _utc(ms: int) -> str:
+    """ISO-8601 UTC to the millisecond, computed in integers (no float rounding)."""
+    import datetime
+    t = datetime.datetime.fromtimestamp(ms // 1000, datetime.UTC).replace(microsecond=ms % 1000 * 1000)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _offset_words(offset_ms: float) -> str:
+    from ..control.durations import format_duration
+    if round(offset_ms) == 0:
+        return "in step with the system clock"
+    return f"{format_duration(abs(offset_ms))} {'ahead of' if offset_ms > 0 else 'behind'} the system clock"
+
+
+def _clock_line(out: dict[str, Any]) -> str:
+    return (f"broker time {_utc(out['wall_ms'])} ({out['wall_ms']} ms since the epoch), "
+            f"{_offset_words(out['offset_ms'])} ({_MODES.get(out['mode'], out['mode'])})")
+
+
+def _negative_advance(argv: list[str]) -> str | None:
+    """``clock advance -5s``: argparse would take -5s for an option; say what is wrong instead."""
+    from ..control.durations import DurationError, parse_duration_ms
+    if "advance" not in argv:
+        return None
+    after = argv[argv.index("advance") + 1:]
+    for arg in after[:1]:
+        try:
+            if arg.startswith("-") and parse_duration_ms(arg) < 0:
+                return arg
+        except DurationError:
+            return None
+    return None
+
+
+# The control plane's answer to a negative advance, said before contacting it.
+BACKWARDS = "a clock does not go back: the duration must be >= 0"
+
+
 def clock_main(argv: list[str]) -> int:
     p = _parser("minibroker clock")
     sub = p.add_subparsers(dest="command", required=True)
     adv = sub.add_parser("advance", help="move the broker's clock forward")
-    adv.add_argument("duration", help="90s, 1500ms, 2m, 1h")
-    show = sub.add_parser("show")
+    adv.add_argument("duration", help="90s, 1500ms, 2m, 1h, 1m 30s")
+    show = sub.add_parser("show", help="the broker's time, and how far it is from the system clock")
     for s in (adv, show):
         s.add_argument("--json", action="store_true")
         s.add_argument("--control", default=argparse.SUPPRESS)
+    backwards = _negative_advance(argv)
+    if backwards is not None:
+        return _fail(f"{BACKWARDS}, not {backwards}", 2)
     ns = p.parse_args(argv)
     control = _need_control(p, ns)
     try:
         if ns.command == "advance":
-            from ..control.durations import DurationError, parse_duration_ms
+            from ..control.durations import DurationError, format_duration, parse_duration_ms
             try:
                 parse_duration_ms(ns.duration)
             except DurationError as e:
-                p.error(str(e))
+                return _fail(str(e), 2)
             out = call(control, "POST", "/v1/clock/advance", {"duration": ns.duration})
             if ns.json:
                 print(json.dumps(out))
             else:
                 ran = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in out["ran"].items())
-                print(f"advanced {out['advanced_ms']:g} ms ({out['mode']} clock, "
-                      f"{out['offset_ms']:g} ms ahead); {ran}")
+                print(f"advanced {format_duration(out['advanced_ms'])}: {_clock_line(out)}; {ran}")
         else:
             out = call(control, "GET", "/v1/clock")
-            print(json.dumps(out) if ns.json else
-                  f"{out['mode']} clock at {out['wall_ms']} ms, {out['offset_ms']:g} ms ahead of real time")
+            print(json.dumps(out) if ns.json else _clock_line(out))
     except ControlError as e:
         return _fail(str(e))
     return 0
@@ -198,10 +256,14 @@ def requests_main(argv: list[str]) -> int:
             rows = call(control, "GET", "/v1/requests/counts")["counts"]
             if ns.json:
                 print(json.dumps(rows, indent=2))
+            elif not rows:
+                print("no requests counted")
             else:
-                for r in rows:
-                    print(f"{r['api']:<24} v{r['api_version']:<3} {r['client_software_name']}/"
-                          f"{r['client_software_version']}: {r['count']}")
+                header = ("Api", "Version", "ClientSoftware", "ClientSoftwareVersion", "Requests")
+                print("\n".join(_table(header,
+                                       [(r["api"], r["api_version"], r["client_software_name"],
+                                         r["client_software_version"], r["count"]) for r in rows],
+                                       right=(1, 4))))
             return 0
         query = {k: v for k, v in (("api", ns.api), ("client", ns.client),
                                    ("transactional_id", ns.transactional_id), ("group", ns.group),
@@ -213,15 +275,29 @@ def requests_main(argv: list[str]) -> int:
     if ns.json:
         print(json.dumps(records, indent=2))
         return 0
+    if not records:
+        print("no requests recorded" + (" that match" if query else ""))
+        return 0
+    from ..control.durations import format_duration
+    rows = []
     for r in records:
-        error = "" if not r["error_code"] else f" error={r['error_code']}"
-        fault = "" if r["fault"] is None else f" fault={r['fault']}"
-        named = " ".join(r["transactional_ids"] + r["groups"] + r["topics"])
-        latency = "-" if r["latency_ms"] is None else f"{r['latency_ms']:.1f}ms"
-        print(f"{r['seq']:>6} {r['api']:<22} v{r['api_version']:<3} {r['client_id'] or '-':<20} "
-              f"{r['client_software_name']:<20} conn={r['connection']} {latency:>8} "
-              f"{r['outcome']}{error}{fault} {named}".rstrip())
+        error = "-" if not r["error_code"] else f"{r.get('error') or 'error'} ({r['error_code']})"
+        latency = "-" if r["latency_ms"] is None else format_duration(r["latency_ms"])
+        named = " ".join(r["transactional_ids"] + r["groups"] + r["topics"]) or "-"
+        rows.append((r["seq"], r["api"], r["api_version"], r["client_id"] or "-", r["client_software_name"],
+                     r["connection"], latency, r["outcome"], error,
+                     "-" if r["fault"] is None else f"rule {r['fault']}", named))
+    print("\n".join(_table(("Seq", "Api", "Version", "ClientId", "ClientSoftware", "Connection", "Latency",
+                            "Outcome", "Error", "Fault", "Names"), rows, right=(0, 2, 5, 6))))
     return 0
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]], right: tuple[int, ...] = ()) -> list[str]:
+    """Columns as wide as their widest cell, numbers (``right``) aligned right, two spaces apart."""
+    cells = [header, *(tuple("-" if c is None else str(c) for c in row) for row in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w)
+                      for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in cells]
 
 
 # -- cluster (--brokers N) ---------------------------------------------------------------------
@@ -313,6 +389,12 @@ def txn_main(argv: list[str]) -> int:
     if isinstance(out, int):
         return out
     data, lines = out
+    if ns.command == "explain" and not data.get("known", True):
+        # kafka-transactions.sh describe fails the same way on an id the coordinator lacks.
+        where = f"the broker at {ns.control}" if ns.control else f"data directory {ns.data_dir}"
+        what = (f"transactional id {ns.transactional_id!r}" if ns.producer_id is None
+                else f"producer id {ns.producer_id}")
+        return _fail(f"no {what} in {where}: never used there, or expired and gone from the history")
     print(json.dumps(data, indent=None if ns.command != "explain" else 2) if ns.json else "\n".join(lines))
     return 0
 
@@ -351,9 +433,12 @@ def _txn_live(ns: argparse.Namespace):
         query = ""
         if ns.max_age:
             try:
-                query = f"?max_age_ms={int(parse_duration_ms(ns.max_age))}"
+                max_age = parse_duration_ms(ns.max_age)
             except DurationError as e:
-                return _fail(str(e))
+                return _fail(str(e), 2)
+            if max_age < 0:
+                return _fail(f"--max-age must be >= 0, not {ns.max_age}", 2)
+            query = f"?max_age_ms={int(max_age)}"
         data = call(control, "GET", "/v1/transactions/hanging" + query)
         return data, _hanging_lines(data["hanging"])
     if ns.start_offset is None and ns.producer_id is None:

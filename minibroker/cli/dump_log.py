@@ -5,7 +5,9 @@ Every kind of file a partition directory holds per segment is understood: ``.log
 through storage's parsers (the ones the broker and the offline readers use). Like
 Kafka's DumpLogSegments (apache/kafka tools/src/main/java/org/apache/kafka/tools/
 DumpLogSegments.java) the contents go to stdout, "Found N invalid bytes at the end of
-FILE" too, and the index checks go to stderr in its wording.
+FILE" too, and the index checks go to stderr in its wording. Every problem is on stderr as
+well, one line each (a batch whose CRC does not match, records that cannot be read, invalid
+bytes at a file's end), so ``dump-log ... >/dev/null`` shows just what is wrong.
 
 Unlike Kafka's tool, which exits 0 whatever it finds, the exit status says what was
 found, so a script can tell a sound segment from a damaged one: 0 all valid, 1 some
@@ -77,8 +79,13 @@ def dump(path: Path, print_data: bool, out=None, err=None) -> int:
     prev_last = None
     for header, view in walk_segment(SegmentFiles(start, str(path)), check_crc=False, position=0):
         # ``view`` holds just this batch: the CRC covers it from attributes on.
-        valid = crc32c(view[CRC_START:]) == header.crc
-        invalid += not valid
+        computed = crc32c(view[CRC_START:])
+        valid = computed == header.crc
+        if not valid:
+            invalid += 1
+            err.write(f"Invalid batch in {path} at position {header.position} (baseOffset "
+                      f"{header.base_offset} lastOffset {header.last_offset}): crc {header.crc}, "
+                      f"the data's is {computed}\n")
         valid_end = header.end
         if prev_last is not None and header.base_offset != prev_last + 1:
             gaps.append((prev_last, header.base_offset))
@@ -106,6 +113,8 @@ def dump(path: Path, print_data: bool, out=None, err=None) -> int:
         except (InvalidBatch, ValueError, IndexError, struct.error) as exc:
             invalid += 1
             out.write(f"| (records not printed: {exc})\n")
+            err.write(f"Unreadable records in {path} at position {header.position} (baseOffset "
+                      f"{header.base_offset}): {exc}\n")
     tail, zeroed = log_tail(str(path), valid_end)
     if tail and zeroed:
         # The active segment, or one a crash left untrimmed: reserved space, not data.
@@ -113,12 +122,18 @@ def dump(path: Path, print_data: bool, out=None, err=None) -> int:
     elif tail:
         invalid += 1
         out.write(f"Found {tail} invalid bytes at the end of {path.name}\n")
+        _invalid_tail(path, tail, valid_end, err)
     if gaps:
         # Not counted as invalid: a compacted Kafka log has gaps by design.
         err.write(f"Non-consecutive offsets in {path}\n")
         for before, after in gaps:
             err.write(f"  {before} is followed by {after}\n")
     return invalid
+
+
+def _invalid_tail(path: Path, size: int, start: int, err) -> None:
+    # stdout has Kafka's line; this one is for whoever reads only the problems.
+    err.write(f"Invalid bytes at the end of {path}: {size} from position {start}\n")
 
 
 def _print_records(header, view, ts_name: str, out) -> None:
@@ -153,6 +168,7 @@ def _index_shape(path: Path, contents: IndexContents, out, err) -> int:
     if contents.trailing_bytes:
         invalid += 1
         out.write(f"Found {contents.trailing_bytes} invalid bytes at the end of {path.name}\n")
+        _invalid_tail(path, contents.trailing_bytes, path.stat().st_size - contents.trailing_bytes, err)
     if contents.problems:
         invalid += len(contents.problems)
         err.write(f"Sanity check failed for {path} (the broker rebuilds such an index from the log):\n")
@@ -231,6 +247,7 @@ def dump_txn_index(path: Path, out, err) -> int:
     if contents.trailing_bytes:
         invalid += 1
         out.write(f"Found {contents.trailing_bytes} invalid bytes at the end of {path.name}\n")
+        _invalid_tail(path, contents.trailing_bytes, path.stat().st_size - contents.trailing_bytes, err)
     if contents.problems:
         invalid += len(contents.problems)
         err.write(f"Sanity check failed for {path} (the broker rebuilds such an index from the log):\n")

@@ -58,7 +58,9 @@ def timeline(data_dir: str, tid: str) -> Explanation:
         # A data dir has no "now": the story stops at the last thing written.
         open_txn = {"start_ms": v.start_ms, "timeout_ms": v.timeout_ms, "partitions": sorted(v.partitions)}
     last = max((e.get("ts", 0) for e in events), default=None)
-    return explain(tid, events, last if open_txn else None, open_txn, history.get(BROKER_KEY, []))
+    x = explain(tid, events, last if open_txn else None, open_txn, history.get(BROKER_KEY, []))
+    x.known = x.known or v is not None
+    return x
 
 
 def producer_timeline(data_dir: str, producer_id: int) -> Explanation:

@@ -2,10 +2,10 @@
 
 Kept only while the control plane is on (``--control-listener``): a bounded ring of records
 — API, version, client id and software, connection and peer, virtual broker, what the request
-named (transactional ids, groups, topics), latency, the answer's error code and the fault rule
-that fired on it — so a test asks "which EndTxn versions did the Java client send, and what
-did each get" instead of grepping logs. ``RequestCounts`` (request_counts.py) keeps the
-totals for ever; this keeps the detail of the last ``capacity``.
+named (transactional ids, groups, topics), latency, the answer's error code (and Kafka's name
+of it) and the fault rule that fired on it — so a test asks "which EndTxn versions did the Java
+client send, and what did each get" instead of grepping logs. ``RequestCounts``
+(request_counts.py) keeps the totals for ever; this keeps the detail of the last ``capacity``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from minibroker_protocol.errors import ErrorCode
 
 from ..cluster import connection_node
 from .request_counts import api_name
@@ -55,8 +57,18 @@ class RequestRecord:
             "connection": self.conn, "peer": self.peer, "broker": self.broker,
             "transactional_ids": list(self.transactional_ids), "groups": list(self.groups),
             "topics": list(self.topics), "fault": self.fault, "latency_ms": self.latency_ms,
-            "error_code": self.error_code, "outcome": self.outcome,
+            "error_code": self.error_code, "error": error_name(self.error_code), "outcome": self.outcome,
         }
+
+
+def error_name(code: int | None) -> str | None:
+    """Kafka's name of an answer's error code (NOT_COORDINATOR), as its clients print it."""
+    if code is None:
+        return None
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"UNKNOWN_ERROR_CODE_{code}"
 
 
 def first_error(entity: Any, depth: int = 3) -> int:

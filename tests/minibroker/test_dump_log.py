@@ -69,6 +69,43 @@ def test_dump_log_flags_corrupt_batch(tmp_path, capsys):
     assert all("isvalid: true" in line for line in batch_lines[1:])
 
 
+def test_the_cli_says_each_problem_on_stderr(tmp_path):
+    """`minibroker dump-log` as a user runs it: stdout keeps kafka-dump-log.sh's lines
+    (isvalid: false, "Found N invalid bytes"), stderr has one line per problem, exit 1."""
+    import subprocess
+    import sys
+
+    from crc32c import crc32c
+
+    path = _log_with_batches(tmp_path)
+    good = path.read_bytes()
+    data = bytearray(good)
+    data[70] ^= 0xFF  # inside the first batch's records
+    path.write_bytes(bytes(data) + b"\x07" * 9)  # and a torn tail
+
+    def run():
+        return subprocess.run([sys.executable, "-m", "minibroker", "dump-log", str(path)],
+                              capture_output=True, text=True, timeout=60)
+
+    r = run()
+    assert r.returncode == 1, r
+    stored = struct.unpack(">I", good[17:21])[0]
+    size = 12 + struct.unpack(">i", good[8:12])[0]
+    computed = crc32c(bytes(data[21:size]))
+    batches = [line for line in r.stdout.splitlines() if line.startswith("baseOffset:")]
+    assert batches[0].endswith(f"crc: {stored} isvalid: false") and len(batches) == 3, r.stdout
+    assert all(line.endswith("isvalid: true") for line in batches[1:]), r.stdout
+    assert r.stdout.splitlines()[-1] == f"Found 9 invalid bytes at the end of {path.name}"
+    assert r.stderr.splitlines() == [
+        f"Invalid batch in {path} at position 0 (baseOffset 0 lastOffset 1): crc {stored}, "
+        f"the data's is {computed}",
+        f"Invalid bytes at the end of {path}: 9 from position {len(good)}",
+    ], r.stderr
+    path.write_bytes(good)
+    r = run()
+    assert r.returncode == 0 and r.stderr == "" and "isvalid: false" not in r.stdout, r
+
+
 def test_dump_log_missing_file(tmp_path, capsys):
     assert main([str(tmp_path / "nope.log")]) == 2
 

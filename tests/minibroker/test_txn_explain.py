@@ -109,7 +109,47 @@ def test_markers_tell_how_long_the_lso_was_held():
 
 
 def test_no_history():
-    assert explain("nobody", []).diagnosis.startswith("No history")
+    x = explain("nobody", [])
+    assert x.diagnosis.startswith("No history") and not x.known and x.as_dict()["known"] is False
+
+
+def test_a_fence_then_a_later_commit_is_told_as_committed(recorded):
+    """The zombie was fenced, then the new instance committed: the id is CompleteCommit now, so
+    the headline says so; the fence and the zombie's refusal stay in the story, in agreement."""
+    m, clock, history, _ = recorded
+    pid, epoch = m.init_producer_id("zc", 60_000, who=APP1)
+    m.add_partitions("zc", pid, epoch, [("orders", 3)], who=APP1)
+    clock.advance(2000)
+    pid7, epoch7 = m.init_producer_id("zc", 60_000, who=APP7)
+    with pytest.raises(TxnError):
+        m.add_partitions("zc", pid, epoch, [("orders", 4)], who=APP1)
+    m.timeline.record("zc", "refused", api="AddPartitionsToTxn", error="PRODUCER_FENCED", producer_id=pid,
+                      epoch=epoch, current_producer_id=pid7, current_epoch=epoch7, **APP1.fields())
+    clock.advance(500)
+    m.add_partitions("zc", pid7, epoch7, [("orders", 0)], who=APP7)
+    clock.advance(500)
+    m.end_txn("zc", pid7, epoch7, True, who=APP7)
+    assert m.txns["zc"].state_name == "CompleteCommit"
+    x = explain("zc", history.events(txn_key("zc")))
+    assert x.diagnosis.startswith("Committed at ") and "nothing is pending" in x.diagnosis, x.diagnosis
+    assert (f"An older instance's AddPartitionsToTxn with epoch {epoch} was refused at "
+            in x.diagnosis and "(PRODUCER_FENCED); the story tells why." in x.diagnosis), x.diagnosis
+    assert any("FENCED: a new instance (client `orders-7`" in line for line in x.story)
+    assert any("REFUSED AddPartitionsToTxn from client `orders-1`" in line
+               and "fenced because a new instance (client `orders-7`" in line for line in x.story)
+    # one partition joins, two join
+    assert sum("orders-3 joins the transaction by client `orders-1`" in line for line in x.story) == 1
+    assert sum("orders-0 joins the transaction by client `orders-7`" in line for line in x.story) == 1
+    assert not any(" join the transaction" in line for line in x.story), x.story
+    # A zombie refused after the commit does not turn the committed id's headline into a fence.
+    m.timeline.record("zc", "refused", api="EndTxn", error="PRODUCER_FENCED", producer_id=pid, epoch=epoch,
+                      current_producer_id=pid7, current_epoch=epoch7, **APP1.fields())
+    again = explain("zc", history.events(txn_key("zc")))
+    assert again.diagnosis.startswith("Committed at ") and "older instance's EndTxn" in again.diagnosis
+    # Without the commit (the zombie's refusal is the news) the headline is the fence, as before.
+    events = history.events(txn_key("zc"))
+    cut = next(i for i, e in enumerate(events) if e["kind"] == "refused") + 1
+    assert explain("zc", events[:cut]).diagnosis.startswith("Fenced: AddPartitionsToTxn with epoch 0 refused")
 
 
 # -- the file ----------------------------------------------------------------------------------

@@ -105,7 +105,8 @@
           ? txnLink(held.transactional_id)
           : document.createTextNode("producer " + held.producer_id);
         heldCell = el("td", { class: "held" }, who,
-          el("span", { class: "records" }, "(" + p.lso_lag + " records from offset " + held.first_offset + ")"));
+          el("span", { class: "records" }, "(" + p.lso_lag + (p.lso_lag === 1 ? " record" : " records") +
+            " from offset " + held.first_offset + ")"));
       } else {
         heldCell = td(null);
       }
@@ -240,7 +241,7 @@
         el("span", { class: "title" }, c.client_id || "(no client id)"),
         el("span", { class: "tag" }, c.software || "unknown software"),
         el("span", { class: "meta" }, (c.address || "?") + " · instance " + c.client_instance_id + " · " +
-          c.pushes + " push(es), " + bytes(c.bytes) + (c.last_push_ms ? " · last " + clockTime(c.last_push_ms) : "") +
+          c.pushes + (c.pushes === 1 ? " push, " : " pushes, ") + bytes(c.bytes) + (c.last_push_ms ? " · last " + clockTime(c.last_push_ms) : "") +
           (c.live ? "" : " · gone") + (c.terminated ? " · terminated" : ""))));
       if (c.requested_metrics) {
         box.append(el("div", { class: "members" }, "asked for: " +
@@ -517,12 +518,14 @@
       return;
     }
     const events = data.events || [];
-    $("tl-summary").textContent = events.length + " event(s)" +
+    $("tl-summary").textContent = events.length + (events.length === 1 ? " event" : " events") +
       (events.length ? ", " + clockTime(events[0].ts) + " – " + clockTime(events[events.length - 1].ts) : "");
     $("tl-picture").replaceChildren(drawTimeline(data, nowMs));
     const diag = $("tl-diagnosis");
     diag.textContent = data.diagnosis || "";
-    diag.classList.toggle("bad", events.some((e) => e.kind === "timeout_abort" || e.kind === "fenced"));
+    // Red when the headline is bad news now (txn_explain's diagnosis), not for a fence an
+    // id has since recovered from by committing.
+    diag.classList.toggle("bad", /^(Fenced|Aborted by the coordinator)/.test(data.diagnosis || ""));
     $("tl-story").replaceChildren(...(data.story || []).map((line) => el("li", {}, line)));
     $("tl-events").tBodies[0].replaceChildren(...events.slice().reverse().slice(0, 500).map((e) =>
       el("tr", {}, td(clockTime(e.ts)), td(e.kind), el("td", { class: "mono" }, eventDetails(e)))));

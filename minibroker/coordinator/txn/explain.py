@@ -58,10 +58,13 @@ class Explanation:
     held: list[dict[str, Any]] = field(default_factory=list)  # per partition: how long the LSO waited
     events: list[dict[str, Any]] = field(default_factory=list)
     title: str | None = None  # the heading of the text ("Producer id 7" for an idempotent producer)
+    # False when nothing at all is known of the id: no history here, and (the caller adds) no
+    # coordinator state either — `txn explain` then exits 1 instead of telling an empty story.
+    known: bool = True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"transactional_id": self.transactional_id, "events": self.events, "story": self.story,
-                "diagnosis": self.diagnosis, "lso_held": self.held}
+        return {"transactional_id": self.transactional_id, "known": self.known, "events": self.events,
+                "story": self.story, "diagnosis": self.diagnosis, "lso_held": self.held}
 
     def text(self) -> str:
         lines = [self.title or f"Transactional id {self.transactional_id}"]
@@ -85,7 +88,8 @@ def _line(e: dict[str, Any], held: dict[str, Any] | None = None) -> str | None:
         how = "with its first record (transactions v2)" if e.get("implicit") else "by " + _who(e)
         if kind == "add_offsets":
             return f"{at}  {begins}offsets of group `{e.get('group')}` join ({parts}) {how}"
-        return f"{at}  {begins}{parts} join the transaction {how}"
+        joins = "joins" if len(e.get("partitions", ())) == 1 else "join"
+        return f"{at}  {begins}{parts} {joins} the transaction {how}"
     if kind == "end_txn":
         what = "commit" if e.get("commit") else "abort"
         extra = " — a retry of one already done, answered success" if e.get("retry") else ""
@@ -225,7 +229,7 @@ def explain(transactional_id: str, events: list[dict[str, Any]], now_ms: int | N
     ``broker_events``: the broker's starts and stops, told where they fall in the story.
     ``producer``: the events are an idempotent producer id's (diagnosed by its refusals)."""
     events = _merge(events, broker_events or [])
-    x = Explanation(transactional_id, events=list(events), title=title)
+    x = Explanation(transactional_id, events=list(events), title=title, known=bool(events))
     if not events:
         x.diagnosis = "No history for this transactional id (never used here, or expired from the history)."
         return x
@@ -278,8 +282,34 @@ def _diagnose_producer(events: list[dict[str, Any]]) -> str:
     return "Nothing refused and no retry seen: every batch was written once."
 
 
+# The events that change a transactional id's state (a refusal, a duplicate or a broker restart
+# do not): the last of them says what the id's state is now.
+_STATE_KINDS = {"init", "add_partitions", "add_offsets", "prepare", "complete", "epoch_fence", "fenced",
+                "timeout_abort", "expired", "roll_forward"}
+
+
+def _committed_since(events: list[dict[str, Any]]) -> bool:
+    """The id's current state is CompleteCommit: a later epoch's transaction committed, so a
+    fence before (or a zombie's refusal after) it is history, not what the id is now."""
+    last = next((e for e in reversed(events) if e.get("kind") in _STATE_KINDS), None)
+    return last is not None and last.get("kind") == "complete" and bool(last.get("commit"))
+
+
 def _diagnose(events: list[dict[str, Any]], now_ms: int | None, open_txn: dict[str, Any] | None) -> str:
     last_i, last = len(events) - 1, events[-1]
+    if _committed_since(events):
+        # The headline is the current state; the fence stays in the story, pointed at.
+        committed = _diagnose_state(events, last)
+        refusals = [e for e in events if e.get("kind") == "refused" and e.get("error") in FENCING_ERRORS]
+        fences = [e for e in events if e.get("kind") == "fenced"]
+        if refusals:
+            r = refusals[-1]
+            committed += (f" An older instance's {r.get('api')} with epoch {r.get('epoch')} was refused at "
+                          f"{clock_time(r.get('ts'))} ({r.get('error')}); the story tells why.")
+        elif fences:
+            committed += (f" An older instance was fenced at {clock_time(fences[-1].get('ts'))}; the story "
+                          "tells by whom.")
+        return committed
     # The last fencing refusal explains the client's exception.
     for i in range(last_i, -1, -1):
         e = events[i]
@@ -301,6 +331,11 @@ def _diagnose(events: list[dict[str, Any]], now_ms: int | None, open_txn: dict[s
         return (f"Open for {seconds(age)} of its {seconds(open_txn.get('timeout_ms'))} timeout; it holds "
                 f"back the last stable offset of {parts or 'no partition yet'} (read_committed "
                 "consumers wait for it).")
+    return _diagnose_state(events, last)
+
+
+def _diagnose_state(events: list[dict[str, Any]], last: dict[str, Any]) -> str:
+    """What the id's last decisive event says of it (no refusal to explain, nothing open)."""
     for e in reversed(events):
         kind = e.get("kind")
         if kind == "timeout_abort":

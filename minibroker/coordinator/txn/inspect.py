@@ -44,6 +44,7 @@ def timeline(broker: Any, tid: str) -> dict[str, Any]:
                     "partitions": sorted(meta.partitions)}
     x = explain(tid, broker.timeline.events(tid), broker.clock.wall_ms(), open_txn,
                 broker.timeline.broker_events())
+    x.known = x.known or meta is not None
     out = x.as_dict()
     out["state"] = meta.state_name if meta is not None else None
     out["text"] = x.text()
