@@ -214,6 +214,7 @@ class HistoryEvent:
     at_ms: int
     state: RecordState  # the state the records are in afterwards
     delivery_count: int
+    # the lock deadline after an acquisition or renewal, else the one given up
     lock_deadline_ms: int | None = None
 
 
@@ -907,10 +908,12 @@ class SharePartition:
             st.deadline_ms = now_ms + self.config.record_lock_duration_ms
             self._event(events, first, last, Action.RENEWED, member, now_ms, st)
             return
-        undo.append((st, st.copy()))
+        before = st.copy()
+        undo.append((st, before))
         st.move(_ACK_TARGET[AckType(ack_type)], self.config.delivery_count_limit)
         persist.append(StateBatch(first, last, st.state, st.delivery_count))
-        self._event(events, first, last, _ACK_ACTION[AckType(ack_type)], member, now_ms, st)
+        events.append(HistoryEvent(first, last, _ACK_ACTION[AckType(ack_type)], member, now_ms, st.state,
+                                   st.delivery_count, before.deadline_ms))
 
     # ------------------------------------------------------------------ release, expiry
 
@@ -938,10 +941,12 @@ class SharePartition:
             for first, last, st in list(b.states()):
                 if not pick(st):
                     continue
-                member = st.member
+                member, deadline = st.member, st.deadline_ms
                 st.move(RecordState.ARCHIVED if last < self.start_offset else RecordState.AVAILABLE, limit)
                 persist.append(StateBatch(first, last, st.state, st.delivery_count))
-                self._event(events, first, last, action, member, now_ms, st)
+                # the event keeps the lock deadline that was given up, for "expired at …"
+                events.append(HistoryEvent(first, last, action, member, now_ms, st.state,
+                                           st.delivery_count, deadline))
         return self._commit(persist, events)
 
     # ------------------------------------------------------------------ offsets
