@@ -448,11 +448,14 @@ class SharePartition:
         return st.state, st.delivery_count, st.member, st.deadline_ms
 
     def in_flight(self) -> list[tuple[int, int, RecordState, int, str, int | None]]:
-        """The cache as runs (first, last, state, delivery count, member, lock deadline): what the
-        console and ``share explain`` show."""
+        """The cache from the start offset as runs (first, last, state, delivery count, member,
+        lock deadline): what the console and ``share explain`` show."""
         out: list[tuple[int, int, RecordState, int, str, int | None]] = []
         for b in self._batches:
             for first, last, st in b.states():
+                if last < self.start_offset:
+                    continue
+                first = max(first, self.start_offset)
                 row = (first, last, st.state, st.delivery_count, st.member, st.deadline_ms)
                 if out and out[-1][1] + 1 == first and out[-1][2:] == row[2:]:
                     out[-1] = (out[-1][0], last) + row[2:]
@@ -574,6 +577,7 @@ class SharePartition:
             self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size,
                               max_to_acquire, now_ms, out)
             self._filter_aborted(read, batches, out, now_ms)
+            out.events = _merge_events(out.events)
             return out
 
         result: list[AcquiredRange] = []
