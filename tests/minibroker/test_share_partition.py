@@ -476,3 +476,12 @@ def test_auto_offset_reset_refusals(value):
 
 def test_acquired_range_count():
     assert AcquiredRange(3, 7, 1).count == 5
+
+
+def test_start_offset_stops_at_a_never_delivered_hole():
+    sp = SharePartition.load("g", "t", 0, 0, [StateBatch(0, 2, K, 1), StateBatch(5, 6, K, 1)])
+    assert sp.next_fetch_offset() == 3
+    one_by_one = LogRead([LogBatch(o, o) for o in range(3, 10)])
+    assert acquire(sp, "m", one_by_one, max_records=1, batch_size=1) == [(3, 3, 1)]
+    ack(sp, "m", 3, 3, 1)
+    assert sp.start_offset == 4 and sp.next_fetch_offset() == 4
