@@ -59,7 +59,7 @@ def test_final_epoch():
     assert code_of(cache.new_context, "g", "m", -1, [], [], False, "c1") == ErrorCode.share_session_not_found
     open_session(cache)
     ctx = cache.new_context("g", "m", -1, [P0], [], True, "c1")
-    assert ctx.close_after and ctx.full
+    assert ctx.close_after and ctx.full and ctx.partitions == ()  # FinalContext fetches nothing
     gone = cache.release("g", "m")
     assert list(gone.partitions) == [P0]
     assert code_of(cache.release, "g", "m") == ErrorCode.share_session_not_found

@@ -77,8 +77,9 @@ class ShareSession:
 @dataclass(frozen=True)
 class FetchContext:
     """What newContext decided: which partitions this ShareFetch covers and how to answer.
-    ``full``: a new session (epoch 0) or the final fetch (-1); a full response lists every
-    partition, an incremental one only those :meth:`ShareSessionCache.response_partitions` keeps.
+    ``partitions`` are the ones to fetch from. ``full``: a new session (epoch 0) or the final
+    request (-1); a full response lists every partition, an incremental one only those
+    :meth:`ShareSessionCache.response_partitions` keeps.
     ``close_after``: epoch -1, the caller releases the session once the response is built."""
     session: ShareSession | None
     partitions: tuple[PartitionKey, ...]
@@ -120,8 +121,9 @@ class ShareSessionCache:
         if epoch == FINAL_EPOCH:
             if key not in self._sessions:
                 raise ShareSessionError(ErrorCode.share_session_not_found)
-            # Kafka's FinalContext: the request's own partitions, no epoch check
-            return FetchContext(self._sessions[key], tuple(wanted), full=True, close_after=True)
+            # Kafka's FinalContext: no epoch check and nothing fetched (its valid partitions are
+            # none); the request only acknowledges, and its answer lists the acknowledged ones
+            return FetchContext(self._sessions[key], (), full=True, close_after=True)
         if epoch == INITIAL_EPOCH:
             if has_acknowledgements:
                 raise ShareSessionError(ErrorCode.invalid_request)
