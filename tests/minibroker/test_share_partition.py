@@ -26,6 +26,7 @@ from minibroker.coordinator.share.partition import (
     ShareConfig,
     SharePartition,
     StateBatch,
+    ack_batches_valid,
 )
 from minibroker.coordinator.share.record_state import (
     IllegalRecordTransition,
@@ -485,3 +486,19 @@ def test_start_offset_stops_at_a_never_delivered_hole():
     assert acquire(sp, "m", one_by_one, max_records=1, batch_size=1) == [(3, 3, 1)]
     ack(sp, "m", 3, 3, 1)
     assert sp.start_offset == 4 and sp.next_fetch_offset() == 4
+
+
+@pytest.mark.parametrize("batches,renew_supported,is_renew,ok", [
+    ([AckBatch(0, 4, (1,))], False, False, True),
+    ([AckBatch(0, 1, (1, 2)), AckBatch(1, 3, (3,))], False, False, True),  # may start on the last one's end
+    ([AckBatch(5, 4, (1,))], False, False, False),  # first > last
+    ([AckBatch(3, 4, (1,)), AckBatch(0, 1, (1,))], False, False, False),  # not ascending
+    ([AckBatch(0, 4, ())], False, False, False),  # no types
+    ([AckBatch(0, 4, (1, 2))], False, False, False),  # types do not match the range
+    ([AckBatch(0, 0, (5,))], True, True, False),
+    ([AckBatch(0, 0, (4,))], False, True, False),  # §10: type 4 on v1
+    ([AckBatch(0, 0, (4,))], True, False, False),  # RENEW without IsRenewAck
+    ([AckBatch(0, 0, (4,))], True, True, True),
+])
+def test_ack_batch_validation_is_kafkaapis(batches, renew_supported, is_renew, ok):
+    assert ack_batches_valid(batches, renew_supported=renew_supported, is_renew_ack=is_renew) is ok

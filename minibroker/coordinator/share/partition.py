@@ -323,6 +323,30 @@ class _Batch:
                 yield o, o, st
 
 
+def ack_batches_valid(batches: Sequence[AckBatch], *, renew_supported: bool, is_renew_ack: bool) -> bool:
+    """KafkaApis.validateAcknowledgementBatches, before any share partition sees them: a
+    partition whose batches fail gets INVALID_REQUEST with no message and its acknowledgements
+    are dropped. ``renew_supported``: ShareFetch/ShareAcknowledge v2+ (type 4 exists);
+    ``is_renew_ack``: the request's IsRenewAck."""
+    prev_last = -1
+    max_type = AckType.RENEW if renew_supported else AckType.REJECT
+    for b in batches:
+        if b.first_offset > b.last_offset:
+            return False
+        if b.first_offset < prev_last:  # Kafka lets a batch begin on the previous one's last offset
+            return False
+        if not b.types:
+            return False
+        if len(b.types) > 1 and b.last_offset - b.first_offset != len(b.types) - 1:
+            return False
+        if any(t < 0 or t > max_type for t in b.types):
+            return False
+        if AckType.RENEW in b.types and not is_renew_ack:
+            return False
+        prev_last = b.last_offset
+    return True
+
+
 def merge_ranges(ranges: Iterable[AcquiredRange]) -> list[AcquiredRange]:
     """ShareFetchUtils.accumulateAcquiredRecords: adjacent offsets with one delivery count join."""
     out: list[AcquiredRange] = []
