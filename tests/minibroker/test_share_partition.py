@@ -502,3 +502,27 @@ def test_start_offset_stops_at_a_never_delivered_hole():
 ])
 def test_ack_batch_validation_is_kafkaapis(batches, renew_supported, is_renew, ok):
     assert ack_batches_valid(batches, renew_supported=renew_supported, is_renew_ack=is_renew) is ok
+
+
+def test_history_tells_the_story_of_a_record():
+    # the example: acquired by A, lock expired; acquired by B, RELEASED; by C, ACCEPTED
+    sp = sp_with()
+    read = log((40, 49))
+    sp.update_log_start(40, 0)
+    story = []
+    story += sp.acquire("A", read, max_records=10, batch_size=10, now_ms=1_000).events
+    story += sp.expire(1_000 + LOCK).events
+    story += sp.acquire("B", read, max_records=10, batch_size=10, now_ms=40_000).events
+    story += ack(sp, "B", 42, 42, 2, now=41_000).events
+    story += sp.acquire("C", read, max_records=10, batch_size=10, now_ms=42_000).events
+    story += ack(sp, "C", 42, 42, 1, now=43_000).events
+    about_42 = [(e.action, e.member, e.at_ms, e.delivery_count, e.lock_deadline_ms, e.state)
+                for e in story if e.first_offset <= 42 <= e.last_offset]
+    assert about_42 == [
+        (Action.ACQUIRED, "A", 1_000, 1, 1_000 + LOCK, Q),
+        (Action.LOCK_EXPIRED, "A", 1_000 + LOCK, 1, 1_000 + LOCK, A),
+        (Action.ACQUIRED, "B", 40_000, 2, 40_000 + LOCK, Q),
+        (Action.RELEASED, "B", 41_000, 2, 40_000 + LOCK, A),
+        (Action.ACQUIRED, "C", 42_000, 3, 42_000 + LOCK, Q),
+        (Action.ACCEPTED, "C", 43_000, 3, 42_000 + LOCK, K),
+    ]
