@@ -44,7 +44,7 @@ def log(*ranges: tuple[int, int]) -> LogRead:
     return LogRead([LogBatch(f, last) for f, last in ranges])
 
 
-def sp_with(n: int = 10, config: ShareConfig | None = None) -> SharePartition:
+def sp_with(config: ShareConfig | None = None) -> SharePartition:
     return SharePartition("g", "t", 0, config)
 
 
