@@ -56,6 +56,8 @@
     return (Math.round(s / 360) / 10) + " h";
   }
 
+  function times(n) { return n === 1 ? "once" : n + " times"; }
+
   function pad(n, w) { return String(n).padStart(w || 2, "0"); }
   function clockTime(ms) {
     if (ms === null || ms === undefined || ms < 0) return "–";
@@ -240,11 +242,15 @@
         el("span", { class: "title" }, c.client_id || "(no client id)"),
         el("span", { class: "tag" }, c.software || "unknown software"),
         el("span", { class: "meta" }, (c.address || "?") + " · instance " + c.client_instance_id + " · " +
+          (c.asks !== null && c.asks !== undefined ? "asked " + times(c.asks) + ", " : "") +
           c.pushes + " push(es), " + bytes(c.bytes) + (c.last_push_ms ? " · last " + clockTime(c.last_push_ms) : "") +
-          (c.live ? "" : " · gone") + (c.terminated ? " · terminated" : ""))));
+          (c.terminated ? " · terminated" : "")),
+        c.live ? null : el("span", { class: "tag gone" }, "gone" + (c.gone && c.gone !== "forgotten" ? " (" + c.gone +
+          (c.gone_ms ? " " + clockTime(c.gone_ms) : "") + ")" : ""))));
       if (c.requested_metrics) {
+        // asked while no subscription matched it: told to push nothing (every 5 min, Kafka's default)
         box.append(el("div", { class: "members" }, "asked for: " +
-          (c.requested_metrics.length ? c.requested_metrics.join(", ") : "nothing") +
+          (c.requested_metrics.length ? c.requested_metrics.join(", ") : "nothing (no subscription matches it)") +
           " every " + seconds(c.push_interval_ms) +
           (Object.keys(c.refused || {}).length ? " · refused: " + Object.entries(c.refused).map(([k, v]) => k + " ×" + v).join(", ") : "")));
       }
