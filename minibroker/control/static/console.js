@@ -371,6 +371,14 @@
     return step < 1 ? "us" : step < 1000 ? "ms" : step < 60000 ? "s" : step < 3600000 ? "min" : "h";
   }
 
+  // the unit of a step, or the next one up where the span would count thousands of it
+  function spanUnit(step, span) {
+    const unit = stepUnit(step);
+    if (unit === "us" && span >= 2) return "ms";
+    if (unit === "ms" && span >= 2000) return "s";
+    return unit;
+  }
+
   function trim(v, decimals) { return String(Number(v.toFixed(decimals))); }
 
   // A duration in the unit a step calls for, with the decimals the step needs: "+250 µs",
@@ -421,13 +429,15 @@
   }
 
   // Labels beside their points in rows, never overlapping: to the right of the point, or to
-  // its left near the picture's right edge, in the first row where they fit; as many rows as
-  // that takes (the caller decides when that is too many).
+  // its left near the right edge (the picture's, or the stretch of the axis it belongs to), in
+  // the first row where they fit; as many rows as that takes (the caller decides when that is
+  // too many).
   function placeLabels(items, minX, maxX, px) {
     const rows = [];
     for (const it of items) {
       const w = textWidth(it.text, px, it.bold);
-      it.anchorEnd = it.x + 6 + w > maxX && it.x - 6 - w >= minX;
+      const right = it.seg ? Math.min(maxX, it.seg.x1) : maxX, left = it.seg ? Math.max(minX, it.seg.x0) : minX;
+      it.anchorEnd = it.x + 6 + w > right && it.x - 6 - w >= left;
       const lo = it.anchorEnd ? it.x - 6 - w : it.x + 6;
       const hi = it.anchorEnd ? it.x - 6 : it.x + 6 + w;
       let row = rows.findIndex((busy) => busy.every(([a, b]) => hi + 6 < a || lo > b + 6));
@@ -469,14 +479,18 @@
       if (dur === 0) { g.a = g.b = (g.x0 + g.x1) / 2; }
       x0 = g.x1 + (i < segs.length - 1 ? BREAK_W : 0);
     });
-    const x = (t) => {
+    const segOf = (t) => {
       let g = segs[0];
       for (const s of segs) if (t >= s.t0) g = s;
+      return g;
+    };
+    const x = (t) => {
+      const g = segOf(t);
       if (g.t1 === g.t0) return g.a;
       return g.a + (Math.min(t, g.t1) - g.t0) / (g.t1 - g.t0) * (g.b - g.a) +
         (t > g.t1 ? (t - g.t1) / (g.t1 - g.t0) * (g.b - g.a) : 0);
     };
-    return { x: x, segs: segs };
+    return { x: x, segs: segs, segOf: segs.length > 1 ? segOf : () => null };
   }
 
   // Ticks of one stretch of the axis: the first at its start with the clock time, then at a
@@ -489,8 +503,7 @@
     const firstW = textWidth(out[0].text, 11);
     for (const step of STEPS) {
       // fractions of the next unit up rather than thousands of this one: "+1.5 ms", not "+1500 µs"
-      let unit = stepUnit(step);
-      if ((unit === "us" && dur >= 2) || (unit === "ms" && dur >= 2000)) unit = unit === "us" ? "ms" : "s";
+      const unit = spanUnit(step, dur);
       const far = durationLabel(Math.floor(dur / step) * step, unit, step);
       const w = Math.max(textWidth("+" + far, 11), textWidth("+" + durationLabel(step, unit, step), 11));
       if (step * perMs < w + 14 || step * perMs < firstW / 2 + w / 2 + 14) continue;
@@ -529,7 +542,8 @@
 
     // the coordinator's decisions: labelled in rows, or numbered when that is too many rows
     const decisions = events.filter((e) => !["marker", "timeout_abort", "fenced"].includes(e.kind))
-      .map((e, i) => ({ e: e, n: i + 1, x: x(tOf(e)), text: shortenTo(eventLabel(e), 11, 300) }));
+      .map((e, i) => ({ e: e, n: i + 1, x: x(tOf(e)), seg: scale.segOf(tOf(e)),
+                        text: shortenTo(eventLabel(e), 11, 300) }));
     let labelRows = placeLabels(decisions, LEFT, W - 4, 11);
     let legend = [];
     let pointLabels = decisions;
@@ -542,7 +556,8 @@
       }
       pointLabels = clusters.map((c) => {
         const a = c.items[0].n, b = c.items[c.items.length - 1].n;
-        return { e: c.items[0].e, x: c.items[0].x, text: a === b ? String(a) : a + "–" + b, numbered: true, bold: true };
+        return { e: c.items[0].e, x: c.items[0].x, seg: c.items[0].seg, text: a === b ? String(a) : a + "–" + b,
+                 numbered: true, bold: true };
       });
       labelRows = placeLabels(pointLabels, LEFT, W - 4, 11);
       legend = decisions;
@@ -557,7 +572,7 @@
       if (e.kind !== "marker") continue;
       const i = laneIndex.get(e.topic + "-" + e.partition);
       if (i === undefined) continue;
-      markersOf[i].push({ e: e, x: x(tOf(e)), text: (e.commit ? "COMMIT" : "ABORT") + " marker @" + e.offset });
+      markersOf[i].push({ e: e, x: x(tOf(e)), seg: scale.segOf(tOf(e)), text: (e.commit ? "COMMIT" : "ABORT") + " marker @" + e.offset });
     }
     const markerRows = markersOf.map((items) => {
       if (!items.length) return 0;
@@ -682,11 +697,12 @@
 
     // the numbered list, when the labels did not fit beside their points
     if (legend.length) {
+      const legendUnit = spanUnit(Math.max(0.001, (t1 - t0) / 8), t1 - t0);
       const colW = (W - 16) / legendCols;
       legend.forEach((d, k) => {
         const col = Math.floor(k / legendRows), row = k % legendRows;
-        const text = d.n + "  +" + durationLabel(tOf(d.e) - t0, stepUnit(Math.max(0.001, (t1 - t0) / 10)),
-                                                   Math.max(0.001, (t1 - t0) / 1000)) + "  " + eventLabel(d.e);
+        const text = d.n + " · +" + durationLabel(tOf(d.e) - t0, legendUnit, Math.max(0.001, (t1 - t0) / 1000)) +
+          " · " + eventLabel(d.e);
         root.append(svg("text", { class: "legend", x: 8 + col * colW, y: axisY + 40 + ROW * row },
                         shortenTo(text, 11, colW - 12)));
       });
@@ -719,7 +735,7 @@
     diag.classList.toggle("bad", events.some((e) => e.kind === "timeout_abort" || e.kind === "fenced"));
     $("tl-story").replaceChildren(...(data.story || []).map((line) => el("li", {}, line)));
     $("tl-events").tBodies[0].replaceChildren(...events.slice().reverse().slice(0, 500).map((e) =>
-      el("tr", {}, td(clockTime(e.ts)), td(e.kind), el("td", { class: "mono" }, eventDetails(e)))));
+      el("tr", {}, td(clockTime(tOf(e), "us")), td(e.kind), el("td", { class: "mono" }, eventDetails(e)))));
   }
 
   async function pollTimeline(tid) {
