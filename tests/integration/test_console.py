@@ -209,6 +209,7 @@ def test_the_timeline_stays_readable_from_microseconds_to_hours(broker_factory, 
             _transactions(b, tid, topic, gap, n, inside=inside)
             page.goto(f"http://{b.control.address}/#/txn/{tid}", timeout=WAIT_MS)
             page.wait_for_selector("body[data-loaded=timeline]")
+            expect(page.locator("#tl-id")).to_have_text(tid)
             expect(page.locator("#tl-picture svg .marker")).to_have_count(2 * n)
             layout = page.evaluate(LAYOUT)
             shot = tmp_path / f"timeline-{name}.png"
@@ -255,4 +256,18 @@ def test_the_timeline_stays_readable_from_microseconds_to_hours(broker_factory, 
         assert layout["overlaps"] == [] and layout["outside"] == [], layout
         assert layout["legend"] == layout["events"] == 40
         assert {u for u, _ in layout["ticks"]} == {"ms"}, layout["ticks"]
+
+        # a transaction begun in a burst and open for 45 s since; and a lone event
+        t = base
+        burst = [{"ts": t, "ts_us": t * 1000, "kind": "init", "producer_id": 1, "epoch": 0},
+                 {"ts": t + 1, "ts_us": t * 1000 + 1500, "kind": "add_partitions",
+                  "partitions": [["orders", 0], ["orders", 1]]},
+                 {"ts": t + 3, "ts_us": t * 1000 + 3100, "kind": "add_offsets", "group": "billing"}]
+        for name, data, now, breaks in [("open", burst, t + 45_000, ["45 s"]), ("one-event", burst[:1], t, [])]:
+            page.evaluate("""([data, now]) => document.getElementById('tl-picture').replaceChildren(
+                window.minibrokerConsole.drawTimeline(data, now))""", [{"transactional_id": "open", "events": data}, now])
+            layout = page.evaluate(LAYOUT)
+            assert layout["overlaps"] == [] and layout["outside"] == [], layout
+            assert layout["breaks"] == breaks, layout["breaks"]
+            page.locator("#tl-figure").screenshot(path=str(tmp_path / f"timeline-{name}.png"))
     assert problems == []

@@ -8,7 +8,7 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const OPEN_STATES = new Set(["Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"]);
 
-  const state = { showInternal: false, timer: null, busy: false, unfolded: {} };
+  const state = { showInternal: false, timer: null, busy: false, again: false, unfolded: {} };
 
   // -- small helpers ------------------------------------------------------------------------
   function $(id) { return document.getElementById(id); }
@@ -613,7 +613,8 @@
       for (const tk of ticksOf(g)) {
         const tx = x(tk.t);
         const w = textWidth(tk.text, 11);
-        const lo = tk.first ? tx - 3 : tx - w / 2, hi = lo + w;
+        // the clock time starts at its tick, or ends at the edge where it would run past it
+        const lo = tk.first ? Math.max(g.x0 - 2, Math.min(tx - 3, limit - w)) : tx - w / 2, hi = lo + w;
         if (!tk.first && (lo < busyTo + 6 || hi > limit)) continue;
         busyTo = hi;
         root.append(svg("line", { class: "axis", x1: tx, x2: tx, y1: axisY, y2: axisY + 5 }));
@@ -755,8 +756,9 @@
   }
 
   async function tick() {
-    if (state.busy) return;
+    if (state.busy) { state.again = true; return; }
     state.busy = true;
+    const hash = location.hash;
     const r = route();
     $("overview-view").hidden = r.view !== "overview";
     $("timeline-view").hidden = r.view !== "timeline";
@@ -764,12 +766,14 @@
       if (r.view === "timeline") await pollTimeline(r.tid);
       else await pollOverview();
       setStatus("updated " + new Date().toLocaleTimeString(), false);
-      document.body.dataset.loaded = r.view;
+      // the reader moved on while this poll was out: the page shows the new place only next time
+      if (location.hash === hash) document.body.dataset.loaded = r.view;
     } catch (e) {
       setStatus("broker unreachable: " + (e && e.message ? e.message : e), true);
     } finally {
       state.busy = false;
     }
+    if (state.again || location.hash !== hash) { state.again = false; await tick(); }
   }
 
   function schedule() {
