@@ -584,7 +584,8 @@
       return rows;
     });
 
-    const TOP = 12 + 16 * incidentRows;
+    const showNow = stillOpen && typeof nowMs === "number" && nowMs >= t0 && nowMs <= t1;
+    const TOP = 12 + 16 * incidentRows + (showNow ? 12 : 0);  // "now" above the lanes, not on a span
     const coordH = 34 + ROW * Math.max(1, labelRows);
     const heights = lanes.map((_, i) => (i === 0 ? coordH : Math.max(LANE, 22 + ROW * markerRows[i])));
     const laneY = (i) => TOP + heights.slice(0, i).reduce((a, b) => a + b, 0);
@@ -689,10 +690,10 @@
       root.append(g);
     }
 
-    if (stillOpen && typeof nowMs === "number" && nowMs >= t0 && nowMs <= t1) {
+    if (showNow) {
       const g = svg("g", { class: "now" });
-      g.append(svg("line", { x1: x(nowMs), x2: x(nowMs), y1: TOP, y2: laneY(lanes.length) }));
-      g.append(svg("text", { x: x(nowMs) - 4, y: TOP + 12, "text-anchor": "end" }, "now"));
+      g.append(svg("line", { x1: x(nowMs), x2: x(nowMs), y1: TOP - 12, y2: laneY(lanes.length) }));
+      g.append(svg("text", { x: x(nowMs) - 4, y: TOP - 3, "text-anchor": "end" }, "now"));
       root.append(g);
     }
 
