@@ -13,6 +13,12 @@ naming another subscription id gets UNKNOWN_SUBSCRIPTION_ID (the client then ask
 push after one marked ``terminating`` is INVALID_REQUEST. An instance is forgotten when the
 connection that made it closes, or max(60 s, 3 intervals) after its last request.
 
+What Kafka forgets, the console still tells: a forgotten instance is kept (the last 1,000) with
+when and why it went, and every instance counts the GetTelemetrySubscriptions and PushTelemetry
+requests it made, answered or refused. A client that asked while no subscription matched it
+(asked for nothing, pushes nothing) is still a client that asked, so the console's list of
+clients agrees with ``minibroker requests --counts``.
+
 No I/O: the clock, the receiver of pushed payloads and the store of subscriptions are passed in.
 """
 
@@ -40,6 +46,7 @@ ACCEPTED_COMPRESSION = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy
 KNOWN_COMPRESSION = range(0, 5)      # CompressionType ids: none, gzip, snappy, lz4, zstd
 CACHE_MAX = 16384                    # Kafka's instance cache (16k client connections)
 MIN_EXPIRY_MS = 60_000
+FORGOTTEN_MAX = 1000                 # instances gone, kept for the console (as ReceivedMetrics)
 ZERO_UUID = uuid.UUID(int=0)
 RESERVED = (ZERO_UUID, uuid.UUID(int=1))  # Uuid.RESERVED: ZERO_UUID and METADATA_TOPIC_ID
 
@@ -65,6 +72,10 @@ class ClientInstance:
     expires_ms: int = 0
     created_ms: int = 0
     refused: dict[str, int] = field(default_factory=dict)
+    gets: int = 0      # GetTelemetrySubscriptions requests, answered or refused
+    pushes: int = 0    # PushTelemetry requests, answered or refused
+    gone_ms: int | None = None
+    gone_reason: str | None = None  # "disconnected" or "expired", once forgotten
 
     def may_get(self, now: int) -> bool:
         if now - max(self.last_get_ms, self.last_push_ms) >= self.interval_ms:
@@ -100,6 +111,7 @@ class ClientMetricsManager:
                 log.warning("telemetry.subscription_skipped", subscription=name, reason=str(e))
         self.version = 0
         self.instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+        self.forgotten: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
 
     # -- subscriptions (IncrementalAlterConfigs on CLIENT_METRICS resources) ----------------
     def alter(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
@@ -128,6 +140,7 @@ class ClientMetricsManager:
         if instance_id is None or instance_id == ZERO_UUID:
             instance_id = self._new_id()
         inst = self._instance(instance_id, client, connection, now)
+        inst.gets += 1
         if not inst.may_get(now):
             self._refuse(inst, "get", ErrorCode.throttling_quota_exceeded,
                          f"Request from the client [{instance_id}] arrived before the next push "
@@ -143,6 +156,7 @@ class ClientMetricsManager:
                           f"Invalid request from the client [{instance_id}], invalid client instance id")
         now = self.clock.wall_ms()
         inst = self._instance(instance_id, client, connection, now)
+        inst.pushes += 1
         try:
             self._check_push(inst, subscription_id, terminating, compression_type, metrics, now)
         finally:
@@ -187,6 +201,11 @@ class ClientMetricsManager:
         self._expire(self.clock.wall_ms())
         return list(self.instances.values())
 
+    def gone(self) -> list[ClientInstance]:
+        """Instances forgotten (disconnected or expired), the most recently gone first."""
+        self._expire(self.clock.wall_ms())
+        return list(reversed(self.forgotten.values()))
+
     def _instance(self, iid: uuid.UUID, client: dict[str, str | None], connection: Any,
                   now: int) -> ClientInstance:
         self._expire(now)
@@ -194,11 +213,14 @@ class ClientMetricsManager:
         if inst is None or inst.version < self.version:
             attributes = inst.attributes if inst is not None else {
                 **client, cfg.CLIENT_INSTANCE_ID: str(iid)}
-            old = inst
+            # a client back with the id it was given (on a new connection) is a new instance to
+            # Kafka, the same client to the console
+            old = inst if inst is not None else self.forgotten.pop(iid, None)
             inst = self._evaluate(iid, attributes, now)
             inst.connection = connection
             if old is not None:  # what the console shows survives a re-evaluation
                 inst.created_ms, inst.refused = old.created_ms, old.refused
+                inst.gets, inst.pushes = old.gets, old.pushes
             self.instances[iid] = inst
             while len(self.instances) > CACHE_MAX:
                 self.instances.popitem(last=False)
@@ -224,12 +246,19 @@ class ClientMetricsManager:
         # removes them; noticed here, on the next request or listing, which no one can tell apart.
         for iid in [i for i, inst in self.instances.items()
                     if inst.expires_ms <= now or getattr(inst.connection, "closed", False)]:
-            del self.instances[iid]
+            inst = self.instances.pop(iid)
+            inst.gone_ms = now
+            inst.gone_reason = "expired" if inst.expires_ms <= now else "disconnected"
+            inst.connection = None  # the connection object goes with it
+            self.forgotten[iid] = inst
+            while len(self.forgotten) > FORGOTTEN_MAX:
+                self.forgotten.popitem(last=False)
 
     def _new_id(self) -> uuid.UUID:
         while True:  # Uuid.randomUuid: never reserved, never a base64 form starting with '-'
             u = uuid.uuid4()
-            if u not in RESERVED and u not in self.instances and not kafka_uuid_text(u).startswith("-"):
+            if (u not in RESERVED and u not in self.instances and u not in self.forgotten
+                    and not kafka_uuid_text(u).startswith("-")):
                 return u
 
 

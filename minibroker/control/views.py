@@ -157,22 +157,28 @@ def overview(broker: Any, now_ms: int, *, internal: bool = True) -> dict[str, An
 
 
 def telemetry(broker: Any) -> dict[str, Any]:
-    """KIP-714: whether it is served, the subscriptions, and each client instance with what it
-    was asked for and what it pushed (an instance gone since, expired or disconnected, keeps
-    its last push)."""
+    """KIP-714: whether it is served, the subscriptions, and each client instance that asked for
+    its subscription (``asks``: its GetTelemetrySubscriptions requests, as ``requests --counts``
+    counts them), with what it was asked for and what it pushed. An instance Kafka has
+    forgotten (disconnected, expired) is listed as gone with what it was asked for and its last
+    push; one asked while no subscription matched it is listed too, asked for nothing."""
     from ..client_metrics.received import client_identity
 
     manager, received = broker.client_metrics, broker.received_metrics
     pushed = {c["client_instance_id"]: c for c in (received.all() if received is not None else [])}
+    live = sorted(manager.live(), key=lambda i: -i.created_ms)
     clients = []
-    for inst in sorted(manager.live(), key=lambda i: -i.created_ms):
+    for inst in [*live, *manager.gone()]:
         identity = client_identity(inst.instance_id, inst.attributes)
         row = pushed.pop(identity["client_instance_id"], None) or {
             **identity, "resource": {}, "pushes": 0, "bytes": 0, "last_push_ms": None,
             "terminated": False, "metrics": []}
-        clients.append({**row, "live": True, "requested_metrics": list(inst.metrics),
-                        "push_interval_ms": inst.interval_ms, "subscription_id": inst.subscription_id,
-                        "refused": dict(inst.refused)})
-    clients += [{**row, "live": False, "requested_metrics": None, "push_interval_ms": None,
+        clients.append({**row, "live": inst.gone_reason is None, "gone": inst.gone_reason,
+                        "gone_ms": inst.gone_ms, "asks": inst.gets, "push_requests": inst.pushes,
+                        "requested_metrics": list(inst.metrics), "push_interval_ms": inst.interval_ms,
+                        "subscription_id": inst.subscription_id, "refused": dict(inst.refused)})
+    # pushed by an instance no longer remembered at all (beyond the last 1,000 gone)
+    clients += [{**row, "live": False, "gone": "forgotten", "gone_ms": None, "asks": None,
+                 "push_requests": None, "requested_metrics": None, "push_interval_ms": None,
                  "subscription_id": None, "refused": {}} for row in pushed.values()]
     return {"served": received is not None, "subscriptions": dict(manager.configs), "clients": clients}

@@ -8,7 +8,8 @@ operator advances over the control plane) builds on this.
 
 ``wall_ms`` is milliseconds since the epoch (what Kafka stores in records and answers with:
 transaction start times, commit timestamps); ``monotonic`` is seconds for measuring
-durations and scheduling, never stored.
+durations and scheduling, never stored. ``wall_us`` is the same wall time in microseconds, for
+what records when things happened finer than a millisecond apart (the transaction timeline).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Protocol
 class Clock(Protocol):
     def wall_ms(self) -> int: ...
 
+    def wall_us(self) -> int: ...
+
     def monotonic(self) -> float: ...
 
 
@@ -30,6 +33,9 @@ class SystemClock:
 
     def wall_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def wall_us(self) -> int:
+        return time.time_ns() // 1_000
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -47,6 +53,9 @@ class ManualClock:
 
     def wall_ms(self) -> int:
         return self._wall_ms
+
+    def wall_us(self) -> int:
+        return self._wall_ms * 1000
 
     def monotonic(self) -> float:
         return self._monotonic
@@ -86,6 +95,11 @@ class ControlledClock:
         if self.virtual:
             return self._wall0 + int(self._offset_ms)
         return self._base.wall_ms() + int(self._offset_ms)
+
+    def wall_us(self) -> int:
+        if self.virtual:  # advances finer than a millisecond (0.01 ms) show here only
+            return self._wall0 * 1000 + int(self._offset_ms * 1000)
+        return self._base.wall_us() + int(self._offset_ms * 1000)
 
     def monotonic(self) -> float:
         if self.virtual:

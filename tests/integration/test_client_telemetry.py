@@ -97,7 +97,7 @@ def test_real_clients_push_their_metrics_and_the_console_shows_them(broker_facto
                 box.locator("details summary").click()
             expect(box.locator(f'tr[data-metric^="{PREFIX}"]').first).to_be_visible()
             # both producers are closed by now: their instances went with their connections
-            expect(box.locator(".meta")).to_contain_text("gone")
+            expect(box.locator(".tag.gone")).to_contain_text("gone (disconnected")
         expect(page.locator("#subscriptions")).to_contain_text("producers")
         page.locator('.client[data-client-id="metrics-java"] details summary').first.click()  # fold
         section = page.locator("#clients-section")
@@ -113,6 +113,55 @@ def test_real_clients_push_their_metrics_and_the_console_shows_them(broker_facto
     t = _telemetry(b)
     assert t["subscriptions"] == {"producers": {"metrics": PREFIX, "interval.ms": "500",
                                                 "match": "client_id=metrics-.*"}}
+
+
+def _asked(b) -> int:
+    """GetTelemetrySubscriptions requests, as `minibroker requests --counts` reads them."""
+    counts = call(b.control.address, "GET", "/v1/requests/counts")["counts"]
+    return sum(r["count"] for r in counts if r["api"] == "GetTelemetrySubscriptions")
+
+
+def test_a_client_that_asked_with_no_subscription_is_listed_as_requests_counts_it(broker_factory, topic,
+                                                                                     tmp_path):
+    """No subscription at all: librdkafka still asks (and is told to push nothing every 5 min).
+    The console lists it, live then gone, and every client's asks add up to what the request
+    counts show (create_topic's admin client asked too, and is gone)."""
+    from confluent_kafka import Producer
+    from playwright.sync_api import expect
+
+    b = broker_factory([], control=True)
+    create_topic(b.bootstrap_servers, topic, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "client.id": "asks-nothing",
+                  "enable.metrics.push": True})
+    p.produce(topic, b"v")
+    assert p.flush(10) == 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _asked(b) < 2:
+        p.poll(0.1)
+    t = _telemetry(b)
+    assert t["served"] and t["subscriptions"] == {}
+    [c] = [c for c in t["clients"] if c["client_id"] == "asks-nothing"]
+    assert c["live"] and c["requested_metrics"] == [] and c["push_interval_ms"] == 300_000
+    assert c["asks"] == 1
+    assert sum(c["asks"] for c in t["clients"]) == _asked(b) == 2, (t["clients"], _asked(b))
+    del p  # closes its connections: Kafka forgets the instance, the console keeps it as gone
+
+    problems: list[str] = []
+    with console_page(problems) as page:
+        page.goto(f"http://{b.control.address}/", timeout=WAIT_MS)
+        page.wait_for_selector("body[data-loaded=overview]")
+        box = page.locator('.client[data-client-id="asks-nothing"]')
+        expect(box).to_have_count(1)
+        expect(page.locator("#clients-empty")).to_be_hidden()
+        expect(page.locator("#telemetry-note")).to_contain_text("No client metrics subscription")
+        expect(box.locator(".members")).to_contain_text("asked for: nothing (no subscription matches it)")
+        expect(box.locator(".tag.gone")).to_contain_text("gone (disconnected")
+        expect(box.locator(".meta")).to_contain_text("asked once")
+        expect(page.locator(".client .tag.gone")).to_have_count(2)
+        page.locator("#clients-section").screenshot(path=str(tmp_path / "console-asked.png"))
+        print(f"screenshot: {tmp_path / 'console-asked.png'}")
+    assert problems == []
+    assert sum(c["asks"] for c in _telemetry(b)["clients"]) == _asked(b)
 
 
 def test_telemetry_is_not_served_without_a_receiver(broker_factory):

@@ -122,6 +122,27 @@ def test_instances_expire_and_go_with_their_connection():
     assert m.live()
     clock.advance(1)
     assert m.live() == []
+    # Kafka forgets them; the console still lists them, gone, with why and when
+    assert [(i.instance_id, i.gone_reason) for i in m.gone()] == [(B, "expired"), (A, "disconnected")]
+    assert m.gone()[0].gone_ms == clock.wall_ms()
+
+
+def test_a_client_no_subscription_matches_still_asked_and_is_counted():
+    m, clock, _ = manager()
+    conn = Conn()
+    inst = m.get_subscriptions(None, CLIENT, conn)  # no subscription at all: asked for nothing
+    assert (inst.metrics, inst.interval_ms, inst.gets) == ((), 300_000, 1)
+    with pytest.raises(Refused):
+        m.get_subscriptions(inst.instance_id, CLIENT, conn)  # too early: refused, still counted
+    assert [(i.instance_id, i.gets, i.pushes) for i in m.live()] == [(inst.instance_id, 2, 0)]
+    conn.closed = True
+    assert m.live() == [] and [i.gets for i in m.gone()] == [2]
+    # back with the id it was given, on a new connection: live again, its counts carried on
+    m.alter("all", {"metrics": "*", "interval.ms": "1000"})
+    again = m.get_subscriptions(inst.instance_id, CLIENT, Conn())
+    m.push(again.instance_id, again.subscription_id, False, 0, payload(), CLIENT)
+    assert (again.gets, again.pushes, again.metrics) == (3, 1, ("*",))
+    assert m.gone() == [] and m.live() == [again]
 
 
 def test_match_selects_on_every_attribute_in_full():

@@ -108,3 +108,29 @@ async def test_a_kip848_group_lists_its_members_and_their_partitions(env):
     [m] = g["members"]
     assert m["member_id"] == "m1" and m["client_id"] == "app-1"
     assert sorted(map(tuple, m["assigned"])) == [("t", 0), ("t", 1)]
+
+
+async def test_telemetry_lists_every_client_that_asked_live_or_gone(tmp_path):
+    """A client told to push nothing (no subscription matched it) is a client that asked: listed
+    while connected and after, with its asks, as `requests --counts` counts them."""
+    clock = ControlledClock(virtual=True)
+    broker = Broker(Config(port=0, data_dir=tmp_path / "data", fsync=FsyncPolicy("never"),
+                           client_telemetry="on"), clock=clock)
+    try:
+        class Conn:
+            closed = False
+
+        conn = Conn()
+        client = {"client_id": "quiet", "client_software_name": "librdkafka", "client_software_version": "2.16.0",
+                  "client_source_address": "127.0.0.1", "client_source_port": "5000"}
+        inst = broker.client_metrics.get_subscriptions(None, client, conn)
+        [row] = views.telemetry(broker)["clients"]
+        assert (row["client_id"], row["live"], row["gone"], row["asks"]) == ("quiet", True, None, 1)
+        assert row["requested_metrics"] == [] and row["push_interval_ms"] == 300_000
+        conn.closed = True
+        clock.advance(10)
+        [row] = views.telemetry(broker)["clients"]
+        assert (row["live"], row["gone"], row["gone_ms"], row["asks"]) == (False, "disconnected", clock.wall_ms(), 1)
+        assert row["requested_metrics"] == [] and inst.gone_reason == "disconnected"
+    finally:
+        await broker.stop()

@@ -8,7 +8,7 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const OPEN_STATES = new Set(["Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"]);
 
-  const state = { showInternal: false, timer: null, busy: false, unfolded: {} };
+  const state = { showInternal: false, timer: null, busy: false, again: false, unfolded: {} };
 
   // -- small helpers ------------------------------------------------------------------------
   function $(id) { return document.getElementById(id); }
@@ -56,11 +56,17 @@
     return (Math.round(s / 360) / 10) + " h";
   }
 
+  function times(n) { return n === 1 ? "once" : n + " times"; }
+
   function pad(n, w) { return String(n).padStart(w || 2, "0"); }
-  function clockTime(ms) {
+  // hh:mm:ss.mmm, or to the microsecond ("us") for a time with a fraction of a millisecond
+  function clockTime(ms, precision) {
     if (ms === null || ms === undefined || ms < 0) return "–";
-    const d = new Date(ms);
-    return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + "." + pad(d.getMilliseconds(), 3);
+    const whole = Math.floor(ms);
+    const d = new Date(whole);
+    const us = Math.round((ms - whole) * 1000);
+    return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + "." + pad(d.getMilliseconds(), 3) +
+      (precision === "us" && us > 0 ? pad(Math.min(us, 999), 3) : "");
   }
 
   function timelineHref(tid) { return "#/txn/" + encodeURIComponent(tid); }
@@ -241,11 +247,15 @@
         el("span", { class: "title" }, c.client_id || "(no client id)"),
         el("span", { class: "tag" }, c.software || "unknown software"),
         el("span", { class: "meta" }, (c.address || "?") + " · instance " + c.client_instance_id + " · " +
+          (c.asks !== null && c.asks !== undefined ? "asked " + times(c.asks) + ", " : "") +
           c.pushes + (c.pushes === 1 ? " push, " : " pushes, ") + bytes(c.bytes) + (c.last_push_ms ? " · last " + clockTime(c.last_push_ms) : "") +
-          (c.live ? "" : " · gone") + (c.terminated ? " · terminated" : ""))));
+          (c.terminated ? " · terminated" : "")),
+        c.live ? null : el("span", { class: "tag gone" }, "gone" + (c.gone && c.gone !== "forgotten" ? " (" + c.gone +
+          (c.gone_ms ? " " + clockTime(c.gone_ms) : "") + ")" : ""))));
       if (c.requested_metrics) {
+        // asked while no subscription matched it: told to push nothing (every 5 min, Kafka's default)
         box.append(el("div", { class: "members" }, "asked for: " +
-          (c.requested_metrics.length ? c.requested_metrics.join(", ") : "nothing") +
+          (c.requested_metrics.length ? c.requested_metrics.join(", ") : "nothing (no subscription matches it)") +
           " every " + seconds(c.push_interval_ms) +
           (Object.keys(c.refused || {}).length ? " · refused: " + Object.entries(c.refused).map(([k, v]) => k + " ×" + v).join(", ") : "")));
       }
@@ -351,14 +361,67 @@
     return "FENCED by " + who + (e.by_address ? " (" + e.by_address + ")" : "");
   }
 
-  function niceStep(range) {
-    const raw = range / 6;
-    const pow = Math.pow(10, Math.floor(Math.log10(raw)));
-    for (const m of [1, 2, 5, 10]) if (raw <= m * pow) return m * pow;
-    return 10 * pow;
+  // -- time on the picture's axis: from microseconds to hours -------------------------------
+  const MS = { us: 0.001, ms: 1, s: 1000, min: 60000, h: 3600000 };
+  // nice steps, in ms: 1-2-5 below a minute, then clock-friendly minutes and hours
+  const STEPS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500,
+    1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000,
+    3600000, 7200000, 10800000, 21600000, 43200000, 86400000, 172800000, 604800000];
+
+  function stepUnit(step) {
+    return step < 1 ? "us" : step < 1000 ? "ms" : step < 60000 ? "s" : step < 3600000 ? "min" : "h";
   }
 
-  const CHAR_W = 6.4; // an 11px label's average character width, in the picture's units
+  // the unit of a step, or the next one up where the span would count thousands of it
+  function spanUnit(step, span) {
+    const unit = stepUnit(step);
+    if (unit === "us" && span >= 2) return "ms";
+    if (unit === "ms" && span >= 2000) return "s";
+    return unit;
+  }
+
+  function trim(v, decimals) { return String(Number(v.toFixed(decimals))); }
+
+  // A duration in the unit a step calls for, with the decimals the step needs: "+250 µs",
+  // "+1.5 ms", "+30 s", "+45 min", "+1 h 30 min", "+2 h".
+  function durationLabel(ms, unit, step) {
+    const per = step / MS[unit];
+    const decimals = per >= 1 ? 0 : Math.min(3, Math.ceil(-Math.log10(per) - 1e-9));
+    if (unit === "min" && ms >= 60 * MS.min) {
+      const h = Math.floor(ms / MS.h + 1e-9), m = Math.round((ms - h * MS.h) / MS.min);
+      return h + " h" + (m ? " " + m + " min" : "");
+    }
+    return trim(ms / MS[unit], decimals) + " " + (unit === "us" ? "µs" : unit);
+  }
+
+  // A gap as people say it: "50 µs", "88 ms", "12 s", "4.5 min", "1.9 h".
+  function gapLabel(ms) {
+    const units = ["us", "ms", "s", "min", "h"], next = { us: 1000, ms: 1000, s: 60, min: 60 };
+    let i = 0;
+    const shown = (u) => { const v = ms / MS[u]; return Number(v.toFixed(v < 10 ? 1 : 0)); };
+    while (i < units.length - 1 && shown(units[i]) >= next[units[i]]) i++;  // 59.99 min: "1 h"
+    return String(shown(units[i])) + " " + (units[i] === "us" ? "µs" : units[i]);
+  }
+
+  // The width of a label as the browser draws it (same font as the picture's CSS), in the
+  // picture's units (its text scales with it); an estimate where there is no canvas.
+  let measureCtx = null;
+  function textWidth(text, px, bold) {
+    if (measureCtx === null) {
+      const c = document.createElement("canvas");
+      measureCtx = (c.getContext && c.getContext("2d")) || false;
+    }
+    if (!measureCtx) return text.length * px * 0.62;
+    measureCtx.font = (bold ? "700 " : "") + px + "px " + getComputedStyle(document.documentElement).fontFamily;
+    return measureCtx.measureText(text).width;
+  }
+
+  function shortenTo(text, px, maxW) {
+    if (textWidth(text, px) <= maxW) return text;
+    let n = text.length;
+    while (n > 4 && textWidth(shorten(text, n), px) > maxW) n--;
+    return shorten(text, n);
+  }
 
   function shorten(text, max) {
     if (text.length <= max) return text;
@@ -366,81 +429,217 @@
     return text.slice(0, max - 1 - tail) + "…" + text.slice(text.length - tail);
   }
 
-  // Labels beside their points without overlapping: to the right of the point, or to its
-  // left near the picture's right edge, in the first row where they fit.
-  function placeLabels(items, maxX, maxRows) {
+  // Labels beside their points in rows, never overlapping: to the right of the point, or to
+  // its left near the right edge (the picture's, or the stretch of the axis it belongs to), in
+  // the first row where they fit; as many rows as that takes (the caller decides when that is
+  // too many).
+  function placeLabels(items, minX, maxX, px) {
     const rows = [];
     for (const it of items) {
-      const w = it.text.length * CHAR_W;
-      it.anchorEnd = it.x + 6 + w > maxX;
+      const w = textWidth(it.text, px, it.bold);
+      const right = it.seg ? Math.min(maxX, it.seg.x1) : maxX, left = it.seg ? Math.max(minX, it.seg.x0) : minX;
+      it.anchorEnd = it.x + 6 + w > right && it.x - 6 - w >= left;
       const lo = it.anchorEnd ? it.x - 6 - w : it.x + 6;
       const hi = it.anchorEnd ? it.x - 6 : it.x + 6 + w;
-      let row = rows.findIndex((busy) => busy.every(([a, b]) => hi + 8 < a || lo > b + 8));
-      if (row < 0) {
-        row = rows.length < maxRows ? rows.length : maxRows - 1;
-        if (row === rows.length) rows.push([]);
-      }
+      let row = rows.findIndex((busy) => busy.every(([a, b]) => hi + 6 < a || lo > b + 6));
+      if (row < 0) { row = rows.length; rows.push([]); }
       rows[row].push([lo, hi]);
       it.row = row;
     }
-    return Math.max(1, rows.length);
+    return rows.length;
   }
+
+  // The x scale: linear, except that a long quiet gap between bursts of events (a transaction
+  // an hour after the last) is cut out and drawn as a break, so each burst keeps its width.
+  function timeScale(times, left, width) {
+    const ts = [...new Set(times)].sort((a, b) => a - b);
+    const span = ts[ts.length - 1] - ts[0];
+    const MIN_SEG = 96, BREAK_W = 72;
+    let cuts = [];
+    if (span > 0 && ts.length > 2) {
+      const long = [];
+      for (let i = 1; i < ts.length; i++) if (ts[i] - ts[i - 1] > 0.3 * span) long.push(i);
+      const rest = span - long.reduce((s, i) => s + ts[i] - ts[i - 1], 0);
+      // cut only where the linear picture would crowd the bursts: what is left is under 5 %
+      const crowded = ts.some((t, i) => i > 0 && t > ts[i - 1] && (t - ts[i - 1]) / span * width < 8);
+      if (long.length && rest < 0.05 * span && crowded) cuts = long;
+    }
+    const segs = [];
+    let from = 0;
+    for (const i of [...cuts, ts.length]) { segs.push({ t0: ts[from], t1: ts[i - 1] }); from = i; }
+    const usable = width - BREAK_W * (segs.length - 1);
+    const total = segs.reduce((s, g) => s + (g.t1 - g.t0), 0);
+    const extra = Math.max(0, usable - MIN_SEG * segs.length);
+    let x0 = left;
+    segs.forEach((g, i) => {
+      const dur = g.t1 - g.t0;
+      g.w = segs.length === 1 ? width : MIN_SEG + (total > 0 ? extra * dur / total : extra / segs.length);
+      g.x0 = x0; g.x1 = x0 + g.w;
+      const pad = segs.length === 1 ? 0.03 * g.w : 14;
+      g.a = g.x0 + pad; g.b = g.x1 - pad;
+      if (dur === 0) { g.a = g.b = (g.x0 + g.x1) / 2; }
+      x0 = g.x1 + (i < segs.length - 1 ? BREAK_W : 0);
+    });
+    const segOf = (t) => {
+      let g = segs[0];
+      for (const s of segs) if (t >= s.t0) g = s;
+      return g;
+    };
+    const x = (t) => {
+      const g = segOf(t);
+      if (g.t1 === g.t0) return g.a;
+      return g.a + (Math.min(t, g.t1) - g.t0) / (g.t1 - g.t0) * (g.b - g.a) +
+        (t > g.t1 ? (t - g.t1) / (g.t1 - g.t0) * (g.b - g.a) : 0);
+    };
+    return { x: x, segs: segs, segOf: segs.length > 1 ? segOf : () => null };
+  }
+
+  // Ticks of one stretch of the axis: the first at its start with the clock time, then at a
+  // nice step, in the step's unit, far enough apart for their labels.
+  function ticksOf(seg, pxFrom, pxTo) {
+    const out = [{ t: seg.t0, text: clockTime(seg.t0, seg.t1 - seg.t0 < 1 ? "us" : "ms"), first: true }];
+    const dur = seg.t1 - seg.t0;
+    if (dur <= 0) return out;
+    const perMs = (seg.b - seg.a) / dur;
+    const firstW = textWidth(out[0].text, 11);
+    for (const step of STEPS) {
+      // fractions of the next unit up rather than thousands of this one: "+1.5 ms", not "+1500 µs"
+      const unit = spanUnit(step, dur);
+      const far = durationLabel(Math.floor(dur / step) * step, unit, step);
+      const w = Math.max(textWidth("+" + far, 11), textWidth("+" + durationLabel(step, unit, step), 11));
+      if (step * perMs < w + 14 || step * perMs < firstW / 2 + w / 2 + 14) continue;
+      if (dur / step > 12) continue;
+      for (let k = 1; k * step <= dur + 1e-9; k++) {
+        out.push({ t: seg.t0 + k * step, text: "+" + durationLabel(k * step, unit, step), unit: unit });
+      }
+      break;
+    }
+    return out;
+  }
+
+  function tOf(e) { return typeof e.ts_us === "number" ? e.ts_us / 1000 : e.ts; }
 
   // The picture: time on x; a lane for the coordinator's decisions and one per partition;
   // each transaction as a span on its partitions, markers as ticks, the incident in red.
+  // Labels never overlap: they stack in rows, and when the coordinator's would need more than
+  // MAX_ROWS (a fast transaction: 19 events in 88 ms), its points carry numbers and the labels
+  // go to a numbered list under the axis.
   function drawTimeline(data, nowMs) {
     const events = (data.events || []).slice(-400).filter((e) => typeof e.ts === "number")
-      .sort((a, b) => a.ts - b.ts);
+      .sort((a, b) => tOf(a) - tOf(b));
     if (!events.length) return el("p", { class: "empty" }, "No history is recorded for this transactional id.");
-    const spans = spansOf(events);
+    const spans = spansOf(events.map((e) => Object.assign({}, e, { ts: tOf(e) })));
     const lanes = ["coordinator", ...lanesOf(events)];
     const incidents = events.filter((e) => e.kind === "timeout_abort" || e.kind === "fenced");
     const stillOpen = spans.length && spans[spans.length - 1].end === null;
-    let t0 = events[0].ts, t1 = events[events.length - 1].ts;
-    if (stillOpen && typeof nowMs === "number") t1 = Math.max(t1, nowMs);
-    if (t1 - t0 < 1000) { const mid = (t0 + t1) / 2; t0 = mid - 500; t1 = mid + 500; }
-    const pad0 = (t1 - t0) * 0.03;
-    t0 -= pad0; t1 += pad0;
+    const times = events.map(tOf);
+    if (stillOpen && typeof nowMs === "number" && nowMs > times[times.length - 1]) times.push(nowMs);
 
-    const W = 1100, LEFT = 160, RIGHT = 16, LANE = 46, ROW = 14;
+    const W = 1100, LEFT = 160, RIGHT = 16, LANE = 46, ROW = 14, MAX_ROWS = 6;
     const plotW = W - LEFT - RIGHT;
-    const x = (ts) => LEFT + ((ts - t0) / (t1 - t0)) * plotW;
+    const scale = timeScale(times, LEFT, plotW);
+    const x = scale.x;
+    const t0 = times[0], t1 = times[times.length - 1];
 
+    // the coordinator's decisions: labelled in rows, or numbered when that is too many rows
     const decisions = events.filter((e) => !["marker", "timeout_abort", "fenced"].includes(e.kind))
-      .map((e) => ({ e: e, x: x(e.ts), text: shorten(eventLabel(e), 44) }));
-    const labelRows = placeLabels(decisions, W - 4, 8);
-    const incidentLabels = incidents.map((e) => ({ e: e, x: x(e.ts), text: incidentLabel(e) }));
-    const incidentRows = incidentLabels.length ? placeLabels(incidentLabels, W - 4, 4) : 0;
-    const TOP = 12 + 16 * incidentRows;
-    const coordH = 34 + ROW * labelRows;
-    const laneY = (i) => (i === 0 ? TOP : TOP + coordH + (i - 1) * LANE);
-    const laneH = (i) => (i === 0 ? coordH : LANE);
-    const H = laneY(lanes.length) + 30;
+      .map((e, i) => ({ e: e, n: i + 1, x: x(tOf(e)), seg: scale.segOf(tOf(e)),
+                        text: shortenTo(eventLabel(e), 11, 300) }));
+    let labelRows = placeLabels(decisions, LEFT, W - 4, 11);
+    let legend = [];
+    let pointLabels = decisions;
+    if (labelRows > MAX_ROWS) {
+      const clusters = [];
+      for (const d of decisions) {
+        const last = clusters[clusters.length - 1];
+        if (last && d.x - last.items[last.items.length - 1].x < 10) last.items.push(d);
+        else clusters.push({ items: [d] });
+      }
+      pointLabels = clusters.map((c) => {
+        const a = c.items[0].n, b = c.items[c.items.length - 1].n;
+        return { e: c.items[0].e, x: c.items[0].x, seg: c.items[0].seg, text: a === b ? String(a) : a + "–" + b,
+                 numbered: true, bold: true };
+      });
+      labelRows = placeLabels(pointLabels, LEFT, W - 4, 11);
+      legend = decisions;
+    }
+    const incidentLabels = incidents.map((e) => ({ e: e, x: x(tOf(e)), text: incidentLabel(e), bold: true }));
+    const incidentRows = incidentLabels.length ? placeLabels(incidentLabels, 4, W - 4, 12) : 0;
+
+    // markers: labelled on their partition's lane, in rows of their own
+    const laneIndex = new Map(lanes.map((n, i) => [n, i]));
+    const markersOf = lanes.map(() => []);
+    for (const e of events) {
+      if (e.kind !== "marker") continue;
+      const i = laneIndex.get(e.topic + "-" + e.partition);
+      if (i === undefined) continue;
+      markersOf[i].push({ e: e, x: x(tOf(e)), seg: scale.segOf(tOf(e)), text: (e.commit ? "COMMIT" : "ABORT") + " marker @" + e.offset });
+    }
+    const markerRows = markersOf.map((items) => {
+      if (!items.length) return 0;
+      let rows = placeLabels(items, LEFT, W - 4, 11);
+      if (rows > 2) {  // crowded: the offset alone says which marker it is
+        items.forEach((m) => { m.text = (m.e.commit ? "C" : "A") + "@" + m.e.offset; });
+        rows = placeLabels(items, LEFT, W - 4, 11);
+      }
+      return rows;
+    });
+
+    const showNow = stillOpen && typeof nowMs === "number" && nowMs >= t0 && nowMs <= t1;
+    const TOP = 12 + 16 * incidentRows + (showNow ? 12 : 0);  // "now" above the lanes, not on a span
+    const coordH = 34 + ROW * Math.max(1, labelRows);
+    const heights = lanes.map((_, i) => (i === 0 ? coordH : Math.max(LANE, 22 + ROW * markerRows[i])));
+    const laneY = (i) => TOP + heights.slice(0, i).reduce((a, b) => a + b, 0);
+    const laneH = (i) => heights[i];
+    const axisY = laneY(lanes.length) + 4;
+    const legendCols = legend.length ? Math.max(1, Math.min(3, Math.floor((W - 16) / 340))) : 0;
+    const legendRows = legend.length ? Math.ceil(legend.length / legendCols) : 0;
+    const H = axisY + 30 + (legend.length ? 10 + ROW * legendRows : 0);
     const root = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", class: "timeline",
                               "aria-label": "timeline of " + data.transactional_id });
 
     lanes.forEach((name, i) => {
       root.append(svg("rect", { class: "lane-bg", x: LEFT, y: laneY(i) + 3, width: plotW, height: laneH(i) - 6 }));
       const label = svg("text", { class: "lane-label", x: 8, y: laneY(i) + laneH(i) / 2 + 4 },
-                        i === 0 ? "coordinator" : shorten(name, 24));
+                        i === 0 ? "coordinator" : shortenTo(name, 12, LEFT - 16));
       label.append(svg("title", {}, name));
       root.append(label);
     });
 
-    // the time axis
-    const axisY = laneY(lanes.length) + 4;
-    root.append(svg("line", { class: "axis", x1: LEFT, x2: W - RIGHT, y1: axisY, y2: axisY }));
-    const step = niceStep(t1 - t0);
-    const origin = events[0].ts;
-    for (let t = Math.ceil((t0 - origin) / step) * step + origin; t <= t1; t += step) {
-      root.append(svg("line", { class: "axis", x1: x(t), x2: x(t), y1: axisY, y2: axisY + 5 }));
-      const rel = t - origin;
-      root.append(svg("text", { class: "tick-label", x: x(t), y: axisY + 18, "text-anchor": "middle" },
-                      rel === 0 ? clockTime(origin) : (rel > 0 ? "+" : "") + seconds(rel)));
-    }
+    // the time axis: each stretch with its ticks; a cut-out gap as a break with its length
+    const segs = scale.segs;
+    segs.forEach((g, si) => {
+      root.append(svg("line", { class: "axis", x1: g.x0, x2: g.x1, y1: axisY, y2: axisY }));
+      const limit = si === segs.length - 1 ? W - 2 : g.x1 + 4;
+      let busyTo = -Infinity;
+      for (const tk of ticksOf(g)) {
+        const tx = x(tk.t);
+        const w = textWidth(tk.text, 11);
+        // the clock time starts at its tick, or ends at the edge where it would run past it
+        const lo = tk.first ? Math.max(g.x0 - 2, Math.min(tx - 3, limit - w)) : tx - w / 2, hi = lo + w;
+        if (!tk.first && (lo < busyTo + 6 || hi > limit)) continue;
+        busyTo = hi;
+        root.append(svg("line", { class: "axis", x1: tx, x2: tx, y1: axisY, y2: axisY + 5 }));
+        root.append(svg("text", { class: "tick-label" + (tk.first ? " tick-clock" : ""), x: tk.first ? lo : tx,
+                                  y: axisY + 18, "text-anchor": tk.first ? "start" : "middle",
+                                  "data-unit": tk.unit || null }, tk.text));
+      }
+      if (si < segs.length - 1) {
+        const bx0 = g.x1, bx1 = segs[si + 1].x0, mid = (bx0 + bx1) / 2;
+        const gb = svg("g", { class: "axis-break" });
+        for (const dx of [-4, 4]) {
+          gb.append(svg("line", { x1: mid + dx - 3, x2: mid + dx + 3, y1: axisY + 6, y2: axisY - 6 }));
+        }
+        const gap = gapLabel(segs[si + 1].t0 - g.t1);
+        gb.append(svg("text", { class: "break-label", x: mid, y: axisY + 18, "text-anchor": "middle" }, gap));
+        gb.append(svg("title", {}, gap + " with nothing recorded, left out"));
+        root.append(gb);
+        root.append(svg("rect", { class: "lane-break", x: bx0 + 8, y: TOP, width: Math.max(0, bx1 - bx0 - 16),
+                                  height: laneY(lanes.length) - TOP }));
+      }
+    });
 
     // transactions: a span on the coordinator lane and on each of their partitions
-    const laneIndex = new Map(lanes.map((n, i) => [n, i]));
     for (const s of spans) {
       const end = s.end !== null ? s.end : t1;
       const cls = s.end === null ? "span-open" : s.commit ? "span-commit" : "span-abort";
@@ -451,7 +650,7 @@
         const i = laneIndex.get(key);
         if (i === undefined) continue;
         root.append(svg("rect", { class: "span " + cls + extra, x: x(from), y: laneY(i) + 12,
-                                  width: Math.max(2, x(end) - x(from)), height: LANE - 24, rx: 3,
+                                  width: Math.max(2, x(end) - x(from)), height: laneH(i) - 24, rx: 3,
                                   "data-partition": key }));
       }
     }
@@ -460,27 +659,27 @@
     for (const d of decisions) {
       const g = svg("g", { class: "event " + d.e.kind });
       g.append(svg("circle", { cx: d.x, cy: laneY(0) + 13, r: 4 }));
-      g.append(svg("text", { x: d.x + (d.anchorEnd ? -6 : 6), y: laneY(0) + 34 + ROW * d.row,
-                             "text-anchor": d.anchorEnd ? "end" : "start" }, d.text));
-      g.append(svg("title", {}, clockTime(d.e.ts) + " " + eventLabel(d.e)));
+      g.append(svg("title", {}, clockTime(tOf(d.e), "us") + " " + eventLabel(d.e)));
       root.append(g);
+    }
+    for (const d of pointLabels) {
+      root.append(svg("text", { class: "event-label" + (d.numbered ? " numbered" : ""),
+                                x: d.x + (d.anchorEnd ? -6 : 6), y: laneY(0) + 34 + ROW * d.row,
+                                "text-anchor": d.anchorEnd ? "end" : "start" }, d.text));
     }
 
     // markers: a tick on their partition's lane
-    for (const e of events) {
-      if (e.kind !== "marker") continue;
-      const i = laneIndex.get(e.topic + "-" + e.partition);
-      if (i === undefined) continue;
-      const kind = e.commit ? "commit" : "abort";
-      const text = (e.commit ? "COMMIT" : "ABORT") + " marker @" + e.offset;
-      const right = x(e.ts) + 6 + text.length * CHAR_W > W - 4;
-      const g = svg("g", { class: "marker " + kind, "data-partition": e.topic + "-" + e.partition });
-      g.append(svg("line", { x1: x(e.ts), x2: x(e.ts), y1: laneY(i) + 5, y2: laneY(i) + LANE - 5 }));
-      g.append(svg("text", { x: x(e.ts) + (right ? -6 : 6), y: laneY(i) + LANE / 2 + 4,
-                             "text-anchor": right ? "end" : "start" }, text));
-      g.append(svg("title", {}, clockTime(e.ts) + " " + kind + " marker at offset " + e.offset));
-      root.append(g);
-    }
+    markersOf.forEach((items, i) => {
+      for (const m of items) {
+        const kind = m.e.commit ? "commit" : "abort";
+        const g = svg("g", { class: "marker " + kind, "data-partition": m.e.topic + "-" + m.e.partition });
+        g.append(svg("line", { x1: m.x, x2: m.x, y1: laneY(i) + 5, y2: laneY(i) + laneH(i) - 5 }));
+        g.append(svg("text", { x: m.x + (m.anchorEnd ? -6 : 6), y: laneY(i) + 18 + ROW * m.row + (markerRows[i] === 1 ? 9 : 0),
+                               "text-anchor": m.anchorEnd ? "end" : "start" }, m.text));
+        g.append(svg("title", {}, clockTime(tOf(m.e), "us") + " " + kind + " marker at offset " + m.e.offset));
+        root.append(g);
+      }
+    });
 
     // the incident: across every lane, in red, with its label
     for (const d of incidentLabels) {
@@ -492,17 +691,30 @@
       root.append(g);
     }
 
-    if (stillOpen && typeof nowMs === "number" && nowMs >= t0 && nowMs <= t1) {
+    if (showNow) {
       const g = svg("g", { class: "now" });
-      g.append(svg("line", { x1: x(nowMs), x2: x(nowMs), y1: TOP, y2: laneY(lanes.length) }));
-      g.append(svg("text", { x: x(nowMs) - 4, y: TOP + 12, "text-anchor": "end" }, "now"));
+      g.append(svg("line", { x1: x(nowMs), x2: x(nowMs), y1: TOP - 12, y2: laneY(lanes.length) }));
+      g.append(svg("text", { x: x(nowMs) - 4, y: TOP - 3, "text-anchor": "end" }, "now"));
       root.append(g);
+    }
+
+    // the numbered list, when the labels did not fit beside their points
+    if (legend.length) {
+      const legendUnit = spanUnit(Math.max(0.001, (t1 - t0) / 8), t1 - t0);
+      const colW = (W - 16) / legendCols;
+      legend.forEach((d, k) => {
+        const col = Math.floor(k / legendRows), row = k % legendRows;
+        const text = d.n + " · +" + durationLabel(tOf(d.e) - t0, legendUnit, Math.max(0.001, (t1 - t0) / 1000)) +
+          " · " + eventLabel(d.e);
+        root.append(svg("text", { class: "legend", x: 8 + col * colW, y: axisY + 40 + ROW * row },
+                        shortenTo(text, 11, colW - 12)));
+      });
     }
     return root;
   }
 
   function eventDetails(e) {
-    const skip = new Set(["ts", "kind"]);
+    const skip = new Set(["ts", "ts_us", "kind"]);
     return Object.entries(e).filter(([k]) => !skip.has(k))
       .map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v)).join(" ");
   }
@@ -528,7 +740,7 @@
     diag.classList.toggle("bad", /^(Fenced|Aborted by the coordinator)/.test(data.diagnosis || ""));
     $("tl-story").replaceChildren(...(data.story || []).map((line) => el("li", {}, line)));
     $("tl-events").tBodies[0].replaceChildren(...events.slice().reverse().slice(0, 500).map((e) =>
-      el("tr", {}, td(clockTime(e.ts)), td(e.kind), el("td", { class: "mono" }, eventDetails(e)))));
+      el("tr", {}, td(clockTime(tOf(e), "us")), td(e.kind), el("td", { class: "mono" }, eventDetails(e)))));
   }
 
   async function pollTimeline(tid) {
@@ -548,8 +760,9 @@
   }
 
   async function tick() {
-    if (state.busy) return;
+    if (state.busy) { state.again = true; return; }
     state.busy = true;
+    const hash = location.hash;
     const r = route();
     $("overview-view").hidden = r.view !== "overview";
     $("timeline-view").hidden = r.view !== "timeline";
@@ -557,12 +770,14 @@
       if (r.view === "timeline") await pollTimeline(r.tid);
       else await pollOverview();
       setStatus("updated " + new Date().toLocaleTimeString(), false);
-      document.body.dataset.loaded = r.view;
+      // the reader moved on while this poll was out: the page shows the new place only next time
+      if (location.hash === hash) document.body.dataset.loaded = r.view;
     } catch (e) {
       setStatus("broker unreachable: " + (e && e.message ? e.message : e), true);
     } finally {
       state.busy = false;
     }
+    if (state.again || location.hash !== hash) { state.again = false; await tick(); }
   }
 
   function schedule() {

@@ -6,8 +6,9 @@ an InitProducerId and why its epoch moved, partitions and offsets joining, EndTx
 each marker (partition and offset), the completion, a fence and by whom, an abort by timeout with
 its deadline, a refusal with its error — and the handlers pass who sent the request
 (:class:`Requester`: client id, software, address). Events are plain dicts with ``ts`` (the
-broker's clock, milliseconds) and ``kind``; :mod:`minibroker_storage.txn_history` keeps them on
-disk, bounded. ``NO_TIMELINE`` records nothing (unit tests of the coordinator, offline tools).
+broker's clock, milliseconds), ``ts_us`` (the same in microseconds) and ``kind``;
+:mod:`minibroker_storage.txn_history` keeps them on disk, bounded. ``NO_TIMELINE`` records
+nothing (unit tests of the coordinator, offline tools).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class Timeline:
             self.history.append(pid_key(producer_id), self._event(kind, fields))
 
     def _event(self, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-        event: dict[str, Any] = {"ts": self.clock.wall_ms(), "kind": kind}
+        # ts_us places events finer than a millisecond apart (a fast transaction's picture)
+        event: dict[str, Any] = {"ts": self.clock.wall_ms(), "ts_us": self.clock.wall_us(), "kind": kind}
         event.update((k, v) for k, v in fields.items() if v is not None)
         return event
 
