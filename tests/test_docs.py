@@ -10,9 +10,11 @@
        kcat -L -b localhost:9092
        ```
 
-   ``sh``/``bash`` fences run with ``bash -e`` (``minibroker`` on the PATH is this checkout's),
-   ``python`` fences with this interpreter, each in a fresh temporary directory with a 60 s
-   timeout. ``localhost:9092`` (and ``127.0.0.1:9092``) in the snippet become the test broker's
+   ``sh``/``bash`` fences run with ``bash -e`` (``minibroker`` and ``python3`` on the PATH are this
+   checkout's venv's), ``python`` fences with this interpreter, ``java`` fences (statements, as a
+   reader pastes them into a method) as the body of a ``main`` that may throw, launched as a
+   single-file program with kafka-clients on the classpath; each in a fresh temporary directory
+   with a 60 s timeout. ``localhost:9092`` (and ``127.0.0.1:9092``) in the snippet become the test broker's
    address and ``127.0.0.1:9644`` (``localhost:9644``) its control listener's (the broker runs with one, as
    ``--control-listener 127.0.0.1:9644`` would); nothing else is changed, so a snippet that passes here works as printed. A snippet
    fails on a non-zero exit; write the check into it (an ``assert``, ``grep -q``) when its output
@@ -36,7 +38,8 @@ from minibroker.testing import MiniBroker
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKER = "<!-- runnable -->"
-RUNNERS = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python"}
+RUNNERS = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python", "java": "java"}
+JAVA_MAIN = "public class Snippet {{\n public static void main(String[] args) throws Exception {{\n{}\n }}\n}}\n"
 SNIPPET_TIMEOUT = 60.0
 
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -195,7 +198,15 @@ def test_runnable_snippet(lang: str, code: str, docs_broker: MiniBroker, tmp_pat
     code = code.replace("127.0.0.1:9644", control).replace("localhost:9644", control)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MINIBROKER_", "KAFKA_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    argv = ["bash", "-e", "-c", code] if runner == "bash" else [sys.executable, "-c", code]
+    if runner == "bash":
+        argv = ["bash", "-e", "-c", code]
+    elif runner == "python":
+        argv = [sys.executable, "-c", code]
+    else:
+        from tests.integration.java_client import java_toolchain
+        tc = java_toolchain()
+        (tmp_path / "Snippet.java").write_text(JAVA_MAIN.format(code))
+        argv = [tc.java, "-cp", os.pathsep.join(str(j) for j in tc.jars), "Snippet.java"]
     try:
         r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=SNIPPET_TIMEOUT)
