@@ -11,15 +11,15 @@
        ```
 
    ``sh``/``bash`` fences run with ``bash -e`` (``minibroker`` and ``python3`` on the PATH are this
-   checkout's venv's), ``python`` fences with this interpreter, ``java`` fences (statements, as a
-   reader pastes them into a method) as the body of a ``main`` that may throw, launched as a
-   single-file program with kafka-clients on the classpath; each in a fresh temporary directory
-   with a 60 s timeout. ``localhost:9092`` (and ``127.0.0.1:9092``) in the snippet become the test broker's
-   address and ``127.0.0.1:9644`` (``localhost:9644``) its control listener's (the broker runs with one, as
-   ``--control-listener 127.0.0.1:9644`` would); nothing else is changed, so a snippet that passes here works as printed. A snippet
-   fails on a non-zero exit; write the check into it (an ``assert``, ``grep -q``) when its output
-   is what matters. A marked fence in any other language fails the test, so the marker always
-   means "this runs".
+   checkout's venv's), ``python`` fences with this interpreter, ``java`` fences (a whole program,
+   its main class first) as a single-file source launch with the kafka-clients jars on the
+   classpath; each in a fresh temporary directory with a 60 s timeout. ``localhost:9092`` (and
+   ``127.0.0.1:9092``) in the snippet become the test broker's address, ``127.0.0.1:9644``
+   (``localhost:9644``) its control listener's (it runs with one, as ``--control-listener
+   127.0.0.1:9644`` would); nothing else is changed, so a snippet that passes here works as
+   printed against a broker started as the page says. A snippet fails on a non-zero exit; write
+   the check into it (an ``assert``, ``grep -q``) when its output is what matters. A marked fence
+   in any other language fails the test, so the marker always means "this runs".
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKER = "<!-- runnable -->"
 RUNNERS = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python", "java": "java"}
-JAVA_MAIN = "public class Snippet {{\n public static void main(String[] args) throws Exception {{\n{}\n }}\n}}\n"
 SNIPPET_TIMEOUT = 60.0
 
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -205,7 +204,8 @@ def test_runnable_snippet(lang: str, code: str, docs_broker: MiniBroker, tmp_pat
     else:
         from tests.integration.java_client import java_toolchain
         tc = java_toolchain()
-        (tmp_path / "Snippet.java").write_text(JAVA_MAIN.format(code))
+        # A single-file program runs its first class, whatever the file's name.
+        (tmp_path / "Snippet.java").write_text(code)
         argv = [tc.java, "-cp", os.pathsep.join(str(j) for j in tc.jars), "Snippet.java"]
     try:
         r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
