@@ -213,3 +213,57 @@ def test_runnable_snippet(lang: str, code: str, docs_broker: MiniBroker, tmp_pat
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the snippet did not finish in {SNIPPET_TIMEOUT} s:\n{code}\nstdout: {e.stdout}\nstderr: {e.stderr}")
     assert r.returncode == 0, f"exit {r.returncode}\n--- snippet\n{code}--- stdout\n{r.stdout}--- stderr\n{r.stderr}"
+
+
+# -- the API table and "What is not supported" stay true to the code ------------------------
+
+COMPAT = REPO / "docs" / "clients-and-compatibility.md"
+# Kafka 4.4 APIs that only controllers or brokers send each other: "no controller quorum" covers them.
+INTER_BROKER = {"LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown", "UnregisterBroker",
+                "AddRaftVoter", "RemoveRaftVoter", "UnregisterController", "InitializeShareGroupState",
+                "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState",
+                "ReadShareGroupStateSummary", "StreamsGroupTopologyDescriptionUpdate"}
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _served() -> dict[str, tuple[int, int]]:
+    from minibroker.served_apis import SERVED, TELEMETRY
+    from minibroker_protocol.api_keys import ApiKey
+    return {ApiKey(k).name: (lo, hi) for k, lo, hi in SERVED + TELEMETRY}
+
+
+def _kafka_44() -> dict[str, tuple[int, int]]:
+    """Kafka 4.4's broker APIs by name, from the generated release table (``key: (lo, hi),  # Name``)."""
+    from minibroker import kafka_releases
+    source = Path(kafka_releases.__file__).read_text()
+    block = source[source.index('"4.4": ('):]
+    block = block[:block.index("}),")]
+    return {name: (int(lo), int(hi)) for lo, hi, name in re.findall(r"\d+: \((\d+), (-?\d+)\),  # (\w+)", block)
+            if int(hi) >= 0}
+
+
+def test_the_api_table_is_what_is_served():
+    documented: dict[str, tuple[int, int]] = {}
+    for names, versions in re.findall(r"^\| ([A-Z][A-Za-z /]+?) \| ([0-9–/ ]+) \|",
+                                      _section(COMPAT.read_text(), "What is supported"), re.M):
+        ns = [n.strip() for n in names.split("/")]
+        vs = [v.strip() for v in versions.split("/")]
+        for name, v in zip(ns, vs if len(vs) == len(ns) else vs * len(ns)):
+            lo, _, hi = v.partition("–")
+            documented[name] = (int(lo), int(hi or lo))
+    assert documented == _served()
+
+
+def test_what_is_not_supported_names_every_missing_api():
+    section = _section(COMPAT.read_text(), "What is not supported")
+    served, kafka = _served(), _kafka_44()
+    assert len(kafka) > 60 and "Produce" in kafka, "the 4.4 release table was not read"
+    assert "KRaft controller APIs" in section
+    missing = sorted(n for n in kafka if n not in served and n not in INTER_BROKER and n not in section)
+    assert not missing, f"Kafka 4.4 serves {missing}; minibroker does not, and the section does not say so"
+    older = sorted(n for n, (_, hi) in served.items() if n in kafka and hi < kafka[n][1]
+                   and f"{n} ({hi}" not in section)
+    assert not older, f"{older} stop below Kafka 4.4's newest version; the section does not say so"
