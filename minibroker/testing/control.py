@@ -5,8 +5,8 @@
         b.control.advance("90s")                       # transaction timeouts fire
         versions = {r["api_version"] for r in b.control.requests(api="EndTxn")}
 
-Each method is one HTTP call to the broker's ``--control-listener`` (README: "Testing the bad
-days"); a refusal raises :class:`ControlError` with the broker's one-line reason.
+Each method is one HTTP call to the broker's ``--control-listener`` (docs/testing-the-bad-days.md);
+a refusal raises :class:`ControlError` with the broker's one-line reason.
 """
 
 from __future__ import annotations

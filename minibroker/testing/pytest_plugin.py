@@ -125,7 +125,7 @@ def minibroker_factory(request: pytest.FixtureRequest) -> Iterator[MiniBrokerFac
 @pytest.fixture
 def controlled_minibroker(minibroker_factory: MiniBrokerFactory) -> MiniBroker:
     """A broker of this test's own with its control plane on: ``.control`` adds fault rules,
-    advances the clock, reads the request log (README: "Testing the bad days")."""
+    advances the clock, reads the request log (docs/testing-the-bad-days.md)."""
     return minibroker_factory(control=True)
 
 

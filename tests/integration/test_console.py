@@ -3,7 +3,7 @@
 The page loads on a broker with no topics, then shows an open transaction and the partition
 whose last stable offset it holds back; after the coordinator aborts the transaction by
 timeout, the timeline view draws the incident. Screenshots go to the test's tmp dir (the path is
-printed), and with MINIBROKER_UPDATE_SCREENSHOTS=1 to docs/ too (the README shows them): a test
+printed), and with MINIBROKER_UPDATE_SCREENSHOTS=1 to docs/ too (docs/explaining-transactions.md shows them): a test
 run leaves the checkout as it found it.
 """
 

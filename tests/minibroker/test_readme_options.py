@@ -1,4 +1,4 @@
-"""The README's option table names every option `minibroker --help` has, and no other."""
+"""The option table of docs/configuration.md names every option `minibroker --help` has, and no other."""
 
 import argparse
 import re
@@ -6,12 +6,16 @@ from pathlib import Path
 
 from minibroker.config.options import add_serve_options
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+# Documented before the parser has it: --default-replication-factor lands on another branch of
+# issue 30. Once it is in the parser this set is ignored; delete it then.
+DOCUMENTED_AHEAD = {"--default-replication-factor"}
 
 
 def test_option_table_matches_the_parser():
     p = argparse.ArgumentParser()
     add_serve_options(p)
     options = {s for a in p._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
-    table = set(re.findall(r"^\| `(--[a-z-]+)`", README.read_text(), re.M))
-    assert table == options
+    table = set(re.findall(r"^\| `(--[a-z-]+)`", PAGE.read_text(), re.M))
+    assert table - (DOCUMENTED_AHEAD - options) == options
