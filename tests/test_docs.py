@@ -230,14 +230,14 @@ def _section(text: str, heading: str) -> str:
 
 
 def _served() -> dict[str, tuple[int, int]]:
-    from minibroker.served_apis import SERVED, TELEMETRY
+    from minibroker.config.served_apis import SERVED, TELEMETRY
     from minibroker_protocol.api_keys import ApiKey
     return {ApiKey(k).name: (lo, hi) for k, lo, hi in SERVED + TELEMETRY}
 
 
 def _kafka_44() -> dict[str, tuple[int, int]]:
     """Kafka 4.4's broker APIs by name, from the generated release table (``key: (lo, hi),  # Name``)."""
-    from minibroker import kafka_releases
+    from minibroker.config import kafka_releases
     source = Path(kafka_releases.__file__).read_text()
     block = source[source.index('"4.4": ('):]
     block = block[:block.index("}),")]
