@@ -230,9 +230,9 @@ def _parse(d: GroupConfigDef, raw: str) -> str:
     if d.choices is not None and value not in d.choices:
         raise invalid(f"String must be one of: {', '.join(d.choices)}")
     if d.name == "share.auto.offset.reset":
-        lower = value.lower()
-        ok = lower in ("latest", "earliest")
-        if lower.startswith("by_duration:"):
+        # case matters here, unlike in the client's auto.offset.reset (Kafka 4.4, checked)
+        ok = value in ("latest", "earliest")
+        if value.startswith("by_duration:"):
             ms = _duration_ms(value[len("by_duration:"):].strip())
             ok = ms is not None and ms >= 0
         if not ok:

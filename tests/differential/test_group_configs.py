@@ -1,16 +1,20 @@
 """Group configs (GROUP config resources) against Kafka 4.4: DescribeConfigs of a group with and
 without configs of its own, IncrementalAlterConfigs' validation (names, types, the broker's
-bounds, APPEND/SUBTRACT, null values, validate_only) and ListConfigResources' groups."""
+bounds, APPEND/SUBTRACT, null values, validate_only), ListConfigResources' groups, and the
+heartbeat interval a group's config gives its KIP-848 members."""
 
 from __future__ import annotations
 
+import datetime
+import uuid
+
 from tests.reference.client import part, req
 
-IAC, DESCRIBE_CONFIGS, LIST_CONFIG_RESOURCES = 44, 32, 74
+IAC, DESCRIBE_CONFIGS, LIST_CONFIG_RESOURCES, HEARTBEAT = 44, 32, 74, 68
 GROUP = 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-GROUPS = ("gc-diff-a", "gc-diff-b")
+GROUPS = ("gc-diff-a", "gc-diff-b", "gc-diff-c")
 ALL_NAMES = (
     "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "consumer.assignment.interval.ms",
     "consumer.assignor.offload.enable", "share.session.timeout.ms", "share.heartbeat.interval.ms",
@@ -90,6 +94,13 @@ ALTERATIONS = [
     ("list", "gc-diff-a", [("streams.rack.aware.assignment.tags", SET, "a, b")], False),
     ("validate only: good", "gc-diff-b", [("share.delivery.count.limit", SET, "3")], True),
     ("validate only: bad", "gc-diff-b", [("share.delivery.count.limit", SET, "1")], True),
+    ("upper-case reset", "gc-diff-c", [("share.auto.offset.reset", SET, "EARLIEST")], False),
+    ("upper-case prefix", "gc-diff-c", [("share.auto.offset.reset", SET, "BY_DURATION:PT1H")], False),
+    ("lower-case duration", "gc-diff-c", [("share.auto.offset.reset", SET, "by_duration:pt1h30m")], False),
+    ("negative hours", "gc-diff-c", [("share.auto.offset.reset", SET, "by_duration:PT-1H")], False),
+    ("upper-case boolean", "gc-diff-c", [("share.renew.acknowledge.enable", SET, "TRUE")], False),
+    ("signed padded int", "gc-diff-c", [("consumer.session.timeout.ms", SET, " +50000 ")], False),
+    ("int overflow", "gc-diff-c", [("consumer.session.timeout.ms", SET, "2147483648")], False),
     ("default group", "", [("consumer.session.timeout.ms", SET, "50000")], False),
     ("share limits", "gc-diff-b", [("share.session.timeout.ms", SET, "60000"),
                                    ("share.heartbeat.interval.ms", SET, "15000"),
@@ -126,3 +137,34 @@ def test_group_configs_match_kafka(differential_pair):
             lambda s: req(LIST_CONFIG_RESOURCES, 1, resource_types=(GROUP,))))
     finally:
         _clear(pair)
+
+
+def test_consumer_group_heartbeat_uses_the_group_config(differential_pair):
+    """GroupMetadataManager reads consumer.heartbeat.interval.ms per group: the interval a
+    joining member is told, on both brokers."""
+    pair = differential_pair
+    topic, group, plain = "gc-diff-hb-topic", "gc-diff-hb", "gc-diff-hb-plain"
+    pair.create_topics([topic], 1)
+    pair.check("set the interval", pair.both(lambda s: _alter(group, [("consumer.heartbeat.interval.ms", SET,
+                                                                        "7000")])))
+    members = {g: str(uuid.uuid4()) for g in (group, plain)}
+    for g in members:
+        pair.find_coordinators(g, [])
+    try:
+        for g, member in members.items():
+            answers = pair.both(lambda s, g=g, m=member: _heartbeat(g, m, 0, topic))
+            assert [(r.error_code, r.heartbeat_interval) for r in answers][0] == \
+                [(r.error_code, r.heartbeat_interval) for r in answers][1], answers
+            assert answers[0].heartbeat_interval == datetime.timedelta(
+                milliseconds=7000 if g == group else 5000), answers
+    finally:
+        for g, member in members.items():
+            pair.both(lambda s, g=g, m=member: _heartbeat(g, m, -1))
+        pair.both(lambda s: _alter(group, [("consumer.heartbeat.interval.ms", DELETE, None)]))
+
+
+def _heartbeat(group, member, epoch, topic=None):
+    return req(HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=epoch, instance_id=None,
+               rack_id=None, rebalance_timeout=datetime.timedelta(milliseconds=60_000 if epoch == 0 else -1),
+               subscribed_topic_names=(topic,) if epoch == 0 else None, subscribed_topic_regex=None,
+               server_assignor=None, topic_partitions=() if epoch == 0 else None)
