@@ -38,6 +38,7 @@ from minibroker_storage.txn_history import TxnHistory
 from .background.loops import Background
 from .cluster import Cluster
 from .config.features import load_features
+from .config.group_configs import GroupConfigs
 from .config.options import Config
 from .control.request_counts import RequestCounts
 from .coordinator import snapshot
@@ -122,6 +123,9 @@ class Broker:
             id_expiration_ms=config.transactional_id_expiration_ms,
             clock=clock, crash=crash_points,
             transaction_version=lambda: self.features.transaction_version, timeline=self.timeline)
+        # each group's own configs (IncrementalAlterConfigs on GROUP resources), which the
+        # group coordinator reads over the broker's group.* defaults
+        self.group_configs = GroupConfigs.load(config)
         self.group_coordinator = GroupCoordinator(
             offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
                                              self.offsets_partition_for),
@@ -131,7 +135,8 @@ class Broker:
             consumer_settings=ConsumerGroupSettings(
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
-                assignment_interval_ms=config.group_consumer_assignment_interval_ms))
+                assignment_interval_ms=config.group_consumer_assignment_interval_ms),
+            group_config=self.group_configs.group_int)
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
 

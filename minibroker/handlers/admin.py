@@ -12,6 +12,7 @@ from minibroker_protocol.topics import is_internal, topic_name_error
 from minibroker_storage.manager import LogManager
 
 from ..client_metrics import configs as cmc
+from ..config import group_configs as gc
 from ..config import topic_configs as tc
 from ..config.options import Config
 from .api import Api, RequestContext
@@ -22,8 +23,9 @@ from .common import ZERO, CreateTopic, answers, response_cls
 class AdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config, create_topic: CreateTopic,
                  delete_topic: Callable[[str], None], client_metrics: Any = None,
-                 authz: Authz = OFF) -> None:
+                 group_configs: gc.GroupConfigs | None = None, authz: Authz = OFF) -> None:
         self.logs = logs
+        self.group_configs = group_configs
         self.authz = authz
         self.client_metrics = client_metrics
         self.config = config
@@ -213,6 +215,8 @@ class AdminHandlers:
                 error, message, entries = ErrorCode.none, None, []
             elif res.resource_type == tc.RESOURCE_CLIENT_METRICS and self.client_metrics is not None:
                 error, message, entries = self._client_metrics_configs(res.resource_name)
+            elif res.resource_type == tc.RESOURCE_GROUP and self.group_configs is not None:
+                error, message, entries = self._group_configs(self.group_configs, res.resource_name)
             else:
                 error, message, entries = (ErrorCode.invalid_request,
                                            f"Unsupported resource type {res.resource_type}", [])
@@ -220,8 +224,11 @@ class AdminHandlers:
                 build(Entry, name=name, value=value, read_only=read_only, config_source=source,
                       is_sensitive=False, config_type=ctype,
                       documentation=doc if docs else None,
-                      synonyms=(build(Syn, name=name, value=value, source=source),) if synonyms else ())
-                for name, value, source, read_only, ctype, doc in entries
+                      synonyms=tuple(build(Syn, name=n, value=v, source=src)
+                                     for n, v, src in (more[0] if more else ((name, value, source),)))
+                      if synonyms else ())
+                # an entry's synonyms, when it has others than itself, follow its documentation
+                for name, value, source, read_only, ctype, doc, *more in entries
                 if keys is None or name in keys
             )
             results.append(build(Result, error_code=error, error_message=message,
@@ -242,6 +249,14 @@ class AdminHandlers:
                 else ErrorCode.group_authorization_failed
         allowed = self.authz.cluster(ctx, Op.DESCRIBE_CONFIGS)
         return None if allowed else ErrorCode.cluster_authorization_failed
+
+    def _group_configs(self, groups: gc.GroupConfigs, name: str):
+        if not name:
+            return ErrorCode.invalid_request, "Group name must not be empty", []
+        # Kafka answers a group it does not know with the defaults, and an empty message
+        entries = [(e.name, e.value, e.source, False, e.type, e.doc, e.synonyms)
+                   for e in gc.describe(groups.own(name), self.config)]
+        return ErrorCode.none, "", entries
 
     def _client_metrics_configs(self, name: str):
         if not name:

@@ -1,11 +1,11 @@
-"""IncrementalAlterConfigs and ListConfigResources: topic configs and KIP-714 client metrics
-subscriptions, changed at runtime as Kafka's controller changes them.
+"""IncrementalAlterConfigs and ListConfigResources: topic configs, KIP-714 client metrics
+subscriptions and group configs, changed at runtime as Kafka's controller changes them.
 
 Kafka: ConfigAdminManager.preprocess (duplicates) and ConfigurationControlManager
 .incrementalAlterConfigResource (SET, DELETE, and APPEND/SUBTRACT on LIST configs, starting
 from the current value or, when none is set, the default); the whole resource is checked after
-the operations and changes nothing when one fails. Broker, broker-logger and group configs are
-not changed at runtime by minibroker (tests/differential/divergences.py, REFUSED_ON_PURPOSE).
+the operations and changes nothing when one fails. Broker and broker-logger configs are not
+changed at runtime by minibroker (tests/differential/divergences.py, REFUSED_ON_PURPOSE).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from minibroker_protocol.topics import topic_name_error
 from minibroker_storage.manager import LogManager
 
 from ..client_metrics.configs import SubscriptionError, java_list
-from ..client_metrics.manager import ClientMetricsManager
+from ..client_metrics.manager import ClientMetricsManager, java_hash_set_order
+from ..config import group_configs as gc
 from ..config import topic_configs as tc
 from ..config.options import Config
 from .api import Api, RequestContext
@@ -40,8 +41,9 @@ class Refusal(Exception):
 
 class ConfigHandlers:
     def __init__(self, *, logs: LogManager, config: Config, client_metrics: ClientMetricsManager,
-                 authz: Authz = OFF) -> None:
+                 group_configs: gc.GroupConfigs, authz: Authz = OFF) -> None:
         self.authz = authz
+        self.group_configs = group_configs
         self.logs = logs
         self.config = config
         self.client_metrics = client_metrics
@@ -115,7 +117,17 @@ class ConfigHandlers:
                 self.client_metrics.alter(name, configs, validate_only=validate_only)
             except SubscriptionError as e:
                 raise Refusal(e.code, str(e)) from None
-        elif kind in (tc.RESOURCE_BROKER, tc.RESOURCE_BROKER_LOGGER, tc.RESOURCE_GROUP):
+        elif kind == tc.RESOURCE_GROUP:
+            if not name:
+                raise Refusal(ErrorCode.invalid_request, "Default group resources are not allowed.")
+            # Kafka knows no LIST group config on this path: APPEND and SUBTRACT are refused for
+            # every key, streams.rack.aware.assignment.tags too
+            configs = _apply(res.configs, self.group_configs.own(name), lambda k: False, lambda k: "")
+            try:
+                self.group_configs.replace(name, configs, validate_only=validate_only)
+            except gc.GroupConfigError as e:
+                raise Refusal(ErrorCode.invalid_config, str(e)) from None
+        elif kind in (tc.RESOURCE_BROKER, tc.RESOURCE_BROKER_LOGGER):
             raise Refusal(ErrorCode.invalid_request,
                           f"minibroker does not change {_KIND_NAMES[kind]} configs at runtime; set broker "
                           "options at start-up (minibroker --help)")
@@ -144,6 +156,9 @@ class ConfigHandlers:
         out: list[tuple[str, int]] = []
         # Kafka's order (KafkaApis.handleListConfigResources): groups, subscriptions, the broker's
         # logger and itself, then topics
+        if tc.RESOURCE_GROUP in asked:
+            # Kafka walks a HashMap of the groups with configs
+            out += [(g, tc.RESOURCE_GROUP) for g in java_hash_set_order(self.group_configs.groups())]
         if tc.RESOURCE_CLIENT_METRICS in asked:
             out += [(n, tc.RESOURCE_CLIENT_METRICS) for n in sorted(self.client_metrics.configs)]
         node = str(self.config.node_id)
@@ -158,8 +173,7 @@ class ConfigHandlers:
                      config_resources=tuple(build(Res, resource_name=n, **kw(t)) for n, t in out))
 
 
-_KIND_NAMES = {tc.RESOURCE_BROKER: "broker", tc.RESOURCE_BROKER_LOGGER: "broker logger",
-               tc.RESOURCE_GROUP: "group"}
+_KIND_NAMES = {tc.RESOURCE_BROKER: "broker", tc.RESOURCE_BROKER_LOGGER: "broker logger"}
 
 
 def _topic_list(key: str) -> bool:

@@ -37,11 +37,11 @@ DIVERGENCES: tuple[Divergence, ...] = (
 # Requests minibroker refuses on purpose where Kafka accepts them. The differential tests do not
 # send these to the pair; tests/differential/test_client_metrics.py checks the refusal itself.
 REFUSED_ON_PURPOSE: dict[str, str] = {
-    "IncrementalAlterConfigs on BROKER, BROKER_LOGGER and GROUP resources":
-        "Kafka changes dynamic broker, logger and group configs at runtime; minibroker's broker "
-        "settings are start-up options, and storing a value it would not honour would lie to the "
-        "tool that set it. It answers INVALID_REQUEST naming the reason; topic configs and client "
-        "metrics subscriptions are altered as Kafka alters them.",
+    "IncrementalAlterConfigs on BROKER and BROKER_LOGGER resources":
+        "Kafka changes dynamic broker and logger configs at runtime; minibroker's broker settings "
+        "are start-up options, and storing a value it would not honour would lie to the tool that "
+        "set it. It answers INVALID_REQUEST naming the reason; topic configs, group configs and "
+        "client metrics subscriptions are altered as Kafka alters them.",
 }
 
 

@@ -92,6 +92,13 @@ class ConsumerGroupSettings:
     assignors: tuple[str, ...] = assignors.ASSIGNORS
 
 
+# (group id, group config name) -> the group's value, else the broker default: the broker's
+# GroupConfigs.group_int (IncrementalAlterConfigs on GROUP resources)
+GroupConfigLookup = Callable[[str, str], int]
+SESSION_TIMEOUT, HEARTBEAT_INTERVAL, ASSIGNMENT_INTERVAL = (
+    "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "consumer.assignment.interval.ms")
+
+
 class ConsumerGroupError(GroupError):
     """A refusal with Kafka's error message (ConsumerGroupHeartbeat answers carry it)."""
 
@@ -129,13 +136,20 @@ def _invalid(message: str) -> ConsumerGroupError:
 class ConsumerGroups:
     def __init__(self, groups: dict[str, Group], *, clock: Clock, timers: Deadlines,
                  topics: Topics, settings: ConsumerGroupSettings | None = None,
-                 new_member_id: Callable[[], str] | None = None) -> None:
+                 new_member_id: Callable[[], str] | None = None,
+                 group_config: GroupConfigLookup | None = None) -> None:
         self.groups = groups
         self.clock = clock
         self.timers = timers
         self.topics = topics
         self.settings = settings or ConsumerGroupSettings()
         self._new_member_id = new_member_id or _random_member_id
+        self._group_config = group_config or self._broker_default
+
+    def _broker_default(self, group_id: str, name: str) -> int:
+        return {SESSION_TIMEOUT: self.settings.session_timeout_ms,
+                HEARTBEAT_INTERVAL: self.settings.heartbeat_interval_ms,
+                ASSIGNMENT_INTERVAL: self.settings.assignment_interval_ms}[name]
 
     # -- validation (GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid) --------
     def _validate(self, version: int, group_id: str, member_id: str, member_epoch: int,
@@ -268,7 +282,9 @@ class ConsumerGroups:
             rebalance_timeout_ms != -1 and (subscribed_names is not None or subscribed_regex is not None)
             and owned is not None)
         changed = partitions_of(after.assigned) != partitions_of(member.assigned) or is_new
-        return HeartbeatAnswer(member_id, after.member_epoch, self.settings.heartbeat_interval_ms,
+        # GroupMetadataManager.consumerGroupHeartbeatIntervalMs: the group's own config first
+        interval = self._group_config(group_id, HEARTBEAT_INTERVAL)
+        return HeartbeatAnswer(member_id, after.member_epoch, interval,
                                dict(after.assigned) if full or changed else None)
 
     def _group_for(self, group_id: str, create: bool) -> tuple[Group, ConsumerGroupState, bool]:
@@ -411,7 +427,7 @@ class ConsumerGroups:
             return
         cg.session.pop(member_id, None)
         self._fence(group_id, cg, member, f"no heartbeat within the session timeout "
-                                          f"({self.settings.session_timeout_ms} ms)")
+                                          f"({self._group_config(group_id, SESSION_TIMEOUT)} ms)")
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         g = self.groups.get(group_id)
@@ -428,7 +444,7 @@ class ConsumerGroups:
         old = cg.session.pop(member_id, None)
         if old is not None:
             old.cancel()
-        cg.session[member_id] = self.timers.call_later(self.settings.session_timeout_ms,
+        cg.session[member_id] = self.timers.call_later(self._group_config(group_id, SESSION_TIMEOUT),
                                                        self._session_expired, group_id, member_id)
 
     def _arm_rebalance_timeout(self, group_id: str, cg: ConsumerGroupState,
@@ -513,7 +529,7 @@ class ConsumerGroups:
         if cg.group_epoch <= cg.assignment_epoch:
             return
         if (cg.last_assignment_ms is not None
-                and now - cg.last_assignment_ms < self.settings.assignment_interval_ms):
+                and now - cg.last_assignment_ms < self._group_config(group_id, ASSIGNMENT_INTERVAL)):
             return
         topics = self._topics_now()
         by_id = {t.topic_id: assignors.TopicSpec(t.topic_id, t.name, t.partitions)

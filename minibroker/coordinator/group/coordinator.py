@@ -53,7 +53,13 @@ from collections.abc import Callable
 from minibroker_protocol.errors import ErrorCode
 
 from ...core.clock import SYSTEM_CLOCK, Clock
-from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics
+from .consumer_group import (
+    ConsumerGroups,
+    ConsumerGroupSettings,
+    GroupConfigLookup,
+    HeartbeatAnswer,
+    Topics,
+)
 from .machine import GroupMachine
 from .membership import Waiting
 from .model import Group, GroupError, Member, Offset
@@ -71,7 +77,8 @@ class GroupCoordinator:
                  data_dir: str | os.PathLike | None = None,
                  verify_produce: VerifyProduce | None = None, clock: Clock = SYSTEM_CLOCK,
                  initial_rebalance_delay_ms: int = 3000, topics: Topics | None = None,
-                 consumer_settings: ConsumerGroupSettings | None = None) -> None:
+                 consumer_settings: ConsumerGroupSettings | None = None,
+                 group_config: GroupConfigLookup | None = None) -> None:
         if broker is not None:
             # The older call, GroupCoordinator(broker, ...): take the collaborators from it.
             offsets_topic, data_dir, verify_produce, topics = _from_broker(broker)
@@ -81,7 +88,8 @@ class GroupCoordinator:
         self.machine = GroupMachine(offsets_topic, clock=clock, data_dir=data_dir,
                                     verify_produce=verify_produce,
                                     initial_rebalance_delay_ms=initial_rebalance_delay_ms,
-                                    topics=topics, consumer_settings=consumer_settings)
+                                    topics=topics, consumer_settings=consumer_settings,
+                                    group_config=group_config)
         self._waiting: dict[tuple[str, Member], asyncio.Future] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None

@@ -18,7 +18,13 @@ from minibroker_storage.lazylog import get_logger
 
 from ...core.clock import SYSTEM_CLOCK, Clock
 from ..timers import Deadlines
-from .consumer_group import ConsumerGroups, ConsumerGroupSettings, HeartbeatAnswer, Topics
+from .consumer_group import (
+    ConsumerGroups,
+    ConsumerGroupSettings,
+    GroupConfigLookup,
+    HeartbeatAnswer,
+    Topics,
+)
 from .membership import Membership, Waiting
 from .model import Group, Member, Offset
 from .offsets import Offsets, VerifyProduce
@@ -33,7 +39,8 @@ class GroupMachine:
                  data_dir: str | os.PathLike | None = None,
                  verify_produce: VerifyProduce | None = None,
                  initial_rebalance_delay_ms: int = 3000, topics: Topics | None = None,
-                 consumer_settings: ConsumerGroupSettings | None = None) -> None:
+                 consumer_settings: ConsumerGroupSettings | None = None,
+                 group_config: GroupConfigLookup | None = None) -> None:
         self.groups: dict[str, Group] = {}  # shared by the parts below, never replaced
         self.clock = clock
         self.timers = Deadlines(clock.monotonic)
@@ -44,7 +51,8 @@ class GroupMachine:
                                      initial_rebalance_delay_ms=initial_rebalance_delay_ms)
         self.offsets = Offsets(self.groups, self.store, self.membership.touch, verify_produce)
         self.consumer = ConsumerGroups(self.groups, clock=clock, timers=self.timers,
-                                       topics=topics or (lambda: ()), settings=consumer_settings)
+                                       topics=topics or (lambda: ()), settings=consumer_settings,
+                                       group_config=group_config)
 
     # -- time and answers --------------------------------------------------------------
     def run_due(self) -> int:
