@@ -65,15 +65,19 @@ class MemberSpec:
 
 
 def assign(members: Mapping[str, MemberSpec], partition_counts: Mapping[uuid.UUID, int],
-           assignable: Mapping[uuid.UUID, Set[int]] | None = None) -> dict[str, Assignment]:
-    """The new target assignment of every member (empty partitions sets dropped, as Kafka's
-    MemberAssignmentImpl keeps them — see ``_result``). ``partition_counts`` is the topic
-    metadata; ``assignable`` the partitions per topic that may be assigned (None: all)."""
+           assignable: Mapping[uuid.UUID, Set[int]] | None = None, *,
+           homogeneous: bool | None = None) -> dict[str, Assignment]:
+    """The new target assignment of every member (topics left with no partitions dropped, see
+    ``_result``). ``partition_counts`` is the topic metadata; ``assignable`` the partitions per
+    topic that may be assigned (None: all). ``homogeneous`` is the group's subscription type;
+    Kafka derives it from subscribed topic *names* (ModernGroup.subscriptionType, a name that
+    matches no topic counts), so a group passes it; None derives it from the topic ids."""
     if not members:
         return {}
     ids = list(members)
-    subscriptions = {members[m].subscribed_topic_ids for m in ids}
-    if len(subscriptions) == 1:
+    if homogeneous is None:
+        homogeneous = len({members[m].subscribed_topic_ids for m in ids}) == 1
+    if homogeneous:
         return _Homogeneous(ids, members, partition_counts, assignable).build()
     return _Heterogeneous(ids, members, partition_counts, assignable).build()
 
