@@ -129,30 +129,52 @@ def test_the_id_of_another_groups_type_is_not_found():
 # ---- the join sequence --------------------------------------------------------------------
 
 def test_join_empty_assignment_then_initialized_partitions_arrive():
+    # The same steps as seen on a Kafka 4.4 reference (raw ShareGroupHeartbeat v1, topic t of 3
+    # partitions, its __consumer_offsets read back with share_log): answers and records match.
     w = World()
+    hash_ = sg.metadata_hash(["t"], w.topics)
+    t0 = w.clock.wall_ms()
     first = a = w.hb()
-    assert (a.error_code, a.member_id, a.member_epoch, a.heartbeat_interval_ms) == (0, "m1", 1, 5000)
+    assert (a.error_code, a.member_id, a.member_epoch, a.heartbeat_interval_ms) == (0, "m1", 2, 5000)
     assert a.assignment == ()  # empty, not null
-    assert a.initialize == sg.InitializeRequest("g", 1, {T: (frozenset({0, 1, 2}), -1)})
+    assert a.initialize == sg.InitializeRequest("g", 2, {T: (frozenset({0, 1, 2}), -1)})
+    assert [v for _, v in a.records] == [
+        sl.MemberMetadataValue(None, "cid", "/127.0.0.1", ("t",)),
+        sl.GroupMetadataValue(2, hash_),
+        sl.TargetAssignmentMemberValue(()),
+        sl.TargetAssignmentMetadataValue(2, t0),
+        sl.CurrentMemberAssignmentValue(2, 0, 0, ()),
+        sl.StatePartitionMetadataValue((sl.TopicPartitionsInfo(T, "t", (0, 1, 2)),), (), ()),
+    ]
     assert types(a.records) == [(10, False), (11, False), (13, False), (12, False), (14, False),
                                 (15, False)]
     # Still initializing: nothing new, nothing asked again, null assignment.
     w.advance(500)
-    a = w.hb(epoch=1, topics=None)
-    assert (a.member_epoch, a.assignment, a.initialize, a.records) == (1, None, None, [])
+    a = w.hb(epoch=2, topics=None)
+    assert (a.member_epoch, a.assignment, a.initialize, a.records) == (2, None, None, [])
     w.init_done(first)
+    assert w.log[-1] == (sl.encode_group_key(sl.ShareGroupKey(15, "g")), sl.encode_value(
+        sl.StatePartitionMetadataValue((), (sl.TopicPartitionsInfo(T, "t", (0, 1, 2)),), ())))
     # The heartbeat after initialization bumps the group epoch; the target waits for the
     # assignment interval (1 s since the first target).
-    a = w.hb(epoch=1, topics=None)
-    assert (a.member_epoch, a.assignment) == (1, None)
-    assert w.groups.groups["g"].group_epoch == 2
-    w.advance(500)
-    a = w.hb(epoch=1, topics=None)
-    assert (a.member_epoch, a.assignment) == (2, ((T, (0, 1, 2)),))
     a = w.hb(epoch=2, topics=None)
-    assert (a.member_epoch, a.assignment, a.records) == (2, None, [])
+    assert (a.member_epoch, a.assignment) == (2, None)
+    assert types(a.records) == [(11, False)]
+    w.advance(500)
+    a = w.hb(epoch=2, topics=None)
+    assert (a.member_epoch, a.assignment) == (3, ((T, (0, 1, 2)),))
+    assert [v for _, v in a.records] == [
+        sl.TargetAssignmentMemberValue(((T, (0, 1, 2)),)),
+        sl.TargetAssignmentMetadataValue(3, t0 + 1000),
+        sl.CurrentMemberAssignmentValue(3, 2, 0, ((T, (0, 1, 2)),)),
+    ]
+    a = w.hb(epoch=3, topics=None)
+    assert (a.member_epoch, a.assignment, a.records) == (3, None, [])
     # A full request (topics given) always carries the assignment.
-    assert w.hb(epoch=2).assignment == ((T, (0, 1, 2)),)
+    assert w.hb(epoch=3).assignment == ((T, (0, 1, 2)),)
+    a = w.hb(epoch=-1, topics=None)
+    assert [v for _, v in a.records] == [None, None, None, sl.GroupMetadataValue(4, 0),
+                                         sl.TargetAssignmentMetadataValue(4, 0)]
     assert _strip_times(w.rebuilt()) == _strip_times(w.groups.groups)
 
 
@@ -167,17 +189,18 @@ def _joined(w, member="m1", topics=("t",)):
 def test_fencing_messages_and_the_previous_epoch():
     w = World()
     a = _joined(w)
-    assert a.member_epoch == 2
-    f = w.hb(epoch=7, topics=None)
+    assert a.member_epoch == 3
+    f = w.hb(epoch=8, topics=None)
+    # Kafka 4.4's answer, word for word (seen on the reference).
     assert (f.error_code, f.error_message, f.member_id, f.member_epoch) == (
         ErrorCode.fenced_member_epoch,
-        "The share group member has a greater member epoch (7) than the one known by the group "
-        "coordinator (2). The member must abandon all its partitions and rejoin.", None, 0)
-    # The previous epoch (1) is accepted: the answer that moved the member may be lost.
-    assert w.hb(epoch=1, topics=None).error_code == ErrorCode.none
-    # Another member's join moves the group to 3 and this member to 3 (previous 2).
+        "The share group member has a greater member epoch (8) than the one known by the group "
+        "coordinator (3). The member must abandon all its partitions and rejoin.", None, 0)
+    # The previous epoch (2) is accepted: the answer that moved the member may be lost.
+    assert w.hb(epoch=2, topics=None).error_code == ErrorCode.none
+    # Another member's join moves the group on, and this member with it.
     _joined(w, member="m2")
-    assert w.hb(epoch=2, topics=None).member_epoch >= 3
+    assert w.hb(epoch=3, topics=None).member_epoch >= 4
     f = w.hb(epoch=1, topics=None)
     m = w.groups.groups["g"].members["m1"]
     assert f.error_message == (
@@ -293,13 +316,13 @@ def test_topic_created_after_subscribing_and_topic_deleted():
     w.topics["later"] = (U, 2)
     a = w.hb(epoch=a.member_epoch, topics=None)
     assert a.initialize.topics == {U: (frozenset({0, 1}), -1)}
-    # The metadata hash moved (epoch 3), but the target waits for the assignment interval;
+    # The metadata hash moved (epoch 4), but the target waits for the assignment interval;
     # by then "later" is initialized and comes in the same move.
-    assert (w.groups.groups["g"].group_epoch, a.member_epoch) == (3, 2)
+    assert (w.groups.groups["g"].group_epoch, a.member_epoch) == (4, 3)
     w.init_done(a)
     w.advance(1000)
     a = w.hb(epoch=a.member_epoch, topics=None)
-    assert (a.member_epoch, a.assignment) == (3, ((T, (0, 1, 2)), (U, (0, 1))))
+    assert (a.member_epoch, a.assignment) == (4, ((T, (0, 1, 2)), (U, (0, 1))))
     del w.topics["t"]
     w._keep(w.groups.topics_deleted([T]))
     assert set(w.groups.groups["g"].initialized) == {U}
@@ -316,23 +339,23 @@ def test_initialization_retried_after_the_interval_or_a_failure():
     a = w.hb()
     assert a.initialize.topics == {T: (frozenset({0, 1, 2}), -1)}
     w.advance(29_000)
-    assert w.hb(epoch=1, topics=None).initialize is None
+    assert w.hb(epoch=2, topics=None).initialize is None
     w.advance(1_000)
     # Asked again; the topic is now known to the group (initializing), so Kafka sends 0.
-    assert w.hb(epoch=1, topics=None).initialize.topics == {T: (frozenset({0, 1, 2}), 0)}
+    assert w.hb(epoch=2, topics=None).initialize.topics == {T: (frozenset({0, 1, 2}), 0)}
     w._keep(w.groups.initialize_failed("g", {T: [0, 1, 2]}))
     assert w.groups.groups["g"].initializing == {}
-    assert w.hb(epoch=1, topics=None).initialize.topics == {T: (frozenset({0, 1, 2}), -1)}
+    assert w.hb(epoch=2, topics=None).initialize.topics == {T: (frozenset({0, 1, 2}), -1)}
 
 
 def test_describe():
     w = World()
     _joined(w)
-    w.hb(member="m1", epoch=2, topics=None, rack="r1")
+    w.hb(member="m1", epoch=3, topics=None, rack="r1")
     (d,) = w.groups.describe(["g"])
     assert (d.error_code, d.state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (
-        0, "Stable", 2, 2, "simple")
-    assert d.members == (sg.DescribedMember("m1", "r1", 2, "cid", "/127.0.0.1", ("t",),
+        0, "Stable", 3, 3, "simple")
+    assert d.members == (sg.DescribedMember("m1", "r1", 3, "cid", "/127.0.0.1", ("t",),
                                             ((T, "t", (0, 1, 2)),)),)
     assert w.groups.describe(["nope"])[0].error_message == "Group nope not found."
     assert w.groups.list_groups() == [("g", "Stable")]

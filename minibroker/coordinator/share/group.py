@@ -120,9 +120,11 @@ class InitTopic:
 @dataclass
 class ShareGroup:
     group_id: str
-    group_epoch: int = 0
+    # A new group starts at epoch 1 with an assignment of epoch 1 (ModernGroup's constructor,
+    # TargetAssignmentMetadata.INITIAL), so its first member gets epoch 2 — seen on Kafka 4.4.
+    group_epoch: int = 1
     metadata_hash: int = 0
-    assignment_epoch: int = 0
+    assignment_epoch: int = 1
     assignment_timestamp: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
