@@ -32,12 +32,15 @@ when it is not assignable (the homogeneous builder checks only the topic); a top
 subscribes to any more is left in the heterogeneous result (the share group's assignment
 builder filters a member's assignment by its own subscription afterwards).
 
-Order. Kafka walks hash maps and hash sets: members in the order of their ids' Java hash, the
-homogeneous builder's partitions in TopicIdPartition hash order. Here members go in the order
-the caller gives (the group passes them sorted by member id) and partitions in (topic id,
-partition) order, which is Kafka's own order for the heterogeneous builder's partition numbers
-(small Integer keys iterate ascending in a Java HashMap). So quotas, sharing and stickiness are
-Kafka's; which member gets which partition may differ from a Kafka broker's choice.
+Order. Which member loses a partition and which partition is filled first follow the iteration
+order of Kafka's HashMaps and HashSets, so the builders walk their collections in that order
+(``_JHash``: Java's hash codes of Uuid, TopicIdPartition and Integer, table growth, and where
+put and computeIfAbsent insert in a bucket). Members go in the order the caller gives: Kafka's
+is its own HashMap of member ids (:func:`java_member_order`). With the same inputs in the same
+order, the result is Kafka's to the partition: tests/minibroker/share_assignor_golden holds
+600 random cases run through Kafka 4.4's own SimpleAssignor. Where Kafka's homogeneous builder
+throws (its round robin runs an empty iterator, when previous assignments hold partitions that
+are no longer assignable), this one stops handing out and answers what it has.
 """
 
 from __future__ import annotations
@@ -108,6 +111,137 @@ def _copy(assignment: Mapping[uuid.UUID, Set[int]]) -> dict[uuid.UUID, set[int]]
     return {t: set(ps) for t, ps in assignment.items()}
 
 
+# ---- Java's hash iteration order ------------------------------------------------------------
+# Which member is revoked first and which partition is filled first follow the iteration order
+# of Kafka's HashMaps and HashSets, so the builders below walk their collections in that order:
+# by bucket of the final table, then by position in the bucket's chain. java.util.HashMap's
+# put appends to the chain and grows the table right after; computeIfAbsent grows the table
+# first (whether or not the key is there) and inserts at the chain's head; a resize splits
+# chains in order.
+# (Treeified bins, 8+ keys in one bucket of a table of 64+, are not modelled.)
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _i32(x: int) -> int:
+    x &= _MASK32
+    return x - (1 << 32) if x >= 1 << 31 else x
+
+
+def java_uuid_hash(u: uuid.UUID) -> int:
+    """org.apache.kafka.common.Uuid.hashCode."""
+    h = (u.int >> 64) ^ (u.int & 0xFFFFFFFFFFFFFFFF)
+    return _i32((h >> 32) ^ h)
+
+
+def _tp_hash(tp: TopicPartition) -> int:
+    # TopicIdPartition is a Java record: 31 * topicId.hashCode() + partitionId.
+    return _i32(31 * java_uuid_hash(tp[0]) + tp[1])
+
+
+def _int_hash(i: int) -> int:
+    return _i32(i)
+
+
+def _helper_capacity(n: int) -> int:
+    """The initial capacity AssignorHelpers.newHashMap/newHashSet ask for."""
+    return int((n + 1) / 0.75 + 1.0)
+
+
+class _JHash:
+    """The keys (and values) of a java.util.HashMap/HashSet, iterated in Java's order."""
+
+    __slots__ = ("_hash", "cap", "_thr", "_items", "_seq")
+
+    def __init__(self, hash_fn, initial_capacity: int | None = None) -> None:
+        self._hash = hash_fn
+        cap = 16
+        if initial_capacity is not None:
+            cap = 1
+            while cap < initial_capacity:
+                cap <<= 1
+        self.cap, self._thr = cap, int(cap * 0.75)
+        self._items: dict = {}  # key -> [spread hash, position in its chain, value]
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key) -> bool:
+        return key in self._items
+
+    def get(self, key):
+        e = self._items.get(key)
+        return None if e is None else e[2]
+
+    def _grow(self) -> None:
+        self.cap <<= 1
+        self._thr = int(self.cap * 0.75)
+
+    def _insert(self, key, value, at_head: bool) -> None:
+        self._seq += 1
+        h = self._hash(key) & _MASK32
+        self._items[key] = [h ^ (h >> 16), -self._seq if at_head else self._seq, value]
+
+    def put(self, key, value=None) -> None:
+        """HashMap.put / HashSet.add."""
+        e = self._items.get(key)
+        if e is not None:
+            e[2] = value
+            return
+        self._insert(key, value, at_head=False)
+        if len(self._items) > self._thr:
+            self._grow()
+
+    def setdefault(self, key, factory):
+        """HashMap.computeIfAbsent, which checks the size before looking the key up, so even a
+        call that finds its key may grow the table."""
+        if len(self._items) > self._thr:
+            self._grow()
+        if key not in self._items:
+            self._insert(key, factory(), at_head=True)
+        return self._items[key][2]
+
+    def remove(self, key) -> bool:
+        return self._items.pop(key, None) is not None
+
+    def keys(self) -> list:
+        mask = self.cap - 1
+        return sorted(self._items, key=lambda k: (self._items[k][0] & mask, self._items[k][1]))
+
+
+def java_string_hash(s: str) -> int:
+    """java.lang.String.hashCode, over UTF-16 code units."""
+    h = 0
+    b = s.encode("utf-16-be")
+    for i in range(0, len(b), 2):
+        h = (31 * h + ((b[i] << 8) | b[i + 1])) & _MASK32
+    return _i32(h)
+
+
+def java_member_order(member_ids) -> list[str]:
+    """The order of TargetAssignmentBuilder's member map (a HashMap filled by put) for these
+    ids put in the order given."""
+    js = _JHash(java_string_hash)
+    for m in member_ids:
+        js.put(m)
+    return js.keys()
+
+
+def _java_topics(topics) -> list[uuid.UUID]:
+    js = _JHash(java_uuid_hash)
+    for t in sorted(topics):
+        js.put(t)
+    return js.keys()
+
+
+def _java_ints(values) -> list[int]:
+    js = _JHash(_int_hash)
+    for v in sorted(values):
+        js.put(v)
+    return js.keys()
+
+
 class _RoundRobin:
     """Java's ``Iterator`` over the unfilled-members set, restarted when it runs out and
     shrinking as members reach their quota (``iterator.remove``)."""
@@ -131,18 +265,21 @@ class _RoundRobin:
         self.pos = 0
 
 
-def _fill(by_partition: dict, sharing: int, unfilled: list[int],
-          give, held: dict[int, set], quota) -> None:
-    """Step 4, shared by both builders (their ``assignRemainingPartitions``)."""
+def _fill(by_partition: _JHash, sharing: int, unfilled: list[int], give, held: _JHash,
+          new_held, quota) -> None:
+    """Step 4, both builders' ``assignRemainingPartitions``. As in Kafka, a member given a
+    partition is not added to that partition's holders, only to its own partitions."""
     if not unfilled:
         return
     rr = _RoundRobin(unfilled)
     assigned_this_round = False
-    for partition, holders in by_partition.items():
+    for partition in by_partition.keys():
+        holders = by_partition.get(partition)
         to_make = sharing - len(holders)
         while to_make > 0:
             if not rr.has_next():
-                # One full pass gave nothing: every unfilled member already has this partition.
+                # A whole pass gave nothing: every unfilled member already has this partition.
+                # (Kafka's iterator would fail on an empty set; none is left to give here.)
                 if not assigned_this_round or not rr.members:
                     break
                 rr.restart()
@@ -151,10 +288,11 @@ def _fill(by_partition: dict, sharing: int, unfilled: list[int],
             if member in holders:
                 continue
             give(member, partition)
-            held.setdefault(member, set()).add(partition)
+            mine = held.setdefault(member, new_held)
+            mine.put(partition)
             to_make -= 1
             assigned_this_round = True
-            if len(held[member]) >= quota(member):
+            if len(mine) >= quota(member):
                 rr.remove_current()
         if not rr.members:
             break
@@ -166,15 +304,15 @@ class _Homogeneous:
                  assignable: Mapping[uuid.UUID, Set[int]] | None) -> None:
         self.ids = ids
         self.topics = members[ids[0]].subscribed_topic_ids
-        self.targets = [tp for t in sorted(self.topics)
+        self.targets = [tp for t in _java_topics(self.topics)
                         for tp in _target_partitions(t, partition_counts, assignable)]
         n = len(self.targets)
         self.sharing = 0 if n == 0 else -(-len(ids) // n)
         self.quota = _quotas(self.sharing, n, len(ids))
         self.old = [members[m].assignment for m in ids]
         self.new: dict[int, dict[uuid.UUID, set[int]]] = {}
-        self.by_partition: dict[TopicPartition, set[int]] = {}
-        self.by_member: dict[int, set[TopicPartition]] = {}
+        self.by_partition = _JHash(_tp_hash, _helper_capacity(n))
+        self.by_member = _JHash(_int_hash, _helper_capacity(len(ids)))
         self.unfilled: set[int] = set()
         self.overfilled: set[int] = set()
 
@@ -185,10 +323,10 @@ class _Homogeneous:
         self._revoke_overfilled_members()
         self._revoke_overshared_partitions()
         for tp in self.targets:
-            self.by_partition.setdefault(tp, set())
-        self.by_partition = dict(sorted(self.by_partition.items()))
+            self.by_partition.setdefault(tp, lambda: _JHash(_int_hash))
+        # newHashSet(members) holds every index below its capacity: ascending order.
         _fill(self.by_partition, self.sharing, sorted(self.unfilled), self._give, self.by_member,
-              lambda i: self.quota[i])
+              lambda: _JHash(_tp_hash), lambda i: self.quota[i])
         return _result(self.ids, self.old, self.new)
 
     def _new_of(self, i: int) -> dict[uuid.UUID, set[int]]:
@@ -197,19 +335,18 @@ class _Homogeneous:
         return self.new[i]
 
     def _give(self, i: int, tp: TopicPartition) -> None:
-        self.by_partition[tp].add(i)
         self._new_of(i).setdefault(tp[0], set()).add(tp[1])
 
     def _keep_previous(self) -> None:
         for i, old in enumerate(self.old):
             kept = 0
-            for topic in sorted(old):
+            for topic in _java_topics(old):
                 if topic not in self.topics:
                     self._new_of(i).pop(topic, None)
                     continue
-                for p in sorted(old[topic]):
-                    self.by_partition.setdefault((topic, p), set()).add(i)
-                    self.by_member.setdefault(i, set()).add((topic, p))
+                for p in _java_ints(old[topic]):
+                    self.by_partition.setdefault((topic, p), lambda: _JHash(_int_hash)).put(i)
+                    self.by_member.setdefault(i, lambda: _JHash(_tp_hash)).put((topic, p))
                     kept += 1
                     if kept >= self.quota[i]:
                         # Kafka copies the assignment once the member reaches its quota, so
@@ -222,25 +359,25 @@ class _Homogeneous:
 
     def _revoke_overfilled_members(self) -> None:
         for i in sorted(self.overfilled):
-            held = self.by_member[i]
-            for tp in sorted(held):
+            held = self.by_member.get(i)
+            for tp in held.keys():
                 if len(held) <= self.quota[i]:
                     break
                 self.new[i][tp[0]].discard(tp[1])
-                self.by_partition[tp].discard(i)
-                held.discard(tp)
+                self.by_partition.get(tp).remove(i)
+                held.remove(tp)
 
     def _revoke_overshared_partitions(self) -> None:
-        for tp in sorted(self.by_partition):
-            holders = self.by_partition[tp]
-            for i in sorted(holders):
+        for tp in self.by_partition.keys():
+            holders = self.by_partition.get(tp)
+            for i in holders.keys():
                 if len(holders) <= self.sharing:
                     break
                 partitions = self._new_of(i).get(tp[0])
                 if partitions is not None and tp[1] in partitions:
                     partitions.discard(tp[1])
-                    holders.discard(i)
-                    self.by_member[i].discard(tp)
+                    holders.remove(i)
+                    self.by_member.get(i).remove(tp)
                     self.unfilled.add(i)
 
 
@@ -260,6 +397,7 @@ class _Heterogeneous:
     def build(self) -> dict[str, Assignment]:
         if not self.topics:
             return {}
+        # Each topic touches only its own entries, so the order of topics does not matter.
         for topic in self.topics:
             self._build_topic(topic)
         return _result(self.ids, self.old, self.new)
@@ -276,42 +414,41 @@ class _Heterogeneous:
         quota = [0] * len(self.ids)
         for rank, q in enumerate(_quotas(sharing, n, len(subscribers))):
             quota[subscribers[rank]] = q
-        by_partition: dict[int, set[int]] = {}
-        by_member: dict[int, set[int]] = {}
+        by_partition = _JHash(_int_hash, _helper_capacity(n))
+        by_member = _JHash(_int_hash, _helper_capacity(len(subscribers)))
         # Step 1: a previous holder of this topic keeps it for now, subscribed or not; step 2
         # takes it back from a non-subscriber, whose quota for the topic is 0.
         for i, old in enumerate(self.old):
-            for p in sorted(old.get(topic, ())):
-                by_partition.setdefault(p, set()).add(i)
-                by_member.setdefault(i, set()).add(p)
-        for i in sorted(by_member):
-            held = by_member[i]
-            for p in sorted(held):
+            for p in _java_ints(old.get(topic, ())):
+                by_partition.setdefault(p, lambda: _JHash(_int_hash)).put(i)
+                by_member.setdefault(i, lambda: _JHash(_int_hash)).put(p)
+        for i in by_member.keys():
+            held = by_member.get(i)
+            for p in held.keys():
                 if len(held) <= quota[i]:
                     break
-                by_partition[p].discard(i)
-                held.discard(p)
+                by_partition.get(p).remove(i)
+                held.remove(p)
                 self._new_of(i)[topic].discard(p)
-        for p in sorted(by_partition):
-            holders = by_partition[p]
-            for i in sorted(holders):
+        for p in by_partition.keys():
+            holders = by_partition.get(p)
+            for i in holders.keys():
                 if len(holders) <= sharing:
                     break
                 partitions = self._new_of(i).get(topic)
                 if partitions is not None and p in partitions:
                     partitions.discard(p)
-                    holders.discard(i)
-                    by_member[i].discard(p)
+                    holders.remove(i)
+                    by_member.get(i).remove(p)
         for p in targets:
-            by_partition.setdefault(p, set())
-        by_partition = dict(sorted(by_partition.items()))
-        unfilled = [i for i in sorted(subscribers) if len(by_member.get(i, ())) < quota[i]]
+            by_partition.setdefault(p, lambda: _JHash(_int_hash, _helper_capacity(len(subscribers))))
+        unfilled = [i for i in subscribers if len(by_member.get(i) or ()) < quota[i]]
 
         def give(i: int, p: int) -> None:
-            by_partition[p].add(i)
             self._new_of(i).setdefault(topic, set()).add(p)
 
-        _fill(by_partition, sharing, unfilled, give, by_member, lambda i: quota[i])
+        _fill(by_partition, sharing, unfilled, give, by_member, lambda: _JHash(_int_hash),
+              lambda i: quota[i])
 
 
 def _result(ids: list[str], old: list[Mapping[uuid.UUID, Set[int]]],

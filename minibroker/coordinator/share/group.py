@@ -426,7 +426,9 @@ class ShareGroups:
             mid: assignor.MemberSpec(
                 frozenset(topics[t][0] for t in members[mid].subscribed_topic_names if t in topics),
                 group.target.get(mid, {}))
-            for mid in sorted(members)
+            # Kafka's member map is a HashMap filled from the group's members; filled here
+            # in id order, which decides only between ids of one bucket.
+            for mid in assignor.java_member_order(sorted(members))
         }
         counts = {tid: count for tid, count in topics.values()}
         assignable = {tid: set(it.partitions) for tid, it in group.initialized.items()}
