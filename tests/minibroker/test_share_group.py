@@ -446,3 +446,29 @@ class ShareGroupWalk(RuleBasedStateMachine):
 
 TestShareGroupWalk = ShareGroupWalk.TestCase
 TestShareGroupWalk.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+def test_member_order_and_assignment_as_seen_on_kafka():
+    # Seen on a Kafka 4.4 reference: these five members joined in this order (t: 4 partitions,
+    # u: 3) and were assigned as below. "…-b" and "…-e" share a bucket of the assignor's
+    # member HashMap; Kafka's members map (a TimelineHashMap) puts "…-e" first.
+    w = World()
+    w.topics = {"t": (T, 4), "u": (U, 3)}
+    ids = ["6f1c0d5e-member-a", "0b7d2a9c-member-b", "c3e4f5a6-member-c", "91aa77b2-member-d",
+           "5d5d5d5d-member-e"]
+    subs = {ids[0]: ("t",), ids[1]: ("t",), ids[2]: ("t", "u"), ids[3]: ("u",), ids[4]: ("t",)}
+    for m in ids:
+        a = w.hb(member=m, topics=subs[m])
+        if a.initialize:
+            w.init_done(a)
+    w.advance(1000)
+    for m in ids:
+        w.hb(member=m, epoch=w.groups.groups["g"].members[m].member_epoch, topics=None)
+    got = {m.member_id: m.assignment for m in w.groups.describe(["g"])[0].members}
+    assert got == {
+        ids[0]: ((T, "t", (0,)),),
+        ids[1]: ((T, "t", (2,)),),
+        ids[2]: ((T, "t", (3,)), (U, "u", (1,))),
+        ids[3]: ((U, "u", (0, 2)),),
+        ids[4]: ((T, "t", (1,)),),
+    }

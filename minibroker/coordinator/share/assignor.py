@@ -228,6 +228,44 @@ def java_member_order(member_ids) -> list[str]:
     return js.keys()
 
 
+class TimelineOrder:
+    """The iteration order of Kafka's TimelineHashMap (server-common/…/timeline/
+    BaseHashTable.java), which holds a group's members: open slots chosen by a multiplicative
+    hash of the key's hashCode, keys of one slot in insertion order, the table doubling (and
+    re-slotting in slot order) before an insertion that would pass a load of 0.75."""
+
+    __slots__ = ("_slots", "_size")
+
+    def __init__(self) -> None:
+        self._slots: list[list[str]] = [[], []]  # ModernGroup's members: TimelineHashMap(0)
+        self._size = 0
+
+    @staticmethod
+    def _slot(key: str, n: int) -> int:
+        shift = 65 - n.bit_length()
+        return ((java_string_hash(key) * -7046029254386353131) & 0xFFFFFFFFFFFFFFFF) >> shift
+
+    def add(self, key: str) -> None:
+        if (self._size + 1) * 0.75 > len(self._slots):
+            old, self._slots = self._slots, [[] for _ in range(2 * len(self._slots))]
+            for chain in old:
+                for k in chain:
+                    self._slots[self._slot(k, len(self._slots))].append(k)
+        chain = self._slots[self._slot(key, len(self._slots))]
+        if key not in chain:
+            chain.append(key)
+            self._size += 1
+
+    def remove(self, key: str) -> None:
+        chain = self._slots[self._slot(key, len(self._slots))]
+        if key in chain:
+            chain.remove(key)
+            self._size -= 1
+
+    def keys(self) -> list[str]:
+        return [k for chain in self._slots for k in chain]
+
+
 def _java_topics(topics) -> list[uuid.UUID]:
     js = _JHash(java_uuid_hash)
     for t in sorted(topics):

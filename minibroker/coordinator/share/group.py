@@ -133,6 +133,10 @@ class ShareGroup:
     initializing: dict[uuid.UUID, InitTopic] = field(default_factory=dict)
     initialized: dict[uuid.UUID, InitTopic] = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+    # The order Kafka's members map iterates in, which decides ties in the assignor's member
+    # order; kept by replay as members come and go, left out of comparisons.
+    member_order: assignor.TimelineOrder = field(default_factory=assignor.TimelineOrder,
+                                                 compare=False, repr=False)
 
     @property
     def state(self) -> str:
@@ -426,9 +430,9 @@ class ShareGroups:
             mid: assignor.MemberSpec(
                 frozenset(topics[t][0] for t in members[mid].subscribed_topic_names if t in topics),
                 group.target.get(mid, {}))
-            # Kafka's member map is a HashMap filled from the group's members; filled here
-            # in id order, which decides only between ids of one bucket.
-            for mid in assignor.java_member_order(sorted(members))
+            # Kafka's member map is a HashMap filled from the group's members map, where a
+            # joining member is already in place (getOrMaybeCreateMember puts it there).
+            for mid in assignor.java_member_order(self._member_iteration(group, members))
         }
         counts = {tid: count for tid, count in topics.values()}
         assignable = {tid: set(it.partitions) for tid, it in group.initialized.items()}
@@ -447,6 +451,19 @@ class ShareGroups:
                         sl.TargetAssignmentMetadataValue(group_epoch, now)))
         log.info("share.target_assigned", group=group.group_id, epoch=group_epoch)
         return group_epoch, result.get(member_id, {})
+
+    @staticmethod
+    def _member_iteration(group: ShareGroup, members: Mapping[str, ShareMember]) -> list[str]:
+        order = group.member_order.keys()
+        if any(m not in group.members for m in members):
+            scratch = assignor.TimelineOrder()
+            for m in order:
+                scratch.add(m)
+            for m in sorted(members):
+                if m not in group.members:
+                    scratch.add(m)
+            order = scratch.keys()
+        return [m for m in order if m in members]
 
     @staticmethod
     def _reconcile(member: ShareMember, target_epoch: int, target: Assignment,
@@ -699,9 +716,11 @@ class ShareGroups:
             case sl.SHARE_MEMBER_METADATA:
                 assert key.member_id is not None
                 if value is None:
-                    group.members.pop(key.member_id, None)
+                    if group.members.pop(key.member_id, None) is not None:
+                        group.member_order.remove(key.member_id)
                     return
                 assert isinstance(value, sl.MemberMetadataValue)
+                group.member_order.add(key.member_id)
                 m = group.members.get(key.member_id) or ShareMember(key.member_id)
                 group.members[key.member_id] = replace(
                     m, rack_id=value.rack_id, client_id=value.client_id,
@@ -740,6 +759,7 @@ class ShareGroups:
                             assigned={})
                     return
                 assert isinstance(value, sl.CurrentMemberAssignmentValue)
+                group.member_order.add(key.member_id)
                 group.members[key.member_id] = replace(
                     cur or ShareMember(key.member_id), member_epoch=value.member_epoch,
                     previous_member_epoch=value.previous_member_epoch, state=value.state,
