@@ -45,10 +45,17 @@ the state by :meth:`ShareGroups.replay` — the same function a broker runs over
 start-up — so what is written is by construction what is held. Calls return their records;
 records of session expiries wait in :meth:`ShareGroups.take_records`.
 
+Seen on a Kafka 4.4 reference (tests/reference, raw requests, its ``__consumer_offsets`` read
+back with share_log): the same answers, messages and records, in the same order, for a join,
+its initialization, the assignment and a leave; the same assignment for every member of groups
+of seven random-UUID members over two topics (the assignor and the member order are Kafka's,
+see :mod:`.assignor`).
+
 Divergences, deliberate: the group's ``MetadataHash`` is a hash of the same facts (topic names,
 ids, partition counts) but not Kafka's XXH3 number, and it is recomputed at every heartbeat
 instead of when Kafka's metadata image says a subscribed topic changed (the same bumps, since
-it covers only subscribed topics). Authorization (GROUP READ, TOPIC DESCRIBE) and the
+it covers only subscribed topics). Lists in answers (topics, partitions, subscribed names) are
+sorted where Kafka's follow its hash maps. Authorization (GROUP READ, TOPIC DESCRIBE) and the
 ``share.version`` gate are the handler's, between the checks of :func:`validate_heartbeat`.
 """
 
