@@ -472,3 +472,11 @@ def test_member_order_and_assignment_as_seen_on_kafka():
         ids[3]: ((U, "u", (0, 2)),),
         ids[4]: ((T, "t", (1,)),),
     }
+
+
+def test_group_metadata_record_carries_kafkas_hash():
+    # The GroupMetadataValue a Kafka 4.4 reference wrote for this join: epoch 2, this hash.
+    w = World()
+    w.topics = {"t": (uuid.UUID("5d8a2f99-c5a5-4601-a509-a9b87351a5d4"), 3)}
+    a = w.hb()
+    assert a.records[1][1] == sl.GroupMetadataValue(2, 3352353673255890915)

@@ -51,23 +51,23 @@ its initialization, the assignment and a leave; the same assignment for every me
 of seven random-UUID members over two topics (the assignor and the member order are Kafka's,
 see :mod:`.assignor`).
 
-Divergences, deliberate: the group's ``MetadataHash`` is a hash of the same facts (topic names,
-ids, partition counts) but not Kafka's XXH3 number, and it is recomputed at every heartbeat
-instead of when Kafka's metadata image says a subscribed topic changed (the same bumps, since
-it covers only subscribed topics). Lists in answers (topics, partitions, subscribed names) are
-sorted where Kafka's follow its hash maps. Authorization (GROUP READ, TOPIC DESCRIBE) and the
-``share.version`` gate are the handler's, between the checks of :func:`validate_heartbeat`.
+The group's ``MetadataHash`` is Kafka's XXH3 value (:mod:`minibroker_protocol.xxh3`), recomputed
+at every heartbeat instead of when Kafka's metadata image says a subscribed topic changed (the
+same bumps, since it covers only subscribed topics). Lists in answers (topics, partitions,
+subscribed names) are sorted where Kafka's follow its hash maps. Authorization (GROUP READ,
+TOPIC DESCRIBE) and the ``share.version`` gate are the handler's, between the checks of
+:func:`validate_heartbeat`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import struct
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from minibroker_protocol import share_log as sl
+from minibroker_protocol import xxh3
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
@@ -260,17 +260,16 @@ def can_compute_target(assignment_timestamp: int, interval_ms: int, now_ms: int)
 
 
 def metadata_hash(topic_names: Iterable[str], topics: TopicMetadata) -> int:
-    """A signed 64-bit digest of the subscribed topics that exist (name, id, partition count);
-    0 when none does, as Kafka's computeGroupHash. Not Kafka's XXH3 value (see the module)."""
-    present = sorted(n for n in set(topic_names) if n in topics)
-    if not present:
-        return 0
-    h = hashlib.blake2b(digest_size=8)
-    for name in present:
-        tid, count = topics[name]
-        b = name.encode()
-        h.update(struct.pack(">i", len(b)) + b + tid.bytes + struct.pack(">i", count))
-    return int.from_bytes(h.digest(), "big", signed=True)
+    """Kafka's group MetadataHash (ModernGroup.computeMetadataHash): XXH3 over the subscribed
+    topics that exist; 0 when none does. Partition racks are not in the metadata the caller
+    gives, as with brokers without broker.rack."""
+    return xxh3.group_hash({n: _topic_hash(*topics[n], n) for n in set(topic_names) if n in topics})
+
+
+@functools.lru_cache(maxsize=1024)
+def _topic_hash(topic_id: uuid.UUID, partitions: int, name: str) -> int:
+    # Kafka keeps a cache of topic hashes too (topicHashCache); these inputs are its key.
+    return xxh3.topic_hash(topic_id, name, partitions)
 
 
 def _combine(initialized: Mapping[uuid.UUID, InitTopic],
