@@ -55,7 +55,7 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.header import HeaderError
 from minibroker_storage.lazylog import get_logger
 
-from .binding import bind, node_port, prepare_accepted
+from .binding import bind_listeners, close_all, prepare_accepted
 from .listeners import BoundListener, host_port
 
 __all__ = ["EarlyListener", "Handover", "start", "write_ready_file"]
@@ -200,10 +200,12 @@ class EarlyListener:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop_requested)
 
-    @staticmethod
-    def _release_signals() -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    def _release_signals(self) -> None:
+        """Back to stop_signals' handlers, a signal caught meanwhile passed on to them."""
+        from . import stop_signals
+        if self.stop_requested:
+            stop_signals.requested = True
+        stop_signals.catch()
 
     def _start_thread(self) -> None:
         self._wake = socket.socketpair()
@@ -277,9 +279,10 @@ def _held_by_another(data_dir: Path) -> bool:
         os.close(fd)
 
 
-def start(config: Any) -> EarlyListener | None:
-    """Bind, announce and start answering ApiVersions; None where that is not possible (the
-    module docstring lists when)."""
+def start(config: Any, sockets: list[list[socket.socket]] | None = None) -> EarlyListener | None:
+    """Start answering ApiVersions on ``sockets`` (binding.bind_listeners'; bound here when
+    None) and announce them; None where that is not possible (the module docstring lists when),
+    the given sockets then left to the broker as they are."""
     from .features import load_features
     from .served_apis import served
 
@@ -289,15 +292,19 @@ def start(config: Any) -> EarlyListener | None:
             or not any(not (spec.tls or spec.sasl) for spec in listeners)
             or (not config.ephemeral and _held_by_another(config.data_dir))):
         return None
-    sockets: list[list[socket.socket]] = []
+    owned = sockets is None
+    if sockets is None:
+        try:
+            sockets = bind_listeners(config)
+        except OSError:
+            return None  # the broker binds again and reports the failure
     bound: list[BoundListener] = []
     served_early: list[bool] = []
     try:
+        slots = iter(sockets)
         for spec in listeners:
-            for i, node in enumerate(config.node_ids):
-                socks = bind(spec.host, node_port(spec.port, i))
-                sockets.append(socks)
-                port = socks[0].getsockname()[1]
+            for node in config.node_ids:
+                port = next(slots)[0].getsockname()[1]
                 host, adv_port = spec.advertised(port)
                 bound.append(BoundListener(spec.name, spec.host, port, host, adv_port,
                                            node if config.brokers > 1 else None))
@@ -307,10 +314,9 @@ def start(config: Any) -> EarlyListener | None:
                 s.setblocking(False)
                 s.listen(BACKLOG)
     except OSError:
-        for socks in sockets:
-            for s in socks:
-                s.close()
-        return None  # the broker binds again and reports the failure
+        if owned:
+            close_all(sockets)
+        return None  # the broker listens again and reports the failure
     features = load_features(config, dry_run=True)
     early = EarlyListener(sockets, bound, table, features, served_early)
     early._catch_signals()
@@ -319,8 +325,9 @@ def start(config: Any) -> EarlyListener | None:
             config.ready_file.unlink(missing_ok=True)
             write_ready_file(config.ready_file, bound)
         except OSError:
-            early.close()
             early._release_signals()
+            if owned:
+                close_all(sockets)
             return None  # the broker writes it and reports why it cannot
         early.ready_file = config.ready_file
     early._start_thread()

@@ -74,10 +74,11 @@ def check_listen_host(name: str, host: str) -> str | None:
     return None
 
 
-def problems(config: Config) -> list[str]:
-    """One line per problem; empty when the broker can start."""
+def problems(config: Config, data_dir: bool = True) -> list[str]:
+    """One line per problem; empty when the broker can start. ``data_dir=False``: all but the
+    data dir's check, which creates it (the CLI makes it once the listeners are bound)."""
     out = [check_listen_host(x.name, x.host) for x in config.effective_listeners()]
-    if not config.ephemeral:
+    if data_dir and not config.ephemeral:
         out.append(check_data_dir(config.data_dir))
     if config.ready_file is not None:
         out.append(check_ready_file(config.ready_file))

@@ -1,0 +1,33 @@
+"""SIGINT and SIGTERM before the event loop takes them over: remembered, never raised.
+
+Python's own SIGINT handler raises KeyboardInterrupt wherever the main thread happens to be (a
+Ctrl-C in the first few milliseconds printed a traceback from an import), and SIGTERM's default
+kills the process without the clean stop the running broker does. From the process's first code
+(minibroker/launch.py) to the event loop's handlers (app.serve), and again after the loop, a
+signal only sets ``requested``: the CLI stops at its next step, app.serve before serving. Only
+``socket``-free stdlib here, so installing it costs nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+
+__all__ = ["catch", "release", "requested"]
+
+requested = False
+
+
+def _remember(_sig: int, _frame: object) -> None:
+    global requested
+    requested = True
+
+
+def catch() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _remember)
+
+
+def release() -> None:
+    """Python's defaults again: a tool that runs long stops on Ctrl-C as any command does."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
