@@ -7,7 +7,8 @@ of start-up, yet a client's first request, ApiVersions, needs none of it: its an
 table of served versions (minibroker/served_apis.py) and the finalized feature levels, a small
 file in the data dir. So the CLI, before it imports the broker, calls ``start``, which
 
-1. binds every listener (so the ready file can name their ports) and listens on it;
+1. listens on every listener the CLI bound before touching the data dir
+   (binding.bind_listeners; the ready file names their ports);
 2. writes the ready file;
 3. starts a thread that accepts the connections of the PLAINTEXT listeners and answers
    their ApiVersions requests (protocol/api_versions.py, no kio).
@@ -33,8 +34,9 @@ feature levels it would have answered with are the ones the early listener used.
 ``start`` returns None, and the broker starts as before, whenever the early answer could differ
 from the full broker's or nothing could use it: ``--as-version``/``--max-api-versions`` (they
 reshape the table), ``--control-listener``/``--faults`` (requests are recorded and open to
-fault rules), no PLAINTEXT listener, a data dir another broker holds, or a listener that
-cannot be bound (the broker then reports it as always).
+fault rules), no PLAINTEXT listener, or a data dir another broker holds: the broker then
+serves the same bound sockets itself. A listener that cannot be bound never gets here: the CLI
+reports it in one line.
 """
 
 from __future__ import annotations

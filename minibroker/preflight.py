@@ -2,7 +2,9 @@
 
 Without them a data directory that is a file, or one the broker may not write, surfaced
 later as ``broker.listen_failed`` or a storage traceback, naming neither the path nor the
-real cause. Each problem is one line naming the option and the path.
+real cause. Each problem is one line naming the option and the path. The data dir's check
+creates the directory, so the CLI runs it only once every listener is bound (cli.main): a busy
+port leaves no directory behind.
 """
 
 from __future__ import annotations
