@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -150,8 +151,26 @@ def _serve_and_stop(tmp_path: Path, data: Path, sig: int = signal.SIGINT) -> Non
     assert p.returncode == 0 and "Traceback" not in out + err, (p.returncode, err[-2000:])
 
 
+# The modules imported before stop_signals.catch() runs (the console script's and -m's first code).
+BEFORE_CATCH = {"__init__.py", "launch.py", "stop_signals.py", "__main__.py"}
+
+
+def _before_catch(code: int, sig: int, said: str) -> bool:
+    """Whether the signal met Python's defaults, before minibroker/launch.py installed its
+    handlers: killed by it with nothing said, or a KeyboardInterrupt raised in the interpreter's
+    start-up (site importing the installed packages) or in the imports that lead to
+    stop_signals.catch() — never in a frame after it."""
+    if code == -sig:
+        return "broker." not in said  # not a word logged: the broker never ran
+    if code != 1 or not said.rstrip().endswith("KeyboardInterrupt"):
+        return False
+    ours = re.findall(r'File "' + re.escape(OUR_CODE) + r'/([^"]+)"', said)
+    return all(f in BEFORE_CATCH for f in ours)
+
+
 # Delays from the process's start; the ones below ~50 ms land in start-up on a loaded 2-core
 # machine (imports, configuration, binding, recovery), the last ones in a serving broker.
+ENOUGH = 6  # runs that reached minibroker's code
 DELAYS_MS = [0, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 130, 160, 200, 250, 300, 400]
 
 
@@ -159,7 +178,12 @@ DELAYS_MS = [0, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 130, 160, 200, 250, 3
 def test_signal_at_any_moment_stops_quietly(tmp_path, sig):
     data = tmp_path / "data"
     ours, before_us = 0, 0
-    for delay in DELAYS_MS:
+    # On a machine so loaded that the interpreter's start-up outlasts the spread, later moments
+    # until a few runs reached minibroker's code (bounded).
+    later = [600, 900, 1400, 2000, 3000, 4000]
+    delays = list(DELAYS_MS)
+    while delays or (ours < ENOUGH and later):
+        delay = delays.pop(0) if delays else later.pop(0)
         p = subprocess.Popen([sys.executable, "-m", "minibroker", "--port", "0", "--data-dir", str(data)],
                              env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -172,9 +196,7 @@ def test_signal_at_any_moment_stops_quietly(tmp_path, sig):
                 p.kill()
                 p.wait()
         said = out + err
-        if p.returncode in (-sig, 1) and OUR_CODE not in said:
-            # Python's defaults, before minibroker/launch.py ran (the interpreter's own start-up,
-            # site's import of the installed packages): no frame of ours.
+        if _before_catch(p.returncode, sig, said):
             before_us += 1
             continue
         ours += 1
@@ -182,5 +204,4 @@ def test_signal_at_any_moment_stops_quietly(tmp_path, sig):
         assert p.returncode == 0, (delay, p.returncode, said[-3000:])
         if data.exists():
             _serve_and_stop(tmp_path, data)  # starts again cleanly wherever it was stopped
-    # the delays from ~100 ms on always reach minibroker, even on a loaded machine
-    assert ours >= 6, (ours, before_us)
+    assert ours >= ENOUGH, (ours, before_us)
