@@ -5,8 +5,10 @@ A busy listener is one line naming it, exit 1, before the data dir is created or
 SIGINT/SIGTERM at any moment of start-up or running stops quietly with the running broker's
 status, 0, and leaves a data dir that starts again. One moment is outside minibroker's reach:
 before the interpreter has run the first line of minibroker/launch.py (tens of milliseconds on a
-loaded machine), a signal meets Python's own defaults; such a run is recognised by the absence
-of any minibroker frame and its status, and counted apart.
+loaded machine), a signal meets Python's own defaults: the process dies by it, or prints a
+KeyboardInterrupt raised in the interpreter's start-up or in the imports leading to
+stop_signals.catch(), or Python reports and drops it (site, importlib) and the broker starts;
+such runs are recognised by what Python said and counted apart.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import minibroker
 OUR_CODE = str(Path(minibroker.__file__).parent)
 
 TIMEOUT = 30
+LOST_AFTER = 10  # a start-up signal not acted on by then was lost (see the signal test)
 
 
 def _env() -> dict[str, str]:
@@ -74,7 +77,7 @@ def rules(tmp_path) -> Path:
 
 # The early listener's path (no extra option) and the paths it steps aside for (early.py).
 PATHS = {"early": [], "control": ["--control-listener", "127.0.0.1:0"], "faults": ["--faults", "RULES"],
-         "as-version": ["--as-version", "3.9"]}
+         "as-version": ["--as-version", "3.9"], "max-api-versions": ["--max-api-versions", "EndTxn=3"]}
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -160,9 +163,10 @@ def _before_catch(code: int, sig: int, said: str) -> bool:
     handlers: killed by it with nothing said, or a KeyboardInterrupt raised in the interpreter's
     start-up (site importing the installed packages) or in the imports that lead to
     stop_signals.catch() — never in a frame after it."""
-    if code == -sig:
-        return "broker." not in said  # not a word logged: the broker never ran
-    if code != 1 or not said.rstrip().endswith("KeyboardInterrupt"):
+    if code == -sig and not said.strip():
+        return True  # before the interpreter installed its own handler
+    # An uncaught KeyboardInterrupt ends Python by SIGINT; site's fatal error with status 1.
+    if code not in (-sig, 1) or not said.rstrip().endswith("KeyboardInterrupt"):
         return False
     ours = re.findall(r'File "' + re.escape(OUR_CODE) + r'/([^"]+)"', said)
     return all(f in BEFORE_CATCH for f in ours)
@@ -174,8 +178,20 @@ ENOUGH = 6  # runs that reached minibroker's code
 DELAYS_MS = [0, 2, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 130, 160, 200, 250, 300, 400]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_at_any_moment_stops_quietly(tmp_path, sig):
+def _command(entry: str) -> list[str]:
+    """``python -m minibroker`` or the installed console script: both enter by launch.py."""
+    if entry == "module":
+        return [sys.executable, "-m", "minibroker"]
+    script = Path(sys.executable).parent / "minibroker"
+    if not script.exists():
+        pytest.skip(f"no console script next to {sys.executable}")
+    return [str(script)]
+
+
+@pytest.mark.parametrize("sig, entry", [(signal.SIGINT, "module"), (signal.SIGINT, "script"),
+                                        (signal.SIGTERM, "module")],
+                         ids=["SIGINT-module", "SIGINT-script", "SIGTERM-module"])
+def test_signal_at_any_moment_stops_quietly(tmp_path, sig, entry):
     data = tmp_path / "data"
     ours, before_us = 0, 0
     # On a machine so loaded that the interpreter's start-up outlasts the spread, later moments
@@ -184,13 +200,28 @@ def test_signal_at_any_moment_stops_quietly(tmp_path, sig):
     delays = list(DELAYS_MS)
     while delays or (ours < ENOUGH and later):
         delay = delays.pop(0) if delays else later.pop(0)
-        p = subprocess.Popen([sys.executable, "-m", "minibroker", "--port", "0", "--data-dir", str(data)],
+        p = subprocess.Popen([*_command(entry), "--port", "0", "--data-dir", str(data)],
                              env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
         time.sleep(delay / 1000)
         p.send_signal(sig)
         try:
-            out, err = p.communicate(timeout=TIMEOUT)
+            try:
+                out, err = p.communicate(timeout=LOST_AFTER)
+            except subprocess.TimeoutExpired as e:
+                # Python reports a KeyboardInterrupt and goes on where it cannot raise it: site
+                # running a .pth line (an editable install's), importlib's module-lock callback.
+                # Only Python's own handler raises one, and it is gone once launch.py ran: the
+                # signal was lost before minibroker's code. The broker then runs, and a second
+                # signal must stop it as any running broker.
+                early = (e.stderr or b"").decode(errors="replace")
+                assert "KeyboardInterrupt" in early and (
+                    "Error processing line" in early or "Exception ignored in" in early), (delay, early)
+                before_us += 1
+                p.send_signal(sig)
+                out, err = p.communicate(timeout=TIMEOUT)
+                assert p.returncode == 0 and "Traceback" not in out + err[len(early):], (delay, err)
+                continue
         finally:
             if p.poll() is None:
                 p.kill()
