@@ -229,4 +229,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # python -m minibroker.cli (tests, bench): the entry points' handlers, from here on
+    stop_signals.catch()
     sys.exit(main())
