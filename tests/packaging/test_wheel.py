@@ -17,8 +17,18 @@ import pytest
 
 import minibroker
 
-from .wheel import (REPO_ROOT, build_wheel, classified_minors, clean_env, copy_sources, install_wheel,
-                    interpreter, packages_on_disk, pyproject, unlisted_packages)
+from .wheel import (
+    REPO_ROOT,
+    build_wheel,
+    classified_minors,
+    clean_env,
+    copy_sources,
+    install_wheel,
+    interpreter,
+    packages_on_disk,
+    pyproject,
+    unlisted_packages,
+)
 
 TOP_LEVEL = {"minibroker", "minibroker_protocol", "minibroker_storage"}
 
