@@ -4,8 +4,9 @@
 
 The file is ``minibroker_storage.share_history`` (JSONL in the data dir, bounded per partition
 and in partitions, read back at start-up). Besides the events, the history counts since the
-broker started what ``/metrics`` exposes as counters (redeliveries per partition): counting
-from the kept events would go down when old ones are dropped, and a counter must not.
+broker started what ``/metrics`` exposes as counters (deliveries, redeliveries and archived
+records per partition): counting from the kept events would go down when old ones are dropped,
+and a counter must not.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class ShareHistory:
         # (group, topic, partition) -> records redelivered / acquired since this broker started
         self.redeliveries: dict[Key, int] = {}
         self.acquisitions: dict[Key, int] = {}
+        self.archived: dict[Key, int] = {}
 
     @property
     def path(self) -> str:
@@ -80,6 +82,9 @@ class ShareHistory:
                 self.acquisitions[key] = self.acquisitions.get(key, 0) + n
                 if e.delivery_count > 1:
                     self.redeliveries[key] = self.redeliveries.get(key, 0) + n
+            elif e.state is RecordState.ARCHIVED:
+                # ARCHIVED is terminal: a record reaches it in one event only
+                self.archived[key] = self.archived.get(key, 0) + e.last_offset - e.first_offset + 1
             self.file.append(file_key, encode(e, delivery_limit))
 
     # -- reading -------------------------------------------------------------------------
