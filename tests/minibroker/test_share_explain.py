@@ -241,3 +241,16 @@ def test_group_and_topic_names_with_any_character(hist):
                                                             batch_size=1, now_ms=T).events)
     assert ('a"b,c', "t\n1", 2) in hist.partitions()
     assert len(hist.events('a"b,c', "t\n1", 2, offset=0)) == 1 and hist.events('a"b,c', "t\n1", 2, 1) == []
+
+
+def test_a_delivery_ended_by_no_kept_event_is_not_called_a_restart_for_sure(hist):
+    run = Run(hist)
+    run.acquire("A", 0, 0, 0)
+    events = hist.events("g", "t", 0)
+    # the second acquisition as the restarted broker would record it, with no start known
+    later = {**events[0], "ts": T + 90_000, "member": "B", "lock_ms": T + 120_000}
+    r = explain("g", "t", 0, [events[0], later], offset=0).records[0]
+    assert r.story[1] == ("no kept event ended that delivery: the broker restarted (acquisitions are not "
+                          "persisted) or the history lost the event")
+    assert "redelivered once because the delivery to member A ended with no kept event (a broker restart?)" \
+        in r.diagnosis, r.diagnosis

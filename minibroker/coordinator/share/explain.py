@@ -279,9 +279,14 @@ def _story(first: int, last: int, covering: list[dict[str, Any]], row: InFlightR
             if prev is not None and prev.get("state") == "ACQUIRED":
                 # a delivery nobody ended: the broker forgot the acquisition when it restarted
                 t = _restart_between(starts, prev.get("ts", 0), e.get("ts", 0))
-                when = f"{clock_time(t)}  broker restarted" if t is not None else "the broker restarted"
-                rec.story.append(f"{when}: acquisitions are not persisted, so the record was available "
-                                 f"again with delivery count {e.get('count', 1) - 1}")
+                if t is not None:
+                    back = e.get("count", 1) - 1
+                    rec.story.append(f"{clock_time(t)}  broker restarted: acquisitions are not persisted, so "
+                                     f"the record was available again with delivery count {back}")
+                else:
+                    # no start recorded in between: a restart is the likely cause, not a known one
+                    rec.story.append("no kept event ended that delivery: the broker restarted (acquisitions "
+                                     "are not persisted) or the history lost the event")
                 pending = (RESTART, prev, t)
             if pending is not None:
                 causes.append(pending)
@@ -336,8 +341,9 @@ def _cause_text(cause: str, e: dict[str, Any], restart_at: int | None) -> str:
         return f"{_member(e.get('member'))} RELEASED it at {at}"
     if cause == Action.MEMBER_RELEASED:
         return f"{_member(e.get('member'))} left or closed its session at {at}"
-    return f"the broker restarted{' at ' + clock_time(restart_at) if restart_at is not None else ''}" \
-           f" while {_member(e.get('member'))} held it"
+    if restart_at is None:
+        return f"the delivery to {_member(e.get('member'))} ended with no kept event (a broker restart?)"
+    return f"the broker restarted at {clock_time(restart_at)} while {_member(e.get('member'))} held it"
 
 
 def _diagnose(rec: RecordStory, last: dict[str, Any] | None, row: InFlightRow | None,
