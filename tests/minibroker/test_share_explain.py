@@ -254,3 +254,20 @@ def test_a_delivery_ended_by_no_kept_event_is_not_called_a_restart_for_sure(hist
                           "persisted) or the history lost the event")
     assert "redelivered once because the delivery to member A ended with no kept event (a broker restart?)" \
         in r.diagnosis, r.diagnosis
+
+
+def test_offline_a_start_after_an_acquisition_gives_it_back(tmp_path):
+    hist = ShareHistory(tmp_path)
+    hist.open(T - 1000)
+    Run(hist).acquire("A", 0, 0, 0)
+    hist.close()  # kill -9 while A holds offset 0
+    restarted = ShareHistory(tmp_path)
+    restarted.open(T + 7000)  # the next start, nothing delivered since
+    restarted.close()
+    parts, starts = share_history.read(tmp_path)
+    r = explain("g", "t", 0, parts[("g", "t", 0)], broker_starts=starts, offset=0).records[0]
+    assert r.story[-1] == ("22:13:27.000  broker restarted: acquisitions are not persisted, so the record is "
+                           "available again with delivery count 0"), r.story
+    assert r.state == "AVAILABLE"
+    assert r.diagnosis.startswith("Available again because the broker restarted at 22:13:27.000 while member A "
+                                  "held it"), r.diagnosis

@@ -314,10 +314,16 @@ def _nth(n: int) -> str:
 
 def _now(last: dict[str, Any] | None, row: InFlightRow | None, starts: list[int],
          limit: int | None) -> tuple[str | None, str | None, int | None]:
-    """The live state when it says more than the last kept event."""
+    """The live state when it says more than the last kept event; without one (a data dir), a
+    broker start after an acquisition nobody ended gave the record back."""
     if row is None:
         if last is None:
             return None, None, None
+        restart = _restart_between(starts, last.get("ts", 0), 2**63)
+        if last.get("state") == "ACQUIRED" and restart is not None and restart > last.get("ts", 0):
+            back = last.get("count", 1) - 1
+            return (f"{clock_time(restart)}  broker restarted: acquisitions are not persisted, so the record "
+                    f"is available again with delivery count {back}"), "AVAILABLE", back
         return None, last.get("state"), last.get("count")
     _f, _l, st, count, member, deadline = row
     if (last is not None and last.get("state") == st.name and last.get("count") == count
