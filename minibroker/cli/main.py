@@ -24,6 +24,7 @@ TOOLS = {
     "requests": ("minibroker.cli.control", "requests_main"),
     "cluster": ("minibroker.cli.control", "cluster_main"),
     "txn": ("minibroker.cli.control", "txn_main"),
+    "share": ("minibroker.cli.share", "main"),
     "certs": ("minibroker.security.certs", "main"),
 }
 SUBCOMMANDS = ("serve", *TOOLS)
@@ -33,6 +34,7 @@ minibroker [serve] [OPTIONS] [server.properties]
        minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
        minibroker {faults,clock,requests,cluster} ... --control HOST:PORT
        minibroker txn {explain,list,hanging,abort} ... (--control HOST:PORT | --data-dir DIR)
+       minibroker share explain GROUP TOPIC PARTITION [--offset N] (--control HOST:PORT | --data-dir DIR)
        minibroker certs DIR [--host NAME ...]
        minibroker --version"""
 
@@ -51,6 +53,7 @@ commands:
   requests    the requests a running broker served: API, version, client, latency, error
   cluster     stop/start virtual brokers, move partition leaders and coordinators (--brokers N)
   txn         explain a transactional id's history (why was it fenced?), list, find hanging, abort
+  share       explain a share group's records: each delivery, and why it was delivered again
   certs       write a throw-away CA and broker/client certificates for SSL listeners (tests, compose)"""
 
 EPILOG = """\
