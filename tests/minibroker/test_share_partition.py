@@ -390,10 +390,10 @@ def test_stale_records_missing_from_the_log_are_archived():
     assert sp.record_state(2)[0] is X
 
 
-def replay(updates) -> tuple[int, list[StateBatch]]:
-    """What a share coordinator would hand back: the updates applied in order, merged."""
+def replay(updates, start: int = -1) -> tuple[int, list[StateBatch]]:
+    """What a share coordinator would hand back: the updates applied in order over ``start``
+    (-1: none yet), merged. test_share_partition_machine replays with it too."""
     persisted: dict[int, tuple[int, int]] = {}
-    start = -1
     for u in updates:
         start = u.start_offset
         for b in u.state_batches:
