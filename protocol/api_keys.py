@@ -39,6 +39,7 @@ class ApiKey(IntEnum):
     CreateAcls = 30
     DeleteAcls = 31
     DescribeConfigs = 32
+    AlterConfigs = 33
     DescribeLogDirs = 35
     SaslAuthenticate = 36
     CreatePartitions = 37
@@ -58,3 +59,4 @@ class ApiKey(IntEnum):
     GetTelemetrySubscriptions = 71
     PushTelemetry = 72
     ListConfigResources = 74
+    DescribeTopicPartitions = 75

@@ -1,15 +1,18 @@
-"""IncrementalAlterConfigs and ListConfigResources: topic configs, KIP-714 client metrics
+"""IncrementalAlterConfigs, AlterConfigs and ListConfigResources: topic configs, KIP-714 client metrics
 subscriptions and group configs, changed at runtime as Kafka's controller changes them.
 
 Kafka: ConfigAdminManager.preprocess (duplicates) and ConfigurationControlManager
 .incrementalAlterConfigResource (SET, DELETE, and APPEND/SUBTRACT on LIST configs, starting
 from the current value or, when none is set, the default); the whole resource is checked after
-the operations and changes nothing when one fails. Broker and broker-logger configs are not
-changed at runtime by minibroker (tests/differential/divergences.py, REFUSED_ON_PURPOSE).
+the operations and changes nothing when one fails. AlterConfigs (ConfigurationControlManager
+.legacyAlterConfigResource) replaces a resource's whole set of configs, checked the same way.
+Broker and broker-logger configs are not changed at runtime by minibroker
+(tests/differential/divergences.py, REFUSED_ON_PURPOSE).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from minibroker_protocol.api_keys import ApiKey
@@ -49,7 +52,8 @@ class ConfigHandlers:
         self.client_metrics = client_metrics
 
     def apis(self) -> list[Api]:
-        return [Api(ApiKey.IncrementalAlterConfigs, 0, 1, self.incremental_alter_configs),
+        return [Api(ApiKey.AlterConfigs, 0, 2, self.alter_configs),
+                Api(ApiKey.IncrementalAlterConfigs, 0, 1, self.incremental_alter_configs),
                 Api(ApiKey.ListConfigResources, 0, 1, self.list_config_resources)]
 
     # -- IncrementalAlterConfigs ---------------------------------------------------------
@@ -67,7 +71,50 @@ class ConfigHandlers:
                 if len(set(names)) != len(names):
                     raise Refusal(ErrorCode.invalid_request, "Error due to duplicate config keys")
                 self._authorize_alter(ctx, res.resource_type, res.resource_name)
-                self._alter(res, req.validate_only)
+                self._alter(res.resource_type, res.resource_name,
+                            lambda cur, is_list, default, ops=res.configs: _apply(ops, cur, is_list, default),
+                            req.validate_only)
+                error, message = ErrorCode.none, None
+            except Refusal as e:
+                error, message = e.code, e.message
+            results.append(build(Result, error_code=error, error_message=message,
+                                 resource_type=res.resource_type, resource_name=res.resource_name))
+        return build(R, throttle_time=ZERO, responses=tuple(results))
+
+    # -- AlterConfigs (the non-incremental form) ---------------------------------------------
+    @answers
+    def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        """Each resource's configs become exactly those given: a key left out is deleted
+        (ConfigurationControlManager.legacyAlterConfigResource)."""
+        R = response_cls(ctx)
+        Result = nested(R, "AlterConfigsResourceResponse")
+        keys = [(r.resource_type, r.resource_name) for r in req.resources]
+        results = []
+        for res in req.resources:
+            try:
+                # Kafka 4.4 leaves a request naming one resource twice, or a resource type it
+                # does not know, unanswered (the client times out); these answers are
+                # ControllerApis.handleLegacyAlterConfigs' own.
+                if keys.count((res.resource_type, res.resource_name)) > 1:
+                    raise Refusal(ErrorCode.invalid_request, "Duplicate resource.")
+                if res.resource_type not in tc.RESOURCE_TYPES:
+                    raise Refusal(ErrorCode.unsupported_version,
+                                  f"Unknown resource type {res.resource_type}.")
+                # ConfigAdminManager.preprocess, as for IncrementalAlterConfigs
+                names = [c.name for c in res.configs]
+                if len(set(names)) != len(names):
+                    raise Refusal(ErrorCode.invalid_request, "Error due to duplicate config keys")
+                for c in res.configs:
+                    if c.value is None:
+                        raise Refusal(ErrorCode.invalid_request, f"Null value not supported for : {c.name}")
+                self._authorize_alter(ctx, res.resource_type, res.resource_name)
+                if res.resource_type == tc.RESOURCE_BROKER_LOGGER:
+                    # loggers are IncrementalAlterConfigs' only (checked against Kafka 4.4)
+                    raise Refusal(ErrorCode.invalid_request, f"Unknown resource type {res.resource_type}")
+                given = {c.name: c.value for c in res.configs}
+                self._alter(res.resource_type, res.resource_name,
+                            lambda current, is_list, default, given=given: dict(given),
+                            req.validate_only)
                 error, message = ErrorCode.none, None
             except Refusal as e:
                 error, message = e.code, e.message
@@ -90,8 +137,10 @@ class ConfigHandlers:
             if not self.authz.cluster(ctx, Op.ALTER_CONFIGS):
                 raise Refusal(ErrorCode.cluster_authorization_failed, None)
 
-    def _alter(self, res: Any, validate_only: bool) -> None:
-        kind, name = res.resource_type, res.resource_name
+    def _alter(self, kind: int, name: str, change: Callable[..., dict[str, str]],
+               validate_only: bool) -> None:
+        """Changes resource (kind, name) to ``change(current configs, is_list, default)``, after
+        the checks of its kind; a Refusal changes nothing."""
         if kind == tc.RESOURCE_TOPIC:
             if not name:
                 raise Refusal(ErrorCode.invalid_request, "Default topic resources are not allowed.")
@@ -101,7 +150,7 @@ class ConfigHandlers:
             info = self.logs.topic(name)
             if info is None:
                 raise Refusal(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
-            configs = _apply(res.configs, dict(info.configs), _topic_list, self._topic_default)
+            configs = change(dict(info.configs), _topic_list, self._topic_default)
             for key, value in configs.items():
                 why = tc.validate_topic_config(key, value)
                 if why is not None:
@@ -112,7 +161,7 @@ class ConfigHandlers:
             current = self.client_metrics.configs.get(name, {})
             # Kafka's controller knows no CLIENT_METRICS config types: APPEND and SUBTRACT are
             # refused for every key (ConfigurationControlManager, isSplittable)
-            configs = _apply(res.configs, dict(current), lambda k: False, lambda k: "")
+            configs = change(dict(current), lambda k: False, lambda k: "")
             try:
                 self.client_metrics.alter(name, configs, validate_only=validate_only)
             except SubscriptionError as e:
@@ -122,7 +171,7 @@ class ConfigHandlers:
                 raise Refusal(ErrorCode.invalid_request, "Default group resources are not allowed.")
             # Kafka knows no LIST group config on this path: APPEND and SUBTRACT are refused for
             # every key, streams.rack.aware.assignment.tags too
-            configs = _apply(res.configs, self.group_configs.own(name), lambda k: False, lambda k: "")
+            configs = change(self.group_configs.own(name), lambda k: False, lambda k: "")
             try:
                 self.group_configs.replace(name, configs, validate_only=validate_only)
             except gc.GroupConfigError as e:

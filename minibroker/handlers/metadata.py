@@ -1,7 +1,9 @@
-"""Metadata and DescribeCluster: one broker that leads every partition."""
+"""Metadata, DescribeTopicPartitions and DescribeCluster: one broker that leads every partition
+(or virtual brokers, minibroker/cluster.py)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +31,10 @@ from .common import (
 
 log = get_logger("minibroker.metadata")
 
+_ZERO_UUID = uuid.UUID(int=0)
+# Kafka's max.request.partition.size.limit: the most partitions one DescribeTopicPartitions answers
+_MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes)
 _TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
@@ -54,6 +60,7 @@ class MetadataHandlers:
     def apis(self) -> list[Api]:
         return [
             Api(ApiKey.Metadata, 0, 13, self.metadata),
+            Api(ApiKey.DescribeTopicPartitions, 0, 0, self.describe_topic_partitions),
             Api(ApiKey.DescribeCluster, 0, 2, self.describe_cluster),
         ]
 
@@ -187,6 +194,100 @@ class MetadataHandlers:
                 req, "include_cluster_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED,
         )
 
+    # -- DescribeTopicPartitions (KIP-966) ----------------------------------------------------
+    @answers
+    def describe_topic_partitions(self, ctx: RequestContext, req: Any) -> Any:
+        """Kafka's DescribeTopicPartitionsRequestHandler and MetadataCache.describeTopicResponse:
+        the topics asked (all when none) from the cursor on, in name order, until
+        ``response_partition_limit`` partitions are answered; then ``next_cursor`` says where
+        the next page starts. Eligible leader replicas are always empty: minibroker does not
+        finalize eligible.leader.replicas.version, and Kafka without ELR reports them empty."""
+        R = response_cls(ctx)
+        Topic = nested(R, "DescribeTopicPartitionsResponseTopic")
+        Partition = nested(R, "DescribeTopicPartitionsResponsePartition")
+        Cursor = nested(R, "Cursor")
+        cursor = req.cursor
+        cursor_topic = cursor.topic_name if cursor is not None else ""
+        fetch_all = not req.topics
+        if fetch_all:
+            names = {t.name for t in self.logs.topics() if t.name >= cursor_topic}
+        else:
+            names = {t.name for t in req.topics if t.name >= cursor_topic}
+            if cursor is not None and cursor.topic_name not in names:
+                return self._dtp_refused(R, Topic, req, "DescribeTopicPartitionsRequest topic list should "
+                                         f"contain the cursor topic: {cursor.topic_name}")
+        if cursor is not None and cursor.partition_index < 0:
+            return self._dtp_refused(R, Topic, req, "DescribeTopicPartitionsRequest cursor partition must "
+                                     f"be valid: Cursor(topicName={cursor.topic_name}, "
+                                     f"partitionIndex={cursor.partition_index})")
+        authz = self.authz
+        refused = []
+        allowed = []
+        for name in sorted(names, key=_java_order):
+            if authz.allowed(ctx, Op.DESCRIBE, Res.TOPIC, name):
+                allowed.append(name)
+            elif not fetch_all:
+                # the id is not told to whom may not describe the topic
+                refused.append(build(Topic, error_code=ErrorCode.topic_authorization_failed, name=name,
+                                     topic_id=_ZERO_UUID, is_internal=False, partitions=()))
+        cluster = self.cluster
+        node = self.config.node_id
+
+        def partition_entry(topic: str, i: int) -> Any:
+            if cluster is None:
+                return build(Partition, error_code=ErrorCode.none, partition_index=i, leader_id=node,
+                             leader_epoch=0, replica_nodes=(node,), isr_nodes=(node,),
+                             eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
+            leader = cluster.leader(topic, i)
+            replicas = cluster.replicas(topic, i)
+            # no partition error here, unlike Metadata: a leaderless partition says leader -1
+            return build(Partition, error_code=ErrorCode.none, partition_index=i,
+                         leader_id=-1 if leader is None else leader,
+                         leader_epoch=cluster.leader_epoch(topic, i), replica_nodes=tuple(replicas),
+                         isr_nodes=tuple(cluster.isr(topic, i)), eligible_leader_replicas=(),
+                         last_known_elr=(),
+                         offline_replicas=tuple(r for r in replicas if r not in cluster.up))
+
+        remaining = max(min(_MAX_REQUEST_PARTITION_SIZE_LIMIT, req.response_partition_limit), 1)
+        topics = []
+        next_cursor = None
+        for name in allowed:
+            if remaining == 0:
+                # the previous topic filled the page to the last partition: the next page starts here
+                next_cursor = build(Cursor, topic_name=name, partition_index=0)
+                break
+            ops = authz.operations(ctx, Res.TOPIC, name) if authz.on else _TOPIC_OPS
+            info = self.logs.topic(name)
+            if info is None:
+                if fetch_all:
+                    continue
+                error = (ErrorCode.invalid_topic_exception if topic_name_error(name) is not None
+                         else ErrorCode.unknown_topic_or_partition)
+                topics.append(build(Topic, error_code=error, name=name, topic_id=_ZERO_UUID,
+                                    is_internal=is_internal(name), partitions=(),
+                                    topic_authorized_operations=ops))
+                continue
+            start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+            upper = min(info.partitions, start + remaining)
+            parts = tuple(partition_entry(name, i) for i in range(start, upper))
+            topics.append(build(Topic, error_code=ErrorCode.none, name=name, topic_id=info.topic_id,
+                                is_internal=is_internal(name), partitions=parts,
+                                topic_authorized_operations=ops))
+            if upper < info.partitions:
+                next_cursor = build(Cursor, topic_name=name, partition_index=upper)
+                break
+            remaining -= len(parts)
+        return build(R, throttle_time=ZERO, topics=tuple(topics + refused), next_cursor=next_cursor)
+
+    @staticmethod
+    def _dtp_refused(R: Any, Topic: Any, req: Any, message: str) -> Any:
+        """DescribeTopicPartitionsRequest.getErrorResponse for an InvalidRequestException: each
+        topic asked, INVALID_REQUEST, nothing else (the message reaches only the broker's log)."""
+        log.info("describe_topic_partitions.invalid_request", reason=message)
+        return build(R, throttle_time=ZERO, next_cursor=None, topics=tuple(
+            build(Topic, error_code=ErrorCode.invalid_request, name=t.name, topic_id=_ZERO_UUID,
+                  is_internal=False, partitions=()) for t in req.topics))
+
     def _cluster_ops(self, ctx: RequestContext) -> int:
         """Metadata v8-10's cluster operations: 0 without DESCRIBE on the cluster."""
         if not self.authz.on:
@@ -225,6 +326,11 @@ class MetadataHandlers:
             return [(self.config.node_id, (host, port))]
         endpoints = self.node_endpoints()
         return [(n, endpoints[n]) for n in sorted(self.cluster.up) if n in endpoints]
+
+
+def _java_order(name: str) -> bytes:
+    """Java's String.compareTo order (UTF-16 code units), which sorts Kafka's topic set."""
+    return name.encode("utf-16-be", "surrogatepass")
 
 
 def _has_id(topic_id: Any) -> bool:

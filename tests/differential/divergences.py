@@ -37,7 +37,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
 # Requests minibroker refuses on purpose where Kafka accepts them. The differential tests do not
 # send these to the pair; tests/differential/test_client_metrics.py checks the refusal itself.
 REFUSED_ON_PURPOSE: dict[str, str] = {
-    "IncrementalAlterConfigs on BROKER and BROKER_LOGGER resources":
+    "IncrementalAlterConfigs on BROKER and BROKER_LOGGER resources, AlterConfigs on BROKER resources":
         "Kafka changes dynamic broker and logger configs at runtime; minibroker's broker settings "
         "are start-up options, and storing a value it would not honour would lie to the tool that "
         "set it. It answers INVALID_REQUEST naming the reason; topic configs, group configs and "
