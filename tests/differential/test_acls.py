@@ -580,3 +580,45 @@ def test_group_and_txn_offset_checks_match_kafka(pair, users):
     check(pair, "bob EndTxn(abort)", users.both("bob", lambda s: req(
         END_TXN, 4, transactional_id=tid, producer_id=pids[s.name][0], producer_epoch=pids[s.name][1],
         committed=False)))
+
+
+# -- DescribeTopicPartitions and AlterConfigs (issue 32) ----------------------------------------------
+
+DESCRIBE_TOPIC_PARTITIONS, ALTER_CONFIGS = 75, 33
+ALTER_CONFIGS_OP = 11
+
+
+def _dtp(names, cursor=None, limit=2000):
+    api = (DESCRIBE_TOPIC_PARTITIONS, 0)
+    return req(DESCRIBE_TOPIC_PARTITIONS, 0, topics=tuple(part(api, "TopicRequest", name=n) for n in names),
+               response_partition_limit=limit,
+               cursor=None if cursor is None else part(api, "Cursor", topic_name=cursor, partition_index=0))
+
+
+def _legacy_alter(names, configs):
+    api = (ALTER_CONFIGS, 2)
+    return req(ALTER_CONFIGS, 2, validate_only=False, resources=tuple(
+        part(api, "AlterConfigsResource", resource_type=TOPIC, resource_name=n, configs=tuple(
+            part(api, "AlterableConfig", name=k, value=v) for k, v in configs)) for n in names))
+
+
+def test_describe_topic_partitions_and_alter_configs_checks_match_kafka(pair, users):
+    seen, hidden, denied = P + "d-seen", P + "d-hidden", P + "d-denied"
+    pair.create_topics([seen, hidden, denied], 2)
+    grant(pair, _acl(name=seen, op=DESCRIBE), _acl(name=seen, op=ALTER_CONFIGS_OP),
+          _acl(name=P + "d-", pattern=PREFIXED, op=DESCRIBE, principal="User:bob"),
+          _acl(name=denied, op=DESCRIBE, principal="User:bob", perm=DENY))
+    # by name: the topics alice may not describe are refused, whether they exist or not
+    check(pair, "alice DescribeTopicPartitions by name", users.both(
+        "alice", lambda s: _dtp([seen, hidden, P + "d-missing"])))
+    # every topic from the cursor on: the ones she may not describe are left out
+    check(pair, "alice DescribeTopicPartitions of every topic", users.both(
+        "alice", lambda s: _dtp([], cursor=P + "d-")))
+    check(pair, "bob DescribeTopicPartitions, one page (a DENY among them)", users.both(
+        "bob", lambda s: _dtp([], cursor=P + "d-", limit=3)))
+    check(pair, "bob DescribeTopicPartitions by name", users.both(
+        "bob", lambda s: _dtp([denied, hidden, P + "d-missing"])))
+    check(pair, "alice AlterConfigs", users.both(
+        "alice", lambda s: _legacy_alter([seen, hidden], [("retention.ms", "100000")])))
+    check(pair, "bob AlterConfigs without ALTER_CONFIGS", users.both(
+        "bob", lambda s: _legacy_alter([hidden], [("retention.ms", "100000")])))
