@@ -58,3 +58,10 @@ class ApiKey(IntEnum):
     GetTelemetrySubscriptions = 71
     PushTelemetry = 72
     ListConfigResources = 74
+    ShareGroupHeartbeat = 76
+    ShareGroupDescribe = 77
+    ShareFetch = 78
+    ShareAcknowledge = 79
+    DescribeShareGroupOffsets = 90
+    AlterShareGroupOffsets = 91
+    DeleteShareGroupOffsets = 92
