@@ -26,7 +26,7 @@ from minibroker_storage.manager import LogManager
 from ..cluster import Cluster, connection_node
 from ..config.features import Features
 from ..coordinator.share.coordinator import ShareCoordinator, SharePartitionView
-from ..coordinator.share.group import MAX_MEMBER_ID_CHARS, ShareGroupError
+from ..coordinator.share.group import MAX_MEMBER_ID_CHARS
 from ..coordinator.share.partition import AckBatch, AcquireMode, ack_batches_valid
 from ..coordinator.share.sessions import PartitionResult, ShareSessionError
 from .api import Api, RequestContext, Response
@@ -524,13 +524,3 @@ class ShareHandlers:
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                      responses=tuple(rows))
 
-
-def delete_share_group(share: ShareCoordinator, group_id: str) -> ErrorCode | None:
-    """DeleteGroups on a share group: None when ``group_id`` is not one."""
-    if group_id not in share.groups.groups:
-        return None
-    try:
-        share.delete_group(group_id)
-    except ShareGroupError as e:
-        return e.code
-    return ErrorCode.none

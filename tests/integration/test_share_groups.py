@@ -231,3 +231,75 @@ def test_kill_9_keeps_acknowledged_records_acknowledged():
         assert offsets == list(range(10, 20)), offsets
         # released once before the crash: that count was persisted, the new delivery is the 2nd
         assert all(m.delivery_count() == 2 for _, m in got)
+
+
+# ---- the Java client 4.4's KafkaShareConsumer and Admin ------------------------------------
+
+@pytest.fixture(scope="module")
+def java():
+    from .java_client import compile_drivers, java_toolchain
+    tc = java_toolchain()
+    return tc, compile_drivers(tc)
+
+
+def _java_consume(java, bs, group, topic, mode, want, timeout_s, policy="accept", commit="sync"):
+    from .java_client import start_driver
+    return start_driver(java[0], java[1], "ShareConsume",
+                        [bs, "consume", group, topic, mode, want, int(timeout_s * 1000), policy, commit])
+
+
+def _java_records(proc, timeout: float) -> list[dict]:
+    import json
+
+    from .java_client import finish_driver
+    r = finish_driver(proc, timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert lines and "done" in lines[-1], r.stdout[-2000:]
+    return [x for x in lines if "o" in x]
+
+
+def _java_admin(java, bs, *args) -> dict:
+    import json
+
+    from .java_client import run_driver
+    r = run_driver(java[0], java[1], "ShareConsume", [bs, "admin", *args], timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_java_share_consumers_split_a_group_and_admin_sees_it(bs, java):
+    topic = _topic(bs, partitions=2)
+    _group_configs(bs, "gj", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 60)
+    a = _java_consume(java, bs, "gj", topic, "implicit", 60, 25, commit="async")
+    b = _java_consume(java, bs, "gj", topic, "implicit", 60, 25)
+    got = _java_records(a, 90) + _java_records(b, 90)
+    keys = sorted((x["p"], x["o"]) for x in got)
+    assert keys == sorted({(i % 2, i // 2) for i in range(60)}), "each record once in the group"
+    assert all(x["dc"] == 1 for x in got)
+    listed = _java_admin(java, bs, "list")["groups"]
+    assert listed.get("gj") == "Empty", listed
+    offsets = _java_admin(java, bs, "offsets", "gj")["offsets"]
+    assert offsets == {f"{topic}-0": [30, 0], f"{topic}-1": [30, 0]}, offsets
+    assert _java_admin(java, bs, "describe", "gj")["state"] == "Empty"
+    assert _java_admin(java, bs, "delete", "gj") == {"ok": True}
+    assert "gj" not in _java_admin(java, bs, "list")["groups"]
+
+
+def test_java_explicit_release_then_accept(bs, java):
+    topic = _topic(bs, partitions=1)
+    _group_configs(bs, "gjr", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 10, partitions=1)
+    got = _java_records(_java_consume(java, bs, "gjr", topic, "explicit", 20, 40,
+                                      policy="release-first"), 90)
+    by_offset: dict[int, list[int]] = {}
+    for x in got:
+        by_offset.setdefault(x["o"], []).append(x["dc"])
+    assert by_offset == {i: [1, 2] for i in range(10)}, by_offset
+    # all accepted at the second delivery: nothing is left for the group
+    c = _consumer(bs, "gjr", topic)
+    try:
+        assert _poll_until([c], 1, 8) == []
+    finally:
+        c.close()
