@@ -303,3 +303,39 @@ def test_java_explicit_release_then_accept(bs, java):
         assert _poll_until([c], 1, 8) == []
     finally:
         c.close()
+
+
+def test_clean_restart_keeps_the_group_and_its_state(java):
+    with MiniBroker(name="share-restart") as b:
+        bs = b.bootstrap_servers
+        topic = _topic(bs, partitions=1)
+        _group_configs(bs, "g-restart", share_auto_offset_reset="earliest")
+        _produce(bs, topic, 10, partitions=1)
+        c = _consumer(bs, "g-restart", topic, explicit=True)
+
+        def reject_even(consumer, m):
+            consumer.acknowledge(m, AcknowledgeType.REJECT if m.offset() % 2 == 0
+                                 else AcknowledgeType.ACCEPT)
+
+        try:
+            assert len(_poll_until([c], 10, 30, on_message=reject_even)) == 10
+            c.commit_sync(15)
+        finally:
+            c.close()
+        before = _java_admin(java, bs, "describe", "g-restart")
+        b.restart(graceful=True)  # a shutdown snapshot of the group coordinator this time
+        bs = b.bootstrap_servers
+        # the group itself came back (from the snapshot's share entries), at the same epoch
+        assert _java_admin(java, bs, "describe", "g-restart") == before
+        _produce(bs, topic, 5, partitions=1, start=10)
+        again = _consumer(bs, "g-restart", topic)
+        try:
+            got = _poll_until([again], 5, 40)
+            again.commit_sync(15)
+            assert _poll_until([again], 1, 3) == []
+        finally:
+            again.close()
+        # rejected (archived) and accepted records stay done with; only the new ones come
+        assert sorted(m.offset() for _, m in got) == list(range(10, 15))
+        assert "share.state_loaded" in b.log_text()
+        assert "group.snapshot_loaded" in b.log_text()
