@@ -27,8 +27,9 @@ pure cores of this package:
 * lock deadlines and session timeouts are deadlines on the broker's clock
   (:class:`~minibroker.coordinator.timers.Deadlines`), run from one loop timer.
 
-Differences from Kafka: the persisted start offset is the partition's current one (Kafka's trails
-by one write), so DescribeShareGroupOffsets may answer one write ahead of Kafka.
+As Kafka's, the persisted start offset is the one a write carries, from before the write moved
+it: DescribeShareGroupOffsets reads the persisted state and so trails the partition by one write,
+with the records in between kept as terminal state batches (a restart does not redeliver them).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from .partition import (
     Outcome,
     ShareConfig,
     SharePartition,
+    ShareUpdate,
     StateBatch,
 )
 from .sessions import ShareSession, ShareSessionCache
@@ -331,12 +333,26 @@ class ShareCoordinator:
             build_batch([{"key": sl.encode_state_key(key), "value": None}]), origin="coordinator")
         self.persisted.pop((group_id, topic_id, partition), None)
 
-    def _persist(self, view: SharePartitionView) -> None:
+    def _persist(self, view: SharePartitionView, update: ShareUpdate | None = None) -> None:
+        """Write the partition's state as Kafka's persister holds it after this write: the
+        start offset the write carries (the one before the write moved it, so it trails the
+        partition's by one write) and every state batch from there on, merged over what was
+        persisted before."""
         sp = view.sp
         k = (sp.group_id, view.topic_id, sp.partition)
         old = self.persisted.get(k)
-        state = Persisted(sp.start_offset, tuple(sp.snapshot_batches()),
-                          (old.snapshot_epoch + 1) if old else 1,
+        start = update.start_offset if update is not None else sp.start_offset
+        batches: Iterable[StateBatch] = sp.snapshot_batches()
+        if old is not None and update is not None:
+            batches = _overlay(_overlay(old.batches, update.state_batches), batches)
+        kept = []
+        for b in batches:
+            if b.last_offset < start:
+                continue
+            if b.first_offset < start:
+                b = StateBatch(start, b.last_offset, b.delivery_state, b.delivery_count)
+            kept.append(b)
+        state = Persisted(start, tuple(kept), (old.snapshot_epoch + 1) if old else 1,
                           old.state_epoch if old else 0, old.create_ms if old else 0)
         self._write_state(sp.group_id, view.topic_id, sp.partition, state)
 
@@ -410,9 +426,8 @@ class ShareCoordinator:
                                 plog.log_start_offset)
         view = SharePartitionView(sp, info.topic_id)
         self.partitions[key] = view
-        if start == -1:
-            # the resolved offset is written at once, so a restart does not resolve again
-            self._persist(view)
+        # As Kafka's, loading writes nothing: the persisted start offset stays -1 (resolved again
+        # after a restart) until the first acknowledgement, release or lock expiry writes.
         log.info("share.partition_loaded", group=group_id, topic=topic, partition=partition,
                  start_offset=sp.start_offset)
         return view
@@ -434,7 +449,7 @@ class ShareCoordinator:
         if outcome.events:
             self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events)
         if outcome.update is not None:
-            self._persist(view)
+            self._persist(view, outcome.update)
         self._arm_lock(view)
 
     def _arm_lock(self, view: SharePartitionView) -> None:
@@ -543,20 +558,15 @@ class ShareCoordinator:
 
     # ---- offsets admin (DescribeShareGroupOffsets, Alter, Delete) ----------------------------
     def start_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
-        """(start offset, delivery complete count) as the share coordinator's summary gives it;
-        (-1, -1) when the partition has no state."""
-        view = None
-        name = self._topic_name(topic_id)
-        if name is not None:
-            view = self.partitions.get((group_id, name, partition))
-        if view is not None and view.topic_id == topic_id:
-            return view.sp.start_offset, view.sp.delivery_complete_count()
+        """(start offset, delivery complete count) as the share coordinator's state summary
+        gives them (ReadShareGroupStateSummary: the persisted state); (-1, -1) without state."""
         persisted = self.persisted.get((group_id, topic_id, partition))
         if persisted is None:
             return -1, -1
-        done = sum(b.last_offset - b.first_offset + 1 for b in persisted.batches
-                   if b.delivery_state in (sl.ACKNOWLEDGED, sl.ARCHIVED))
-        return persisted.start_offset, done
+        start = persisted.start_offset
+        done = sum(b.last_offset - max(b.first_offset, start) + 1 for b in persisted.batches
+                   if b.delivery_state in (sl.ACKNOWLEDGED, sl.ARCHIVED) and b.last_offset >= start)
+        return start, done
 
     def initialized_partitions(self, group_id: str) -> dict[uuid.UUID, tuple[str, frozenset[int]]]:
         group = self.groups.groups.get(group_id)
@@ -611,7 +621,7 @@ class ShareCoordinator:
         return self.groups.list_groups()
 
 
-def _overlay(old: tuple[StateBatch, ...], new: Iterable[Any]) -> list[StateBatch]:
+def _overlay(old: Iterable[StateBatch], new: Iterable[Any]) -> list[StateBatch]:
     """Newer state batches over older ones (PersisterStateBatchCombiner's outcome)."""
     per: dict[int, tuple[int, int]] = {}
     for b in old:
