@@ -21,7 +21,7 @@ from .cluster import connection_node
 from .config.listeners import BoundListener, Endpoint
 from .config.options import Config, FsyncPolicy
 from .control.request_counts import UNKNOWN
-from .core import logs
+from .core import logs, stop_signals
 from .core.clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .core.crash_points import CrashPoints
 from .handlers.acls import AclHandlers
@@ -191,7 +191,11 @@ class RunningBroker:
         log.info("broker.stopped")
 
 
-async def start(config: Config, early: EarlyListener | None = None) -> RunningBroker:
+async def start(config: Config, early: EarlyListener | None = None,
+                sockets: list[list[socket.socket]] | None = None,
+                control_sock: socket.socket | None = None) -> RunningBroker:
+    """The broker, serving; ``sockets``/``control_sock``: the listeners the CLI bound before
+    the data dir was touched (binding.bind_listeners), bound here when None."""
     # The one place the test-only crash hooks are read from the environment.
     crash_points = CrashPoints.from_env()
     controlled = config.control_listener is not None or config.clock == "virtual"
@@ -216,13 +220,14 @@ async def start(config: Config, early: EarlyListener | None = None) -> RunningBr
     nodes: dict[int, _NodeListener] = {}  # with --brokers N
     tls = _tls_context(config)
     new_auth = _sasl(config, broker)
+    given = early.sockets if early is not None else sockets
     try:
         # Bind every listener before any serves: a connection must never see a half-made
         # broker or a partial listener list (DescribeConfigs shows them all).
         for spec in config.effective_listeners():
             for i, node in enumerate(config.node_ids):
                 slot: list[BoundListener] = []
-                socks = early.sockets[len(servers)] if early is not None else None
+                socks = given[len(servers)] if given is not None else None
 
                 def factory(slot=slot, sasl=spec.sasl):
                     return KafkaConnection(dispatcher, config.max_request_bytes, connections,
@@ -249,7 +254,8 @@ async def start(config: Config, early: EarlyListener | None = None) -> RunningBr
     control = None
     if config.control_listener is not None:
         assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
-        control = await _start_control(config.control_listener, broker, clock, injector, request_log)
+        control = await _start_control(config.control_listener, broker, clock, injector, request_log,
+                                       control_sock)
     broker.start_background()
     # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
     crash_points.arm(injector.book if injector is not None else None)
@@ -317,23 +323,26 @@ def _tls_context(config: Config) -> Any:
 
 
 async def _start_control(address: tuple[str, int], broker: Broker, clock: ControlledClock,
-                         injector: Any, request_log: Any) -> Any:
+                         injector: Any, request_log: Any, sock: socket.socket | None = None) -> Any:
     from .control.http import ControlPlane
     host, port = address
-    socks = bind(host, port)
-    for extra in socks[1:]:
-        extra.close()
+    if sock is None:
+        socks = bind(host, port)
+        for extra in socks[1:]:
+            extra.close()
+        sock = socks[0]
     plane = ControlPlane(node_id=broker.node_id, clock=clock, injector=injector,
                          request_log=request_log, counts=broker.request_counts,
                          clock_advanced=broker.clock_advanced, broker=broker)
-    await plane.start(socks[0])
+    await plane.start(sock)
     log.info("control.listening", host=host, port=plane.port, clock="virtual" if clock.virtual else "system",
              faults=len(injector.book.rules))
     return plane
 
 
 async def serve(config: Config, started_at: float | None = None,
-                early: EarlyListener | None = None) -> None:
+                early: EarlyListener | None = None, sockets: Any = None,
+                control_sock: socket.socket | None = None) -> None:
     started_at = started_at or time.perf_counter()
     loop = asyncio.get_running_loop()
     # Handlers first: a SIGTERM during start-up (log recovery can take a while) must stop the
@@ -341,7 +350,7 @@ async def serve(config: Config, started_at: float | None = None,
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if early is not None and early.stop_requested:
+    if (early is not None and early.stop_requested) or stop_signals.requested:
         stop.set()
     if config.ready_file is not None and early is None:
         # A file left by a broker that was killed would announce a dead address.
@@ -355,16 +364,16 @@ async def serve(config: Config, started_at: float | None = None,
         scratch = tempfile.mkdtemp(prefix="minibroker-ephemeral-")
         config = replace(config, data_dir=Path(scratch), fsync=FsyncPolicy("never"))
     try:
-        await _serve(config, started_at, stop, early)
+        await _serve(config, started_at, stop, early, sockets, control_sock)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _serve(config: Config, started_at: float, stop: asyncio.Event,
-                 early: EarlyListener | None) -> None:
+                 early: EarlyListener | None, sockets: Any, control_sock: socket.socket | None) -> None:
     try:
-        running = await start(config, early)
+        running = await start(config, early, sockets, control_sock)
     except OSError as e:
         log.error("broker.listen_failed",
                   listeners=[str(Endpoint(x.name, x.host, x.port)) for x in config.effective_listeners()],
@@ -398,16 +407,20 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
         await running.close()
 
 
-def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/net/early.py)."""
+def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None,
+        sockets: list[list[socket.socket]] | None = None, control_sock: socket.socket | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/net/early.py),
+    ``sockets``/``control_sock``: the listeners it bound (binding.bind_listeners)."""
     try:
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-            asyncio.run(serve(config, started_at, early))
+            asyncio.run(serve(config, started_at, early, sockets, control_sock))
         else:
-            uvloop.run(serve(config, started_at, early))
+            uvloop.run(serve(config, started_at, early, sockets, control_sock))
     finally:
+        # The loop gave the signals back to Python's defaults: what is left of the stop is quiet.
+        stop_signals.catch()
         if early is not None:
             early.close()
         logs.release()

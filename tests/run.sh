@@ -3,6 +3,17 @@
 #
 #   bash tests/run.sh [extra pytest arguments...]
 #
+# or only the quick tier, the inner loop (under 3 minutes on 2 cores, install included):
+#
+#   bash tests/run.sh --quick [extra pytest arguments...]
+#
+# --quick creates .venv if missing and installs the project with its [test] extra only (no spark,
+# no system packages, JDK, jars, Go, npm or podman), runs ruff and mypy as below, then
+# `python -m pytest -p no:cacheprovider --quick tests "$@"`: the unit and sans-io tests and a
+# handful of real-client smoke tests (confluent-kafka, kafka-python, kcat where installed, the
+# control plane's CLI), the selection tests/conftest.py makes (QUICK_DIRS, NOT_QUICK, QUICK_SMOKE).
+# Tools it lacks skip their tests rather than fail (MINIBROKER_TEST_REQUIRE_TOOLS is not set).
+#
 # Works from a fresh clone on Debian with Python >= 3.11 and node/npm:
 #   - creates .venv (if missing) and installs the project with its [test] and [spark] extras;
 #   - installs kcat with apt-get if it is not on PATH (sudo only when not root);
@@ -33,6 +44,12 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then
+    QUICK=1
+    shift
+fi
 
 log() { printf 'tests/run.sh: %s\n' "$*" >&2; }
 
@@ -75,6 +92,26 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 VENV_PY="$ROOT/.venv/bin/python"
+
+# --- lint and type checks ([tool.ruff] and [tool.mypy] in pyproject.toml) ------------------
+# Before the tests: a type error or lint finding fails the run in seconds, not after them.
+lint_and_types() {
+    log "ruff check minibroker protocol storage"; "$VENV_PY" -m ruff check minibroker protocol storage || { log "ruff found problems"; exit 1; }
+    log "mypy"; "$VENV_PY" -m mypy || { log "mypy found problems"; exit 1; }
+}
+
+if [ "$QUICK" -eq 1 ]; then
+    log "pip install -e '.[test]'"
+    "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    lint_and_types
+    log "python -m pytest -p no:cacheprovider --quick --durations=10 tests $*"
+    set +e
+    "$VENV_PY" -m pytest -p no:cacheprovider --quick --durations=10 tests "$@"
+    status=$?
+    set -e
+    exit "$status"
+fi
+
 log "pip install -e '.[test,spark]'"
 "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,spark]'
 
@@ -171,10 +208,7 @@ if [ "${#CONTAINER_PKGS[@]}" -gt 0 ]; then
     apt_install "${CONTAINER_PKGS[@]}"
 fi
 
-# --- lint and type checks ([tool.ruff] and [tool.mypy] in pyproject.toml) ------------------
-# Before the suite: a type error or lint finding fails the run in seconds, not after it.
-log "ruff check minibroker protocol storage"; "$VENV_PY" -m ruff check minibroker protocol storage || { log "ruff found problems"; exit 1; }
-log "mypy"; "$VENV_PY" -m mypy || { log "mypy found problems"; exit 1; }
+lint_and_types
 
 # --- the suite ---------------------------------------------------------------------------
 export MINIBROKER_TEST_REQUIRE_TOOLS=1

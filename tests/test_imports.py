@@ -100,9 +100,9 @@ def _area(module: str) -> str | None:
 
 
 # Each coordinator sub-package is its own area: one never imports another.
-COORDINATORS = ("txn", "group")
+COORDINATORS = ("txn", "group", "share")
 _BELOW_HANDLERS = {"core", "config", "security", "coordinator", "coordinator.txn", "coordinator.group",
-                   "client_metrics", "cluster"}
+                   "coordinator.share", "client_metrics", "cluster"}
 # What each area of minibroker may import (besides itself, minibroker_storage,
 # minibroker_protocol and the root package's __version__): docs/architecture.md draws it.
 ALLOWED: dict[str, set[str]] = {
@@ -112,6 +112,7 @@ ALLOWED: dict[str, set[str]] = {
     "coordinator": {"core", "config", "cluster"},
     "coordinator.txn": {"core", "config", "coordinator"},
     "coordinator.group": {"core", "config", "coordinator"},
+    "coordinator.share": {"core", "config", "coordinator"},
     "client_metrics": {"core", "config"},
     "cluster": {"core", "config"},
     "handlers": _BELOW_HANDLERS,
@@ -121,7 +122,9 @@ ALLOWED: dict[str, set[str]] = {
     "broker": _BELOW_HANDLERS | {"handlers", "control", "background"},
     "app": _BELOW_HANDLERS | {"handlers", "control", "net", "background", "broker"},
     "cli": _BELOW_HANDLERS | {"handlers", "control", "net", "background", "broker", "app", "testing"},
-    "__main__": {"cli"},
+    # The console script's entry point: signals caught before anything else is imported.
+    "launch": {"core", "cli"},
+    "__main__": {"launch"},
     # The public helpers stand alone: they talk to a broker over the wire or read its files.
     "testing": set(),
     "spark": set(),

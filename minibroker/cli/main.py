@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..config.options import ConfigError, add_serve_options, load
-from ..core import logs
+from ..core import logs, stop_signals
 
 # Each tool is imported only when asked for, so that serving starts without loading it.
 TOOLS = {
@@ -24,6 +24,7 @@ TOOLS = {
     "requests": ("minibroker.cli.control", "requests_main"),
     "cluster": ("minibroker.cli.control", "cluster_main"),
     "txn": ("minibroker.cli.control", "txn_main"),
+    "share": ("minibroker.cli.share", "main"),
     "certs": ("minibroker.security.certs", "main"),
 }
 SUBCOMMANDS = ("serve", *TOOLS)
@@ -33,6 +34,7 @@ minibroker [serve] [OPTIONS] [server.properties]
        minibroker {dump-log,health,audit,scrub} [ARGS]   ('minibroker COMMAND --help')
        minibroker {faults,clock,requests,cluster} ... --control HOST:PORT
        minibroker txn {explain,list,hanging,abort} ... (--control HOST:PORT | --data-dir DIR)
+       minibroker share explain GROUP TOPIC PARTITION [--offset N] (--control HOST:PORT | --data-dir DIR)
        minibroker certs DIR [--host NAME ...]
        minibroker --version"""
 
@@ -51,6 +53,7 @@ commands:
   requests    the requests a running broker served: API, version, client, latency, error
   cluster     stop/start virtual brokers, move partition leaders and coordinators (--brokers N)
   txn         explain a transactional id's history (why was it fenced?), list, find hanging, abort
+  share       explain a share group's records: each delivery, and why it was delivered again
   certs       write a throw-away CA and broker/client certificates for SSL listeners (tests, compose)"""
 
 EPILOG = """\
@@ -84,6 +87,16 @@ def _fail(lines: list[str], code: int = 2) -> int:
         sys.stderr.write(f"minibroker: error: {line}\n")
     sys.stderr.flush()
     return code
+
+
+def _listen_failed(config, e: OSError) -> int:
+    if config.ready_file is not None:
+        # One left by a broker that was killed would announce a dead address to a CI script.
+        try:
+            config.ready_file.unlink(missing_ok=True)
+        except OSError:
+            pass
+    return _fail([e.strerror or str(e)], 1)
 
 
 def _run_tool(name: str, argv: list[str]) -> int:
@@ -142,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in TOOLS:
+        if stop_signals.requested:
+            return 0
+        stop_signals.release()
         return _run_tool(argv[0], argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
@@ -172,10 +188,31 @@ def main(argv: list[str] | None = None) -> int:
     # Start-up's events wait until the broker is ready (app.serve releases them): structlog's
     # import is not on the way to the first answer.
     logs.hold()
-    from .preflight import problems
-    found = problems(loaded.config)
+    config = loaded.config
+    if stop_signals.requested:  # a Ctrl-C while the modules loaded: nothing started yet
+        return 0
+    from .preflight import check_data_dir, problems
+    found = problems(config, data_dir=False)
     if found:
         return _fail(found)
+    # Every listener is bound before the data dir is created or written: a busy port is one
+    # line naming it, and leaves the directory as it was.
+    from ..net.binding import ListenError, bind_control, bind_listeners, close_all
+    try:
+        sockets = bind_listeners(config)
+    except ListenError as e:
+        return _listen_failed(config, e)
+    try:
+        control_sock = bind_control(config)
+    except ListenError as e:
+        close_all(sockets)
+        return _listen_failed(config, e)
+    why = None if config.ephemeral else check_data_dir(config.data_dir)
+    if why is not None:
+        close_all(sockets)
+        if control_sock is not None:
+            control_sock.close()
+        return _fail([why])
     if loaded.notes:
         from minibroker_storage.lazylog import get_logger
         log = get_logger("minibroker")
@@ -184,11 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     # The listeners are bound, the ready file written and ApiVersions answered before the
     # broker's modules are imported (minibroker/net/early.py says why and when not).
     from ..net import early as early_listener
-    early = early_listener.start(loaded.config)
+    early = early_listener.start(config, sockets)
     from ..app import run
-    run(loaded.config, started, early)
+    try:
+        run(config, started, early, sockets, control_sock)
+    except KeyboardInterrupt:
+        # A signal in the instant between the event loop's handlers and stop_signals' again
+        # (app.run); the broker had stopped or never served.
+        pass
     return 0
 
 
 if __name__ == "__main__":
+    # python -m minibroker.cli (tests, bench): the entry points' handlers, from here on
+    stop_signals.catch()
     sys.exit(main())

@@ -2,7 +2,9 @@
 
 Without them a data directory that is a file, or one the broker may not write, surfaced
 later as ``broker.listen_failed`` or a storage traceback, naming neither the path nor the
-real cause. Each problem is one line naming the option and the path.
+real cause. Each problem is one line naming the option and the path. The data dir's check
+creates the directory, so the CLI runs it only once every listener is bound (cli.main): a busy
+port leaves no directory behind.
 """
 
 from __future__ import annotations
@@ -74,10 +76,11 @@ def check_listen_host(name: str, host: str) -> str | None:
     return None
 
 
-def problems(config: Config) -> list[str]:
-    """One line per problem; empty when the broker can start."""
+def problems(config: Config, data_dir: bool = True) -> list[str]:
+    """One line per problem; empty when the broker can start. ``data_dir=False``: all but the
+    data dir's check, which creates it (the CLI makes it once the listeners are bound)."""
     out = [check_listen_host(x.name, x.host) for x in config.effective_listeners()]
-    if not config.ephemeral:
+    if data_dir and not config.ephemeral:
         out.append(check_data_dir(config.data_dir))
     if config.ready_file is not None:
         out.append(check_ready_file(config.ready_file))

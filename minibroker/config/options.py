@@ -72,6 +72,7 @@ class Config:
     node_id: int = 1
     brokers: int = 1
     num_partitions: int = 1
+    default_replication_factor: int = 1
     auto_create_topics: bool = True
     fsync: FsyncPolicy = FsyncPolicy("interval", 1000)
     segment_bytes: int = 1 << 30
@@ -371,6 +372,11 @@ OPTIONS: tuple[Option, ...] = (
            "coordinators spread over them as Kafka spreads them; the data is one copy"),
     Option("--num-partitions", _int(1, INT32_MAX, " (Kafka's num.partitions)"), _D.num_partitions,
            "partitions of auto-created topics, Kafka's num.partitions"),
+    Option("--default-replication-factor", _int(1, 32767, " (Kafka's default.replication.factor)"),
+           _D.default_replication_factor,
+           "replication factor of auto-created topics and of CreateTopics that ask for the "
+           "default (-1), Kafka's default.replication.factor; with --brokers N, a factor above 1 "
+           "lets their leaders move when a virtual broker stops"),
     Option("--auto-create-topics", _bool, _D.auto_create_topics,
            "create unknown topics on Metadata requests, Kafka's auto.create.topics.enable",
            metavar="BOOL"),

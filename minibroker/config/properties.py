@@ -32,6 +32,7 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "node.id": Mapping("--node-id"),
     "broker.id": Mapping("--node-id"),
     "num.partitions": Mapping("--num-partitions"),
+    "default.replication.factor": Mapping("--default-replication-factor"),
     "auto.create.topics.enable": Mapping("--auto-create-topics"),
     "log.flush.interval.ms": Mapping("--fsync"),
     "log.segment.bytes": Mapping("--segment-bytes"),

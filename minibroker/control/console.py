@@ -3,7 +3,8 @@
 Three static files (static/index.html, console.js, console.css, shipped in the wheel: no build
 step, no CDN) and one JSON answer per poll:
 
-    GET /                         the page; #/txn/<transactional id> is a transaction's timeline
+    GET /                         the page; #/txn/<transactional id> is a transaction's timeline,
+                                  #/share/<group>/<topic>/<partition> a share partition's records
     GET /static/{file}            its script and style
     GET /v1/console/overview      {"now_ms", "node_id", "cluster_id", "partitions", "groups",
                                   "telemetry"}
@@ -14,8 +15,8 @@ step, no CDN) and one JSON answer per poll:
     GET /v1/console/telemetry     {"served", "subscriptions", "clients"}: KIP-714 client
                                   instances and the metrics they pushed
 
-Transactions and their timelines come from /v1/transactions (txn_routes.py); the console polls
-both about once a second.
+Transactions and their timelines come from /v1/transactions (txn_routes.py), share groups and
+their records' stories from /v1/share (share_routes.py); the console polls about once a second.
 """
 
 from __future__ import annotations

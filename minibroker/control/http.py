@@ -90,8 +90,9 @@ class ControlPlane:
         r.add_post("/v1/brokers/{id}/start", self.start_broker)
         r.add_post("/v1/partitions/leader", self.move_leader)
         r.add_post("/v1/coordinators/move", self.move_coordinator)
-        from . import console, metrics, txn_routes
+        from . import console, metrics, share_routes, txn_routes
         txn_routes.add_routes(r, self)
+        share_routes.add_routes(r, self)
         metrics.add_routes(r, self)
         console.add_routes(r, self)
         return app

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from minibroker_storage.lazylog import get_logger
 
-from . import views
+from . import share_views, views
 from .request_counts import api_name
 
 log = get_logger("minibroker.control.metrics")
@@ -112,6 +112,37 @@ class BrokerCollector(Collector):
                 if o["lag"] is not None:
                     lag.add_metric([g["group_id"], o["topic"], str(o["partition"])], o["lag"])
         yield from (lag, members)
+        yield from _share_metrics(broker)
+
+
+def _share_metrics(broker: Any) -> Iterator[Metric]:
+    """Share groups: records in flight by state (gauges, read from the live partitions) and
+    deliveries, redeliveries and archived records since the broker started (the history's counts)."""
+    labels = ["group", "topic", "partition"]
+    in_flight = GaugeMetricFamily(
+        "minibroker_share_records",
+        "Records of a share partition in flight (from its start offset), by state.",
+        labels=[*labels, "state"])
+    deliveries = CounterMetricFamily(
+        "minibroker_share_deliveries", "Records acquired by a share consumer (each delivery counts).",
+        labels=labels)
+    redeliveries = CounterMetricFamily(
+        "minibroker_share_redeliveries",
+        "Records delivered again after a lock expiry, a release, a member leaving or a broker restart.",
+        labels=labels)
+    archived = CounterMetricFamily(
+        "minibroker_share_archived",
+        "Records archived: rejected, at the delivery limit, in an aborted transaction or past the log start.",
+        labels=labels)
+    for g in share_views.groups(broker)["groups"]:
+        for row in g["partitions"]:
+            ls = [g["group_id"], row["topic"], str(row["partition"])]
+            for state, n in (row.get("in_flight") or {}).items():
+                in_flight.add_metric([*ls, state], n)
+            deliveries.add_metric(ls, row["deliveries"])
+            redeliveries.add_metric(ls, row["redeliveries"])
+            archived.add_metric(ls, row["archived"])
+    yield from (in_flight, deliveries, redeliveries, archived)
 
 
 def add_routes(router: Any, plane: Any) -> None:

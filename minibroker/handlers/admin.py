@@ -66,8 +66,7 @@ class AdminHandlers:
             error, message, partitions = self._check_create(t, names)
             configs = {c.name: c.value for c in t.configs}
             topic_id = None
-            rf = (len(t.assignments[0].broker_ids) if t.assignments
-                  else 1 if t.replication_factor == -1 else t.replication_factor)
+            rf = self._replication_factor(t)
             if error == ErrorCode.none and not req.validate_only:
                 info = self.create_topic(t.name, partitions, configs, reason="create_topics",
                                          replication_factor=rf)
@@ -81,10 +80,18 @@ class AdminHandlers:
                 topic_config_error_code=0 if shown or not ok else ErrorCode.topic_authorization_failed,
                 num_partitions=partitions if shown else -1,
                 replication_factor=rf if shown else -1,
+                # v5+: an empty list, not null, whenever they are not told (errors included:
+                # checked against Kafka 4.4, with and without an authorizer)
                 configs=self._creation_configs(Cfg, configs) if shown and Cfg is not None
-                else (() if ok and Cfg is not None and self.authz.on else None),
+                else (() if Cfg is not None else None),
             ))
         return build(R, throttle_time=ZERO, topics=tuple(results))
+
+    def _replication_factor(self, t) -> int:
+        # -1 without assignments: the broker's default.replication.factor, as Kafka's controller
+        if t.assignments:
+            return len(t.assignments[0].broker_ids)
+        return self.config.default_replication_factor if t.replication_factor == -1 else t.replication_factor
 
     def _check_create(self, t, names) -> tuple[ErrorCode, str | None, int]:
         if names.count(t.name) > 1:
@@ -118,12 +125,14 @@ class AdminHandlers:
                 return ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.", -1
             if t.replication_factor == 0 or t.replication_factor < -1:
                 return ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.", -1
-            if t.replication_factor > self.config.brokers:
+            rf = self._replication_factor(t)
+            if rf > self.config.brokers:
                 return (ErrorCode.invalid_replication_factor,
-                        f"Unable to replicate the partition {t.replication_factor} time(s): "
+                        f"Unable to replicate the partition {rf} time(s): "
                         "The target replication factor of "
-                        f"{t.replication_factor} cannot be reached because only {self.config.brokers} "
-                        "broker(s) are registered.",
+                        f"{rf} cannot be reached because only {self.config.brokers} "
+                        "broker(s) are registered or some brokers have all their log directories "
+                        "cordoned.",
                         -1)
         for c in t.configs:
             why = tc.validate_topic_config(c.name, c.value)
@@ -302,8 +311,8 @@ class AdminHandlers:
             ("advertised.listeners", ",".join(x.advertised_value() for x in listeners), tc.LIST),
             ("log.dirs", str(c.data_dir), tc.STRING),
             ("num.partitions", str(c.num_partitions), tc.INT),
+            ("default.replication.factor", str(c.default_replication_factor), tc.INT),
             ("auto.create.topics.enable", str(c.auto_create_topics).lower(), tc.BOOLEAN),
-            ("default.replication.factor", "1", tc.INT),
             ("min.insync.replicas", "1", tc.INT),
             ("offsets.topic.replication.factor", "1", tc.SHORT),
             ("transaction.state.log.replication.factor", "1", tc.SHORT),

@@ -152,8 +152,11 @@ class MetadataHandlers:
                     if why is not None:
                         topics.append(topic_entry(name, error=ErrorCode.invalid_topic_exception))
                         continue
-                    if allow_auto and self.config.auto_create_topics and not is_internal(name):
-                        info = self.create_topic(name, self.config.num_partitions, {}, reason="auto_create")
+                    rf = self.config.default_replication_factor
+                    if (allow_auto and self.config.auto_create_topics and not is_internal(name)
+                            and rf <= self.config.brokers):
+                        info = self.create_topic(name, self.config.num_partitions, {}, reason="auto_create",
+                                                 replication_factor=rf)
                     else:
                         # librdkafka turns this answer into "Subscribed topic not available"
                         # (rdkafka_cgrp.c, rd_kafka_cgrp_metadata_update_check): say which
@@ -165,7 +168,9 @@ class MetadataHandlers:
                                   reason="not in the catalog; auto-create "
                                   + ("refused by the request" if not allow_auto
                                      else "off" if not self.config.auto_create_topics
-                                     else "never for internal topics"))
+                                     else "never for internal topics" if is_internal(name)
+                                     else f"needs {rf} brokers (default.replication.factor), "
+                                          f"there are {self.config.brokers}"))
                         topics.append(topic_entry(name, error=ErrorCode.unknown_topic_or_partition))
                         continue
                 topics.append(topic_entry(name, info))

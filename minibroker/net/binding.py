@@ -7,8 +7,11 @@ Its own module because the CLI binds the listeners before the broker's modules a
 from __future__ import annotations
 
 import socket
+from typing import Any
 
-__all__ = ["bind", "node_port", "prepare_accepted"]
+from ..config.listeners import host_port
+
+__all__ = ["ListenError", "bind", "bind_control", "bind_listeners", "node_port", "prepare_accepted"]
 
 
 def _listening_socket(host: str, port: int) -> socket.socket | None:
@@ -62,8 +65,7 @@ def _bound_sockets(host: str, port: int) -> list[socket.socket]:
                 s.bind(addr)
             except OSError as e:
                 assert e.strerror is not None  # bind's errors come from the OS, with their text
-                raise OSError(e.errno, f"error while attempting to bind on address {addr!r}: "
-                                       f"{e.strerror.lower()}") from None
+                raise OSError(e.errno, e.strerror) from None
     except OSError:
         for s in socks:
             s.close()
@@ -94,3 +96,51 @@ def prepare_accepted(conn: socket.socket) -> bool:
         conn.close()
         return False
     return True
+
+
+class ListenError(OSError):
+    """A listener that cannot be bound: ``str()`` is the one line the CLI prints."""
+
+    def __init__(self, listener: str, error: OSError):
+        why = error.strerror or str(error)
+        super().__init__(error.errno, f"cannot listen on {listener}: {why[:1].lower()}{why[1:]}")
+
+
+def bind_listeners(config: Any) -> list[list[socket.socket]]:
+    """Every Kafka listener's bound sockets (not listening yet), in
+    Config.effective_listeners() × node_ids order; ListenError naming the first that fails,
+    the ones bound before it closed. Bound before the data dir is touched: a busy port must
+    not leave a directory created or written."""
+    bound: list[list[socket.socket]] = []
+    try:
+        for spec in config.effective_listeners():
+            for i in range(len(config.node_ids)):
+                port = node_port(spec.port, i)
+                try:
+                    bound.append(bind(spec.host, port))
+                except OSError as e:
+                    raise ListenError(f"{spec.name}://{host_port(spec.host, port)}", e) from None
+    except OSError:
+        close_all(bound)
+        raise
+    return bound
+
+
+def bind_control(config: Any) -> socket.socket | None:
+    """The --control-listener's socket (None without one), or ListenError naming it."""
+    if config.control_listener is None:
+        return None
+    host, port = config.control_listener
+    try:
+        socks = bind(host, port)
+    except OSError as e:
+        raise ListenError(f"--control-listener {host_port(host, port)}", e) from None
+    for extra in socks[1:]:
+        extra.close()
+    return socks[0]
+
+
+def close_all(bound: list[list[socket.socket]]) -> None:
+    for socks in bound:
+        for s in socks:
+            s.close()

@@ -7,7 +7,8 @@ of start-up, yet a client's first request, ApiVersions, needs none of it: its an
 table of served versions (minibroker/config/served_apis.py) and the finalized feature levels, a small
 file in the data dir. So the CLI, before it imports the broker, calls ``start``, which
 
-1. binds every listener (so the ready file can name their ports) and listens on it;
+1. listens on every listener the CLI bound before touching the data dir
+   (binding.bind_listeners; the ready file names their ports);
 2. writes the ready file;
 3. starts a thread that accepts the connections of the PLAINTEXT listeners and answers
    their ApiVersions requests (protocol/api_versions.py, no kio).
@@ -33,8 +34,9 @@ feature levels it would have answered with are the ones the early listener used.
 ``start`` returns None, and the broker starts as before, whenever the early answer could differ
 from the full broker's or nothing could use it: ``--as-version``/``--max-api-versions`` (they
 reshape the table), ``--control-listener``/``--faults`` (requests are recorded and open to
-fault rules), no PLAINTEXT listener, a data dir another broker holds, or a listener that
-cannot be bound (the broker then reports it as always).
+fault rules), no PLAINTEXT listener, or a data dir another broker holds: the broker then
+serves the same bound sockets itself. A listener that cannot be bound never gets here: the CLI
+reports it in one line.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from minibroker_protocol.header import HeaderError
 from minibroker_storage.lazylog import get_logger
 
 from ..config.listeners import BoundListener, host_port
-from .binding import bind, node_port, prepare_accepted
+from .binding import bind_listeners, close_all, prepare_accepted
 
 __all__ = ["EarlyListener", "Handover", "start", "write_ready_file"]
 
@@ -200,10 +202,12 @@ class EarlyListener:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop_requested)
 
-    @staticmethod
-    def _release_signals() -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    def _release_signals(self) -> None:
+        """Back to stop_signals' handlers, a signal caught meanwhile passed on to them."""
+        from ..core import stop_signals
+        if self.stop_requested:
+            stop_signals.requested = True
+        stop_signals.catch()
 
     def _start_thread(self) -> None:
         self._wake = socket.socketpair()
@@ -277,9 +281,10 @@ def _held_by_another(data_dir: Path) -> bool:
         os.close(fd)
 
 
-def start(config: Any) -> EarlyListener | None:
-    """Bind, announce and start answering ApiVersions; None where that is not possible (the
-    module docstring lists when)."""
+def start(config: Any, sockets: list[list[socket.socket]] | None = None) -> EarlyListener | None:
+    """Start answering ApiVersions on ``sockets`` (binding.bind_listeners'; bound here when
+    None) and announce them; None where that is not possible (the module docstring lists when),
+    the given sockets then left to the broker as they are."""
     from ..config.features import load_features
     from ..config.served_apis import served
 
@@ -289,15 +294,19 @@ def start(config: Any) -> EarlyListener | None:
             or not any(not (spec.tls or spec.sasl) for spec in listeners)
             or (not config.ephemeral and _held_by_another(config.data_dir))):
         return None
-    sockets: list[list[socket.socket]] = []
+    owned = sockets is None
+    if sockets is None:
+        try:
+            sockets = bind_listeners(config)
+        except OSError:
+            return None  # the broker binds again and reports the failure
     bound: list[BoundListener] = []
     served_early: list[bool] = []
     try:
+        slots = iter(sockets)
         for spec in listeners:
-            for i, node in enumerate(config.node_ids):
-                socks = bind(spec.host, node_port(spec.port, i))
-                sockets.append(socks)
-                port = socks[0].getsockname()[1]
+            for node in config.node_ids:
+                port = next(slots)[0].getsockname()[1]
                 host, adv_port = spec.advertised(port)
                 bound.append(BoundListener(spec.name, spec.host, port, host, adv_port,
                                            node if config.brokers > 1 else None))
@@ -307,10 +316,9 @@ def start(config: Any) -> EarlyListener | None:
                 s.setblocking(False)
                 s.listen(BACKLOG)
     except OSError:
-        for socks in sockets:
-            for s in socks:
-                s.close()
-        return None  # the broker binds again and reports the failure
+        if owned:
+            close_all(sockets)
+        return None  # the broker listens again and reports the failure
     features = load_features(config, dry_run=True)
     early = EarlyListener(sockets, bound, table, features, served_early)
     early._catch_signals()
@@ -319,8 +327,9 @@ def start(config: Any) -> EarlyListener | None:
             config.ready_file.unlink(missing_ok=True)
             write_ready_file(config.ready_file, bound)
         except OSError:
-            early.close()
             early._release_signals()
+            if owned:
+                close_all(sockets)
             return None  # the broker writes it and reports why it cannot
         early.ready_file = config.ready_file
     early._start_thread()

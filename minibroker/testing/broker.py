@@ -401,7 +401,9 @@ class MiniBroker:
             rc = self._proc.poll()
             if rc is not None:
                 self.returncodes.append(rc)
-                if port and "broker.listen_failed" in self._log_since(log_start):
+                said = self._log_since(log_start)
+                # the CLI's one line (and the log event of releases before it)
+                if port and ("address already in use" in said or "broker.listen_failed" in said):
                     raise _PortTaken()
                 raise MiniBrokerError(
                     f"minibroker {self.name} exited with code {rc} during start-up\n" + self._tail_section())

@@ -288,3 +288,28 @@ def test_java_leader_fails_over_during_idempotent_producing(broker_factory, topi
           f"cut off in flight ({sorted({r['outcome'] for r in cut})}), the rest to broker {new_leader}")
     assert brokers[0] == leader and brokers[-1] == new_leader, brokers
     assert cut, produces  # batches were in flight at the stop: cut off, then sent again
+
+
+def test_auto_created_topic_fails_over_with_default_replication_factor(broker_factory, topic):
+    """--default-replication-factor 3: a topic auto-created by a plain produce has three replicas,
+    so stopping its leader's broker over the control plane moves the leader and librdkafka goes on
+    producing and consuming without an error (issue 30: with the factor 1 its leader was None)."""
+    b = broker_factory([*ARGS, "--default-replication-factor", "3"], control=True)
+    producer = Producer({"bootstrap.servers": _boot(b), "acks": "all", "enable.idempotence": True})
+    first = produce_sync(producer, topic, [(0, b"drf|%d" % i) for i in range(5)])
+    assert len(first) == 5
+    _md, parts = _metadata(_boot(b), topic)
+    leader, replicas, isr = parts[0]
+    assert sorted(replicas) == [1, 2, 3] and sorted(isr) == [1, 2, 3], parts
+    moved = b.control.stop_broker(leader)
+    assert moved, moved
+    second = produce_sync(producer, topic, [(0, b"drf|%d" % i) for i in range(5, 10)])
+    assert len(second) == 5
+    producer.flush(10)
+    _md, parts = _metadata(_boot(b), topic)
+    assert parts[0][0] not in (leader, -1) and leader not in parts[0][2], parts
+    got = read_all(b, topic, [0], READ_UNCOMMITTED)
+    assert [v for _o, _k, v in got[0]] == [b"drf|%d" % i for i in range(10)]
+    # Produced to the stopped broker's listener before the stop, to the new leader's after it.
+    brokers = [r["broker"] for r in b.control.requests(api="Produce", topic=topic) if r["error_code"] == 0]
+    assert brokers[0] == leader and brokers[-1] == parts[0][0], brokers

@@ -145,3 +145,16 @@ def test_security_properties_of_an_apache_kafka_environment():
         load(ns(), {"KAFKA_AUTHORIZER_CLASS_NAME": "kafka.security.authorizer.AclAuthorizer"})
     with pytest.raises(ConfigError, match="GSSAPI"):
         load(ns(), {"KAFKA_SASL_ENABLED_MECHANISMS": "GSSAPI"})
+
+
+def test_default_replication_factor_from_every_source(tmp_path):
+    assert load(ns()).config.default_replication_factor == 1  # Kafka's default
+    assert load(ns(), {"KAFKA_DEFAULT_REPLICATION_FACTOR": "3"}).config.default_replication_factor == 3
+    assert load(ns(), {"MINIBROKER_DEFAULT_REPLICATION_FACTOR": "2"}).config.default_replication_factor == 2
+    props = tmp_path / "server.properties"
+    props.write_text("default.replication.factor=3\n")
+    assert load(ns(str(props))).config.default_replication_factor == 3
+    assert load(ns("--default-replication-factor", "2", str(props))).config.default_replication_factor == 2
+    with pytest.raises(ConfigError) as e:
+        load(ns("--default-replication-factor", "0"))
+    assert "default.replication.factor" in e.value.problems[0], e.value.problems

@@ -8,14 +8,10 @@ from minibroker.config.options import add_serve_options
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
-# Documented before the parser has it: --default-replication-factor lands on another branch of
-# issue 30. Once it is in the parser this set is ignored; delete it then.
-DOCUMENTED_AHEAD = {"--default-replication-factor"}
-
 
 def test_option_table_matches_the_parser():
     p = argparse.ArgumentParser()
     add_serve_options(p)
     options = {s for a in p._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
     table = set(re.findall(r"^\| `(--[a-z-]+)`", PAGE.read_text(), re.M))
-    assert table - (DOCUMENTED_AHEAD - options) == options
+    assert table == options

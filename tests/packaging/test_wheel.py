@@ -124,7 +124,7 @@ def test_wheel_metadata(wheel_files):
     assert license_text == (REPO_ROOT / "LICENSE").read_text()
     assert "Apache License\n                           Version 2.0, January 2004" in license_text
     entry_points = _dist_info(wheel_files, "entry_points.txt")
-    assert "minibroker = minibroker.cli.main:main" in entry_points
+    assert "minibroker = minibroker.launch:main" in entry_points
     assert "[pytest11]\nminibroker = minibroker.testing.pytest_plugin" in entry_points
 
 

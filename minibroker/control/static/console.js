@@ -285,7 +285,8 @@
   }
 
   async function pollOverview() {
-    const [ov, tx] = await Promise.all([getJSON("/v1/console/overview"), getJSON("/v1/transactions")]);
+    const [ov, tx, sh] = await Promise.all([getJSON("/v1/console/overview"), getJSON("/v1/transactions"),
+                                            getJSON("/v1/share/groups")]);
     if (!ov.ok || !ov.body) throw new Error((ov.body && ov.body.error) || "HTTP " + ov.status);
     renderHeader(ov.body, ov.body.now_ms);
     renderPartitions(ov.body.partitions);
@@ -293,6 +294,7 @@
     renderGroups(ov.body.groups);
     renderClients(ov.body.telemetry);
     renderTransactions(tx.ok && tx.body ? tx.body : null);
+    renderShareGroups(sh.ok && sh.body ? sh.body : null);
   }
 
   // -- the timeline ---------------------------------------------------------------------------
@@ -753,8 +755,71 @@
     else throw new Error((tl.body && tl.body.error) || "HTTP " + tl.status);
   }
 
+  // -- share groups (/v1/share, control/share_routes.py) -----------------------------------------
+  function shareHref(g, t, p) {
+    return "#/share/" + encodeURIComponent(g) + "/" + encodeURIComponent(t) + "/" + p;
+  }
+
+  function renderShareGroups(data) {
+    const note = $("share-note");
+    note.hidden = !!(data && data.served);
+    note.textContent = !data ? "Share groups are not available from this broker." :
+      data.served ? "" : "No share coordinator runs on this broker: only the kept history is shown.";
+    const rows = [];
+    for (const g of (data && data.groups) || []) {
+      for (const p of g.partitions) {
+        const f = p.in_flight || {};
+        rows.push(el("tr", { dataset: { group: g.group_id, topic: p.topic, partition: String(p.partition) } },
+          td(g.group_id), td(p.topic + "-" + p.partition), num(f.acquired), num(f.available),
+          num(f.acknowledged), num(f.archived), num(p.deliveries),
+          td(Number(p.redeliveries).toLocaleString("en"), p.redeliveries ? "num redelivered" : "num"),
+          num(p.archived), el("td", {}, el("a", { href: shareHref(g.group_id, p.topic, p.partition) }, "explain"))));
+      }
+    }
+    fill($("share-partitions").tBodies[0], rows, "share-empty");
+  }
+
+  function offsetsText(first, last) { return first === last ? "offset " + first : "offsets " + first + "–" + last; }
+
+  function renderShare(r, data) {
+    $("sh-title").textContent = r.group + " · " + r.topic + "-" + r.partition;
+    if (!data) {
+      $("sh-summary").textContent = "No share history and no live state for this partition.";
+      fill($("sh-in-flight").tBodies[0], [], "sh-in-flight-empty");
+      $("sh-records").replaceChildren();
+      return;
+    }
+    $("sh-summary").textContent = data.summary || "";
+    fill($("sh-in-flight").tBodies[0], (data.in_flight || []).map((f) =>
+      el("tr", { dataset: { first: String(f.first_offset), state: f.state } },
+        td(offsetsText(f.first_offset, f.last_offset)), td(f.state),
+        td(f.delivery_count + (data.delivery_limit ? " of " + data.delivery_limit : ""), "num"), td(f.member),
+        td(f.member ? clockTime(f.lock_deadline_ms) : null))),
+      "sh-in-flight-empty");
+    $("sh-records").replaceChildren(...(data.records || []).map((rec) => {
+      const bad = /^(Archived|Rejected)/.test(rec.diagnosis || "");
+      return el("div", { class: "share-record", dataset: { first: String(rec.first_offset), last: String(rec.last_offset) } },
+        el("h4", {}, offsetsText(rec.first_offset, rec.last_offset) + " · " + (rec.state || "?") +
+          (rec.deliveries ? " · delivered " + times(rec.deliveries) : "")),
+        el("ol", {}, ...(rec.story || []).map((line) => el("li", {}, line))),
+        el("p", { class: "diagnosis" + (bad ? " bad" : "") }, rec.diagnosis || ""));
+    }));
+  }
+
+  async function pollShare(r) {
+    const path = "/v1/share/" + encodeURIComponent(r.group) + "/" + encodeURIComponent(r.topic) + "/" + r.partition;
+    const sh = await getJSON(path);
+    if (sh.ok && sh.body) renderShare(r, sh.body);
+    else if (sh.status === 404) renderShare(r, null);
+    else throw new Error((sh.body && sh.body.error) || "HTTP " + sh.status);
+  }
+
   // -- routing and the poll loop -----------------------------------------------------------
   function route() {
+    const s = /^#\/share\/([^/]+)\/([^/]+)\/(\d+)$/.exec(location.hash);
+    if (s) {
+      return { view: "share", group: decodeURIComponent(s[1]), topic: decodeURIComponent(s[2]), partition: Number(s[3]) };
+    }
     const m = /^#\/txn\/(.+)$/.exec(location.hash);
     return m ? { view: "timeline", tid: decodeURIComponent(m[1]) } : { view: "overview" };
   }
@@ -766,8 +831,10 @@
     const r = route();
     $("overview-view").hidden = r.view !== "overview";
     $("timeline-view").hidden = r.view !== "timeline";
+    $("share-view").hidden = r.view !== "share";
     try {
       if (r.view === "timeline") await pollTimeline(r.tid);
+      else if (r.view === "share") await pollShare(r);
       else await pollOverview();
       setStatus("updated " + new Date().toLocaleTimeString(), false);
       // the reader moved on while this poll was out: the page shows the new place only next time
