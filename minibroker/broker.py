@@ -47,6 +47,7 @@ from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.group.store import BrokerOffsetsTopic
 from .coordinator.internal_topics import InternalTopics
 from .coordinator.share.coordinator import ShareCoordinator
+from .coordinator.share.history import ShareHistory
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
 from .core.clock import SYSTEM_CLOCK, Clock
@@ -142,13 +143,22 @@ class Broker:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
         # share groups: membership records in __consumer_offsets (through the group
         # coordinator, which replays them back), share-partition state in __share_group_state
+        # every change of a share record's state, for `minibroker share explain`, the console
+        # and /metrics
+        self.share_history = ShareHistory(config.data_dir)
+        self.share_history.open(now_ms=clock.wall_ms())
+        if self.share_history.skipped:
+            log.warning("share.history_lines_skipped", path=self.share_history.path,
+                        lines=self.share_history.skipped,
+                        reason="torn or unreadable lines (a crash mid-write)")
         self.share_coordinator = ShareCoordinator(
             logs=self.logs,
             state_log=lambda p: self.internal_log(SHARE_GROUP_STATE_TOPIC, p),
             write_group_records=self.group_coordinator.write_share_records,
             group_config=self.group_configs.group_config, clock=clock,
             notify=lambda t, p: self.fetch_waiters.notify(t, p),
-            is_other_group=lambda g: g in self.group_coordinator.groups)
+            is_other_group=lambda g: g in self.group_coordinator.groups,
+            history=self.share_history)
         self.group_coordinator.set_share_hooks(self.share_coordinator.replay_group_record,
                                                self.share_coordinator.snapshot_records)
 
@@ -281,8 +291,8 @@ class Broker:
     def share_partition(self, group: str, topic: str, partition: int):
         return self.share_coordinator.share_partition(group, topic, partition)
 
-    def share_groups(self) -> list[tuple[str, str]]:
-        return self.share_coordinator.share_groups()
+    def share_groups(self) -> list[str]:
+        return [gid for gid, _state in self.share_coordinator.share_groups()]
 
     # -- background work and shutdown --------------------------------------------------
     def start_background(self) -> None:
@@ -299,6 +309,7 @@ class Broker:
         self.logs.close_all()
         self.timeline.broker_stopped()
         self.txn_history.close()
+        self.share_history.close()
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))

@@ -342,3 +342,37 @@ def test_clean_restart_keeps_the_group_and_its_state(java):
         assert sorted(m.offset() for _, m in got) == list(range(10, 15))
         assert "share.state_loaded" in b.log_text()
         assert "group.snapshot_loaded" in b.log_text()
+
+
+def test_share_explain_tells_a_released_records_story(tmp_path):
+    """A real share consumer RELEASEs offset 0 once; `minibroker share explain --data-dir` then
+    tells its two deliveries from the history the broker kept."""
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    with MiniBroker(name="share-explain", data_dir=data) as b:
+        bs = b.bootstrap_servers
+        topic = _topic(bs, partitions=1)
+        _group_configs(bs, "g-explain", share_auto_offset_reset="earliest")
+        _produce(bs, topic, 3, partitions=1)
+        c = _consumer(bs, "g-explain", topic, explicit=True)
+
+        def release_0_once(consumer, m):
+            again = m.offset() == 0 and m.delivery_count() == 1
+            consumer.acknowledge(m, AcknowledgeType.RELEASE if again else AcknowledgeType.ACCEPT)
+
+        try:
+            assert len(_poll_until([c], 4, 30, on_message=release_0_once)) == 4
+            c.commit_sync(15)
+        finally:
+            c.close()
+    r = subprocess.run([sys.executable, "-m", "minibroker", "share", "explain", "g-explain", topic, "0",
+                        "--offset", "0", "--data-dir", str(data), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = json.loads(r.stdout)["text"]
+    assert "delivery 1 of 5" in text and "RELEASED by member" in text, text
+    assert "delivery 2 of 5" in text and "ACCEPTED by member" in text, text
+    assert "1 redelivered (release 1)" in text, text

@@ -77,11 +77,13 @@ READ_MAX_BYTES = 8 * 1024 * 1024  # one partition's read per ShareFetch
 
 
 class History(Protocol):
-    def record(self, group: str, topic: str, partition: int, events: list[HistoryEvent]) -> None: ...
+    def record(self, group: str, topic: str, partition: int, events: list[HistoryEvent],
+               delivery_limit: int | None = None) -> None: ...
 
 
 class NoHistory:
-    def record(self, group: str, topic: str, partition: int, events: list[HistoryEvent]) -> None:
+    def record(self, group: str, topic: str, partition: int, events: list[HistoryEvent],
+               delivery_limit: int | None = None) -> None:
         pass
 
 
@@ -447,7 +449,8 @@ class ShareCoordinator:
     def _after(self, view: SharePartitionView, outcome: Outcome) -> None:
         sp = view.sp
         if outcome.events:
-            self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events)
+            self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events,
+                                delivery_limit=sp.config.delivery_count_limit)
         if outcome.update is not None:
             self._persist(view, outcome.update)
         self._arm_lock(view)
@@ -513,7 +516,8 @@ class ShareCoordinator:
         acquired = view.sp.acquire(member, read, max_records=max_records, batch_size=batch_size,
                                    now_ms=self.clock.wall_ms(), mode=mode)
         if acquired.events:
-            self.history.record(view.sp.group_id, view.sp.topic, view.sp.partition, acquired.events)
+            self.history.record(view.sp.group_id, view.sp.topic, view.sp.partition, acquired.events,
+                                delivery_limit=view.sp.config.delivery_count_limit)
         self._arm_lock(view)
         return acquired, raw if acquired.records else b""
 
