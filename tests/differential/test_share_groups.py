@@ -299,3 +299,49 @@ def test_describe_share_group_offsets_trails_by_one_write(script):
     s.fetch("the released ones again", m, 3, max_wait_ms=2000)
     s.ack("accept them", m, 4, {0: [(0, 1, [1])]})
     s.describe_offsets("after everything was accepted")
+
+
+def test_a_closed_connection_gives_its_records_back(script):
+    """The session remembers its connection: when it closes, the member's acquired records are
+    released at once (ClientConnectionDisconnectListener), not after their lock."""
+    from tests.reference.client import Connection
+
+    s = script()
+    m = _member()
+    s.join_until_assigned(m, 1)
+    s.fetch("open", m, 0, top_only=True)
+    s.produce(5)
+    s.fetch("deliver", m, 1, max_wait_ms=2000)
+    s.fetch("close", m, -1, partitions=())
+    # a second connection opens a session, takes the records and goes away
+    other = {}
+    for side in s.pair.sides:
+        conn = Connection(*side.conn.address)
+        other[side.name] = conn
+    m2 = _member()
+
+    def on_other(epoch, max_wait_ms=0):
+        return [other[side.name].call(_fetch_request(s, side, m2, epoch, max_wait_ms))
+                for side in s.pair.sides]
+
+    answers = on_other(0, 2000)
+    if not any(p.acquired_records for r in answers for t in r.responses for p in t.partitions):
+        answers = on_other(1, 2000)
+    got = [sorted((a.first_offset, a.last_offset, a.delivery_count)
+                  for t in r.responses for p in t.partitions for a in p.acquired_records) for r in answers]
+    # released by the first session's close: the second delivery
+    assert got[0] == got[1] == [(0, 4, 2)], got
+    for conn in other.values():
+        conn.close()
+    time.sleep(1)  # both brokers notice the close
+    s.fetch("a new session after the other connection closed", m, 0, max_wait_ms=2000)
+
+
+def _fetch_request(s: Script, side, member: str, epoch: int, max_wait_ms: int):
+    base = (SHARE_FETCH, 1)
+    return req(SHARE_FETCH, 1, group_id=s.group, member_id=member, share_session_epoch=epoch,
+               max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
+               max_records=500, batch_size=500,
+               topics=(part(base, "FetchTopic", topic_id=s.ids[side.name], partitions=(
+                   part(base, "FetchPartition", partition_index=0, acknowledgement_batches=()),)),),
+               forgotten_topics_data=())
