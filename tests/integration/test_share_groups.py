@@ -376,3 +376,29 @@ def test_share_explain_tells_a_released_records_story(tmp_path):
     assert "delivery 1 of 5" in text and "RELEASED by member" in text, text
     assert "delivery 2 of 5" in text and "ACCEPTED by member" in text, text
     assert "1 redelivered (release 1)" in text, text
+
+
+def test_the_control_planes_clock_expires_locks(broker_factory):
+    """Lock deadlines are on the broker's clock: advancing it over the control plane gives the
+    held records to another member at once, with no 30 s wait."""
+    b = broker_factory(control=True)
+    bs = b.bootstrap_servers
+    topic = _topic(bs, partitions=1)
+    _group_configs(bs, "g-clock", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 5, partitions=1)
+    holder = _consumer(bs, "g-clock", topic, explicit=True)
+    other = _consumer(bs, "g-clock", topic)
+    try:
+        assert len(_poll_until([holder], 5, 30)) == 5
+        b.control.advance("31s")  # past share.record.lock.duration.ms (30 s)
+        t0 = time.monotonic()
+        got = _poll_until([other], 5, 20)
+        waited = time.monotonic() - t0
+        other.commit_sync(15)
+    finally:
+        other.close()
+        holder.close()
+    assert sorted(m.offset() for _, m in got) == list(range(5))
+    assert all(m.delivery_count() == 2 for _, m in got)
+    assert waited < 20, waited
+    assert "share.locks_expired" in b.log_text()
