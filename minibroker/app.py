@@ -103,7 +103,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
         AclHandlers(authorizer=broker.authorizer),
         ShareHandlers(share=broker.share_coordinator, logs=logs, features=broker.features,
-                      wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz),
+                      wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz,
+                      node_endpoints=endpoints),
     )
     families += (SaslHandlers(credentials=lambda: broker.sasl_credentials, authz=authz),)
     if broker.config.telemetry_enabled:

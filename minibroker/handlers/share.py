@@ -47,8 +47,10 @@ def _ms(td: Any) -> int:
 class ShareHandlers:
     def __init__(self, *, share: ShareCoordinator, logs: LogManager, features: Features,
                  wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]],
-                 cluster: Cluster | None = None, authz: Authz = OFF) -> None:
+                 cluster: Cluster | None = None, authz: Authz = OFF,
+                 node_endpoints: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
         self.share = share
+        self.node_endpoints = node_endpoints
         self.logs = logs
         self.features = features
         self.wait_for_append = wait_for_append
@@ -329,13 +331,14 @@ class ShareHandlers:
             listed = self.share.sessions.response_partitions(context, summary)
             keys = listed + [k for k in acks if k not in listed]
         by_topic: dict[str, list[Any]] = {}
+        leaders: set[int] = set()
         for key in keys:
             code, raw, acquired = results.get(key, (ErrorCode.none, b"", []))
             ack_code, ack_msg = acks.get(key, (ErrorCode.none, None))
             by_topic.setdefault(key[0], []).append(build(
                 P, partition_index=key[1], error_code=code, error_message=None,
                 acknowledge_error_code=ack_code, acknowledge_error_message=ack_msg,
-                current_leader=build(L, leader_id=-1, leader_epoch=-1),
+                current_leader=self._leader(L, key[0], key[1], code if code else ack_code, leaders),
                 records=raw if acquired else b"",
                 acquired_records=tuple(build(AR, first_offset=a.first_offset, last_offset=a.last_offset,
                                              delivery_count=a.delivery_count) for a in acquired)))
@@ -344,7 +347,28 @@ class ShareHandlers:
                          milliseconds=self.share.lock_duration_ms(req.group_id)),
                      responses=tuple(build(T, topic_id=uuid.UUID(tid), partitions=tuple(ps))
                                      for tid, ps in by_topic.items()),
-                     node_endpoints=())
+                     node_endpoints=self._endpoints(R, leaders))
+
+    def _leader(self, L: Any, topic_id: str, partition: int, code: ErrorCode,
+                leaders: set[int]) -> Any:
+        """CurrentLeader of a NOT_LEADER_OR_FOLLOWER partition (and its node for NodeEndpoints),
+        as Kafka's answer carries them so a client moves without a Metadata round trip."""
+        name = self._name(topic_id)
+        if code != ErrorCode.not_leader_or_follower or self.cluster is None or name is None:
+            return build(L, leader_id=-1, leader_epoch=-1)
+        leader = self.cluster.leader(name, partition)
+        if leader is None:
+            return build(L, leader_id=-1, leader_epoch=-1)
+        leaders.add(leader)
+        return build(L, leader_id=leader, leader_epoch=self.cluster.leader_epoch(name, partition))
+
+    def _endpoints(self, R: Any, leaders: set[int]) -> tuple[Any, ...]:
+        if not leaders or self.node_endpoints is None:
+            return ()
+        N = nested(R, "NodeEndpoint")
+        known = self.node_endpoints()
+        return tuple(build(N, node_id=n, host=known[n][0], port=known[n][1], rack=None)
+                     for n in sorted(leaders) if n in known)
 
     def _close_session(self, group_id: str, member_id: str) -> None:
         try:
@@ -380,17 +404,18 @@ class ShareHandlers:
         T = nested(R, "ShareAcknowledgeTopicResponse")
         L = nested(R, "LeaderIdAndEpoch")
         by_topic: dict[str, list[Any]] = {}
+        leaders: set[int] = set()
         for t in req.topics:
             for p in t.partitions:
                 code, msg = acks.get((str(t.topic_id), p.partition_index), (ErrorCode.none, None))
                 by_topic.setdefault(str(t.topic_id), []).append(build(
                     P, partition_index=p.partition_index, error_code=code, error_message=msg,
-                    current_leader=build(L, leader_id=-1, leader_epoch=-1)))
+                    current_leader=self._leader(L, str(t.topic_id), p.partition_index, code, leaders)))
         fields: dict[str, Any] = dict(
             throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
             responses=tuple(build(T, topic_id=uuid.UUID(tid), partitions=tuple(ps))
                             for tid, ps in by_topic.items()),
-            node_endpoints=())
+            node_endpoints=self._endpoints(R, leaders))
         if "acquisition_lock_timeout" in R.__dataclass_fields__:
             fields["acquisition_lock_timeout"] = datetime.timedelta(
                 milliseconds=self.share.lock_duration_ms(req.group_id))

@@ -7,6 +7,7 @@ resource) before the consumers join, so records produced first are delivered.
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 
@@ -402,3 +403,46 @@ def test_the_control_planes_clock_expires_locks(broker_factory):
     assert all(m.delivery_count() == 2 for _, m in got)
     assert waited < 20, waited
     assert "share.locks_expired" in b.log_text()
+
+
+def test_three_virtual_brokers_share_partitions_on_their_leaders(broker_factory):
+    """--brokers 3: the share consumer fetches each partition from its leader; a ShareFetch
+    sent to another node answers NOT_LEADER_OR_FOLLOWER with the leader and its address."""
+    from tests.reference.client import Connection, part, req
+
+    b = broker_factory(["--brokers", "3"], control=True)
+    bs = ",".join(b.addresses)
+    topic = _topic(bs, partitions=3)
+    _group_configs(bs, "g-virtual", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 30, partitions=3)
+    c = _consumer(bs, "g-virtual", topic)
+    try:
+        got = _poll_until([c], 30, 40)
+        c.commit_sync(15)
+    finally:
+        c.close()
+    assert sorted(_key(m) for _, m in got) == sorted((i % 3, i // 3) for i in range(30))
+    fetchers = {r["broker"] for r in b.control.requests(api="ShareFetch", topic=topic)}
+    assert len(fetchers) > 1, fetchers  # more than one leader served them
+
+    host, port = b.addresses[0].rsplit(":", 1)
+    with Connection(host, int(port)) as conn:
+        md = conn.call(req(3, 12, topics=(part((3, 12), "MetadataRequestTopic", name=topic, topic_id=None),),
+                           allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        t = md.topics[0]
+        leaders = {p.partition_index: p.leader_id for p in t.partitions}
+        ports = {br.node_id: br.port for br in md.brokers}
+        mine = next(n for n, p in ports.items() if p == int(port))
+        away = next(p for p, leader in leaders.items() if leader != mine)
+        base = (78, 1)
+        r = conn.call(req(78, 1, group_id="g-virtual", member_id="raw-member", share_session_epoch=0,
+                          max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                          max_records=10, batch_size=10,
+                          topics=(part(base, "FetchTopic", topic_id=t.topic_id, partitions=(
+                              part(base, "FetchPartition", partition_index=away,
+                                   acknowledgement_batches=()),)),),
+                          forgotten_topics_data=()))
+    [pd] = [p for tr in r.responses for p in tr.partitions]
+    assert pd.error_code.name == "not_leader_or_follower", pd
+    assert pd.current_leader.leader_id == leaders[away], pd
+    assert [(n.node_id, n.port) for n in r.node_endpoints] == [(leaders[away], ports[leaders[away]])], r
