@@ -257,7 +257,10 @@ class Broker:
         log.info("topic.partitions_added", topic=name, partitions=count)
 
     def delete_topic(self, name: str) -> None:
+        info = self.logs.topic(name)
         self.logs.delete_topic(name)
+        if info is not None:
+            self.share_coordinator.topic_deleted(info.topic_id, name)
         if self.cluster is not None:
             self.cluster.forget(name)
         self.fetch_waiters.notify_topic(name)

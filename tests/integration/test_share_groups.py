@@ -446,3 +446,31 @@ def test_three_virtual_brokers_share_partitions_on_their_leaders(broker_factory)
     assert pd.error_code.name == "not_leader_or_follower", pd
     assert pd.current_leader.leader_id == leaders[away], pd
     assert [(n.node_id, n.port) for n in r.node_endpoints] == [(leaders[away], ports[leaders[away]])], r
+
+
+def test_a_topic_deleted_and_created_again_under_a_running_consumer(bs):
+    topic = _topic(bs, partitions=1)
+    _group_configs(bs, "g-recreate", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 5, partitions=1)
+    c = _consumer(bs, "g-recreate", topic)
+    try:
+        first = _poll_until([c], 5, 30)
+        c.commit_sync(15)
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.delete_topics([topic])[topic].result(timeout=15)
+        deadline = time.monotonic() + 15
+        for _ in range(100):  # the deletion may take a moment to be seen by CreateTopics
+            try:
+                admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=15)
+                break
+            except Exception:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        _produce(bs, topic, 3, partitions=1, start=100)
+        second = _poll_until([c], 3, 40)
+        c.commit_sync(15)
+    finally:
+        c.close()
+    assert sorted(m.offset() for _, m in first) == list(range(5))
+    # the new topic is new to the group: its records from offset 0, each once
+    assert sorted((m.offset(), m.value()) for _, m in second) == [(0, b"v100"), (1, b"v101"), (2, b"v102")]

@@ -616,6 +616,23 @@ class ShareCoordinator:
             self.partitions.pop(k, None)
         return records
 
+    def topic_deleted(self, topic_id: uuid.UUID, name: str) -> None:
+        """A topic went: the groups forget its share state (GroupMetadataManager.
+        maybeCleanupShareGroupState), its share partitions and persisted state go; a topic
+        created again under the name is new to every group (a new id)."""
+        records = self.groups.topics_deleted([topic_id])
+        if records:
+            self._write_by_group(records)
+        for key in [k for k, v in self.partitions.items() if v.topic_id == topic_id]:
+            self.partitions.pop(key, None)
+            timer = self._lock_timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+        for g, tid, p in [k for k in self.persisted if k[1] == topic_id]:
+            self._tombstone(g, tid, p)
+        log.info("share.topic_forgotten", topic=name, topic_id=str(topic_id))
+        self._arm()
+
     # ---- what the console and the broker read --------------------------------------------
     def share_partition(self, group: str, topic: str, partition: int) -> SharePartition | None:
         view = self.partitions.get((group, topic, partition))
