@@ -345,3 +345,28 @@ def _fetch_request(s: Script, side, member: str, epoch: int, max_wait_ms: int):
                topics=(part(base, "FetchTopic", topic_id=s.ids[side.name], partitions=(
                    part(base, "FetchPartition", partition_index=0, acknowledgement_batches=()),)),),
                forgotten_topics_data=())
+
+
+def _group_configs(s: Script, **configs: str) -> None:
+    api = (44, 1)
+    r = s.pair.both(lambda side: req(44, 1, validate_only=False, resources=(
+        part(api, "AlterConfigsResource", resource_type=32, resource_name=s.group,
+             configs=tuple(part(api, "AlterableConfig", name=k.replace("_", "."), config_operation=0,
+                                value=v) for k, v in configs.items())),)))
+    assert [x.error_code for a in r for x in a.responses] == [0, 0], r
+
+
+def test_delivery_limit_archives_and_earliest_reset(script):
+    s = script()
+    s.produce(4)  # before the group: only share.auto.offset.reset=earliest delivers them
+    _group_configs(s, share_delivery_count_limit="2", share_auto_offset_reset="earliest")
+    m = _member()
+    s.join_until_assigned(m, 1)
+    # Kafka delivers 0-3 in the epoch-0 answer or in the next one, as its load races
+    s.fetch("open from the log start", m, 0, max_wait_ms=2000, top_only=True)
+    s.fetch("the next fetch", m, 1, max_wait_ms=500, top_only=True)
+    s.fetch("release 0-1, accept 2-3: 0-1 come back", m, 2, acks={0: [(0, 1, [2]), (2, 3, [1])]},
+            max_wait_ms=2000)
+    s.fetch("release them again: archived at the limit of 2", m, 3, acks={0: [(0, 1, [2])]})
+    s.fetch("nothing more", m, 4)
+    s.describe_offsets("all done with")
