@@ -474,3 +474,29 @@ def test_a_topic_deleted_and_created_again_under_a_running_consumer(bs):
     assert sorted(m.offset() for _, m in first) == list(range(5))
     # the new topic is new to the group: its records from offset 0, each once
     assert sorted((m.offset(), m.value()) for _, m in second) == [(0, b"v100"), (1, b"v101"), (2, b"v102")]
+
+
+def test_a_silent_member_expires_with_the_control_planes_clock(broker_factory):
+    """share.session.timeout.ms (45 s) runs on the broker's clock: a member that stops
+    heartbeating is fenced when the clock is advanced past it."""
+    from tests.reference.client import Connection, req
+
+    b = broker_factory(control=True)
+    topic = _topic(b.bootstrap_servers, partitions=1)
+    host, port = b.addresses[0].rsplit(":", 1)
+    with Connection(host, int(port)) as conn:
+        def hb(epoch, names=None):
+            return conn.call(req(76, 1, group_id="g-expiry", member_id="silent-member", member_epoch=epoch,
+                                 rack_id=None, subscribed_topic_names=names))
+        joined = hb(0, (topic,))
+        assert joined.error_code == 0 and joined.member_epoch > 0, joined
+        assert hb(joined.member_epoch).error_code == 0
+        b.control.advance("46s")
+        deadline = time.monotonic() + 10
+        for _ in range(100):
+            if "share.member_expired" in b.log_text() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        gone = hb(joined.member_epoch)
+    assert gone.error_code.name == "unknown_member_id", gone
+    assert "share.member_expired" in b.log_text()
