@@ -483,7 +483,7 @@ class ShareHandlers:
         R = response_cls(ctx)
         T = nested(R, "AlterShareGroupOffsetsResponseTopic")
         P = nested(R, "AlterShareGroupOffsetsResponsePartition")
-        top = self._admin_checks(ctx, req.group_id, Op.READ)
+        top = self._admin_checks(ctx, req.group_id, Op.READ, create=True)
         if top is not None:
             return build(R, throttle_time=ZERO, error_code=top[0], error_message=top[1], responses=())
         topics = []
@@ -508,8 +508,8 @@ class ShareHandlers:
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                      responses=tuple(topics))
 
-    def _admin_checks(self, ctx: RequestContext, group_id: str,
-                      op: Any) -> tuple[ErrorCode, str | None] | None:
+    def _admin_checks(self, ctx: RequestContext, group_id: str, op: Any,
+                      create: bool = False) -> tuple[ErrorCode, str | None] | None:
         if not self._enabled():
             return ErrorCode.unsupported_version, None
         if not self.authz.allowed(ctx, op, Res.GROUP, group_id):
@@ -518,6 +518,9 @@ class ShareHandlers:
         if groups._is_other_group(group_id):
             return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
         group = groups.groups.get(group_id)
+        if group is None and create:
+            self.share.create_group(group_id)
+            return None
         if group is None:
             return ErrorCode.group_id_not_found, f"Group {group_id} not found."
         if group.members:

@@ -578,6 +578,16 @@ class ShareCoordinator:
             return {}
         return {tid: (it.name, it.partitions) for tid, it in group.initialized.items()}
 
+    def create_group(self, group_id: str) -> None:
+        """AlterShareGroupOffsets on a group that does not exist makes it, empty
+        (GroupMetadataManager.alterShareGroupOffsets: getOrMaybeCreatePersistedShareGroup)."""
+        if group_id in self.groups.groups:
+            return
+        records: list[Record] = [self.groups._group_record(group_id, 1, 0)]
+        self.groups._apply(records, self.clock.wall_ms())
+        self._write_group_records(group_id, records)
+        log.info("share.group_created", group=group_id, by="AlterShareGroupOffsets")
+
     def alter_offset(self, group_id: str, topic_id: uuid.UUID, topic: str, partition: int,
                      start_offset: int) -> None:
         """AlterShareGroupOffsets for one partition: its state starts again at ``start_offset``."""
