@@ -224,9 +224,11 @@ def test_fetch_acknowledge_and_session_errors(script):
     m = _member()
     s.join_until_assigned(m, 1)
     s.fetch("opening a session on an empty partition", m, 0, top_only=True)
+    s.fetch("an empty fetch: Kafka has loaded the partition (at latest) by its end", m, 1, max_wait_ms=1000,
+            top_only=True)
     s.produce(10)
-    s.fetch("the first delivery", m, 1, max_wait_ms=2000)
-    s.fetch("the same session epoch again", m, 1)
+    s.fetch("the first delivery", m, 2, max_wait_ms=2000)
+    s.fetch("the same session epoch again", m, 2)
     s.fetch("a new session carrying acknowledgements", m, 0, acks={0: [(0, 9, [1])]})
     s.fetch("a new session", m, 0)
     s.fetch("release 0-4, accept 5-9: the released come back", m, 1,
@@ -247,11 +249,13 @@ def test_describe_renew_offsets_and_group_apis(script):
     m = _member()
     s.join_until_assigned(m, 1)
     s.fetch("open", m, 0, top_only=True)
+    s.fetch("an empty fetch: Kafka has loaded the partition (at latest) by its end", m, 1, max_wait_ms=1000,
+            top_only=True)
     s.produce(10)
-    s.fetch("deliver", m, 1, max_wait_ms=2000)
-    s.ack("renew 0-4 (v2)", m, 2, {0: [(0, 4, [4])]}, version=2, renew=True)
-    s.ack("renew without IsRenewAck (v2)", m, 3, {0: [(0, 4, [4])]}, version=2)
-    s.ack("accept everything", m, 4, {0: [(0, 9, [1])]}, version=2)
+    s.fetch("deliver", m, 2, max_wait_ms=2000)
+    s.ack("renew 0-4 (v2)", m, 3, {0: [(0, 4, [4])]}, version=2, renew=True)
+    s.ack("renew without IsRenewAck (v2)", m, 4, {0: [(0, 4, [4])]}, version=2)
+    s.ack("accept everything", m, 5, {0: [(0, 9, [1])]}, version=2)
 
     nobody = _uid("none")
 
@@ -291,13 +295,15 @@ def test_describe_share_group_offsets_trails_by_one_write(script):
     s.join_until_assigned(m, 1)
     s.describe_offsets("before any fetch (initializing: start -1)")
     s.fetch("open", m, 0, top_only=True)
+    s.fetch("an empty fetch: Kafka has loaded the partition (at latest) by its end", m, 1, max_wait_ms=1000,
+            top_only=True)
     s.produce(10)
-    s.fetch("deliver", m, 1, max_wait_ms=2000)
+    s.fetch("deliver", m, 2, max_wait_ms=2000)
     s.describe_offsets("records acquired, nothing written")
-    s.ack("release 0-1, accept 2-9", m, 2, {0: [(0, 1, [2]), (2, 9, [1])]})
+    s.ack("release 0-1, accept 2-9", m, 3, {0: [(0, 1, [2]), (2, 9, [1])]})
     s.describe_offsets("after the first write")
-    s.fetch("the released ones again", m, 3, max_wait_ms=2000)
-    s.ack("accept them", m, 4, {0: [(0, 1, [1])]})
+    s.fetch("the released ones again", m, 4, max_wait_ms=2000)
+    s.ack("accept them", m, 5, {0: [(0, 1, [1])]})
     s.describe_offsets("after everything was accepted")
 
 
@@ -310,8 +316,10 @@ def test_a_closed_connection_gives_its_records_back(script):
     m = _member()
     s.join_until_assigned(m, 1)
     s.fetch("open", m, 0, top_only=True)
+    s.fetch("an empty fetch: Kafka has loaded the partition (at latest) by its end", m, 1, max_wait_ms=1000,
+            top_only=True)
     s.produce(5)
-    s.fetch("deliver", m, 1, max_wait_ms=2000)
+    s.fetch("deliver", m, 2, max_wait_ms=2000)
     s.fetch("close", m, -1, partitions=())
     # a second connection opens a session, takes the records and goes away
     other = {}
