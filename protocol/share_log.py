@@ -27,6 +27,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from .header import write_uvarint as _uvarint
+
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -165,15 +167,6 @@ ShareValue = (ShareSnapshotValue | ShareUpdateValue | MemberMetadataValue | Grou
 
 
 # ---- writing -------------------------------------------------------------------------------
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
 
 def _string(value: str) -> bytes:
     b = value.encode()

@@ -18,6 +18,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .header import write_uvarint as _uvarint
+
 _VALUE_HEAD = struct.Struct(">hqhib")
 _TAIL = struct.Struct(">qq")
 _I16 = struct.Struct(">h")
@@ -49,15 +51,6 @@ class TxnLogValue:
     previous_producer_id: int = -1
     next_producer_id: int = -1
     client_transaction_version: int = 0
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _read_uvarint(data, pos: int) -> tuple[int, int]:

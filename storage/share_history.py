@@ -63,9 +63,4 @@ class ShareHistoryFile(TxnHistory):
 
 def read_share_history(data_dir: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
     """Every key's kept events in a data directory, without writing (for the offline tools)."""
-    h = ShareHistoryFile(data_dir)
-    if os.path.exists(h.path):
-        with open(h.path, "rb") as f:
-            for key, event in h._lines(f):
-                h._keep(key, event)
-    return {k: list(v) for k, v in h._events.items()}
+    return ShareHistoryFile.read(data_dir)

@@ -161,6 +161,17 @@ class TxnHistory:
                 self._events[key] = deque(list(self._events[key])[-self.per_key:], maxlen=self.per_key)
 
     # -- reading -------------------------------------------------------------------------
+    @classmethod
+    def read(cls, data_dir: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
+        """Every key's kept events in ``cls``'s file of a data directory, without writing (a
+        broker may be running on it), bounded as a loaded history is."""
+        h = cls(data_dir)
+        if os.path.exists(h.path):
+            with open(h.path, "rb") as f:
+                for key, event in h._lines(f):
+                    h._keep(key, event)
+        return {k: list(v) for k, v in h._events.items()}
+
     def events(self, key: str) -> list[dict[str, Any]]:
         return list(self._events.get(key, ()))
 
@@ -175,9 +186,4 @@ class TxnHistory:
 
 def read_history(data_dir: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
     """Every key's kept events in a data directory, without writing (for the offline tools)."""
-    h = TxnHistory(data_dir)
-    if os.path.exists(h.path):
-        with open(h.path, "rb") as f:
-            for key, event in h._lines(f):
-                h._keep(key, event)
-    return {k: list(v) for k, v in h._events.items()}
+    return TxnHistory.read(data_dir)

@@ -161,18 +161,24 @@ def _print_records(header, view, ts_name: str, out) -> None:
 
 def _index_shape(path: Path, contents: IndexContents, out, err) -> int:
     """The parts of an index dump common to both kinds; returns the problems counted."""
-    invalid = 0
     if contents.zero_entries:
         out.write(f"Found {contents.zero_entries} zero entries (preallocated space) "
                   f"at the end of {path.name}\n")
-    if contents.trailing_bytes:
+    return _tail_and_problems(path, contents.trailing_bytes, contents.problems, out, err)
+
+
+def _tail_and_problems(path: Path, trailing_bytes: int, problems: list[tuple[int, str]], out, err) -> int:
+    """An index file's bytes after its last whole entry and its entries the broker would not
+    trust (every index kind, .txnindex too); returns the problems counted."""
+    invalid = 0
+    if trailing_bytes:
         invalid += 1
-        out.write(f"Found {contents.trailing_bytes} invalid bytes at the end of {path.name}\n")
-        _invalid_tail(path, contents.trailing_bytes, path.stat().st_size - contents.trailing_bytes, err)
-    if contents.problems:
-        invalid += len(contents.problems)
+        out.write(f"Found {trailing_bytes} invalid bytes at the end of {path.name}\n")
+        _invalid_tail(path, trailing_bytes, path.stat().st_size - trailing_bytes, err)
+    if problems:
+        invalid += len(problems)
         err.write(f"Sanity check failed for {path} (the broker rebuilds such an index from the log):\n")
-        for n, what in contents.problems:
+        for n, what in problems:
             err.write(f"  entry {n}: {what}\n")
     return invalid
 
@@ -243,16 +249,7 @@ def dump_txn_index(path: Path, out, err) -> int:
     for version, t in contents.entries:
         out.write(f"version: {version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
                   f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n")
-    invalid = 0
-    if contents.trailing_bytes:
-        invalid += 1
-        out.write(f"Found {contents.trailing_bytes} invalid bytes at the end of {path.name}\n")
-        _invalid_tail(path, contents.trailing_bytes, path.stat().st_size - contents.trailing_bytes, err)
-    if contents.problems:
-        invalid += len(contents.problems)
-        err.write(f"Sanity check failed for {path} (the broker rebuilds such an index from the log):\n")
-        for n, what in contents.problems:
-            err.write(f"  entry {n}: {what}\n")
+    invalid = _tail_and_problems(path, contents.trailing_bytes, contents.problems, out, err)
     reader = _open_log(path, err)
     if reader is not None:
         with reader:

@@ -20,11 +20,13 @@ slf4j prints one warning.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,6 +197,20 @@ def run_driver(tc: JavaToolchain, classes: Path, main: str, args, *, timeout: fl
                heap: str = "256m") -> subprocess.CompletedProcess:
     """Run ``main`` with ``args``; bounded by ``timeout`` (the JVM is killed by PID after it)."""
     return finish_driver(start_driver(tc, classes, main, args, heap), timeout)
+
+
+def json_driver(main: str, *, timeout: float = 60.0) -> Callable[..., dict]:
+    """A runner of the driver ``main`` that prints its answer as JSON on its last line:
+    ``run(bootstrap, *args)`` -> that JSON, asserting the driver exited 0."""
+    tc = java_toolchain()
+    classes = compile_drivers(tc)
+
+    def run(bootstrap: str, *args: str) -> dict:
+        r = run_driver(tc, classes, main, [bootstrap, *args], timeout=timeout)
+        assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-3000:]}"
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    return run
 
 
 def main(argv: list[str]) -> int:

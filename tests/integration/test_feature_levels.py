@@ -4,8 +4,6 @@ change survives a restart, and --transaction-version at start-up wins over it.""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from minibroker.testing import MiniBroker, requests_seen
@@ -15,15 +13,7 @@ from . import java_client
 
 @pytest.fixture(scope="module")
 def admin():
-    tc = java_client.java_toolchain()
-    classes = java_client.compile_drivers(tc)
-
-    def run(bootstrap: str, *args: str) -> dict:
-        r = java_client.run_driver(tc, classes, "FeatureLevels", [bootstrap, *args], timeout=60)
-        assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-3000:]}"
-        return json.loads(r.stdout.strip().splitlines()[-1])
-
-    return run
+    return java_client.json_driver("FeatureLevels")
 
 
 def test_update_features_at_runtime_survives_restart(admin):

@@ -11,7 +11,6 @@ consumer.heartbeat.interval.ms override the broker's for that group's ConsumerGr
 from __future__ import annotations
 
 import datetime
-import json
 import time
 import uuid
 
@@ -31,15 +30,7 @@ UNKNOWN_MEMBER_ID = 25
 
 @pytest.fixture(scope="module")
 def java_admin():
-    tc = java_client.java_toolchain()
-    classes = java_client.compile_drivers(tc)
-
-    def run(bootstrap: str, *args: str) -> dict:
-        r = java_client.run_driver(tc, classes, "GroupConfigs", [bootstrap, *args], timeout=60)
-        assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-3000:]}"
-        return json.loads(r.stdout.strip().splitlines()[-1])
-
-    return run
+    return java_client.json_driver("GroupConfigs")
 
 
 def _alter(admin: AdminClient, group: str, **configs: str | None):

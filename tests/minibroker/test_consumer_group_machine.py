@@ -227,6 +227,12 @@ def test_static_member_replaced_after_a_static_leave(env):
                                    "Static member s1 with instance id i1 was fenced by member s2.")
     e = refused(hb, m, "s2", 2, group="gs", instance="i9")
     assert (e.code, e.message) == (E.unknown_member_id, "Instance id i9 is unknown.")
+    for leave in (-1, -2):  # a leave checks the instance id as a heartbeat does
+        e = refused(hb, m, "s1", leave, group="gs", instance="i1")
+        assert (e.code, e.message) == (E.fenced_instance_id,
+                                       "Static member s1 with instance id i1 was fenced by member s2.")
+        e = refused(hb, m, "s2", leave, group="gs", instance="i9")
+        assert (e.code, e.message) == (E.unknown_member_id, "Instance id i9 is unknown.")
     e = refused(hb, m, "s2", -2, group="gs")
     assert e.message == "InstanceId can't be null."
 

@@ -33,6 +33,7 @@ from minibroker.coordinator.share.record_state import (
     RecordState,
     check_transition,
 )
+from minibroker_protocol import share_log as sl
 from minibroker_protocol.errors import ErrorCode
 
 A, Q, K, ARCHIVING, X = (RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED,
@@ -390,10 +391,10 @@ def test_stale_records_missing_from_the_log_are_archived():
     assert sp.record_state(2)[0] is X
 
 
-def replay(updates) -> tuple[int, list[StateBatch]]:
-    """What a share coordinator would hand back: the updates applied in order, merged."""
+def replay(updates, start: int = -1) -> tuple[int, list[StateBatch]]:
+    """What a share coordinator would hand back: the updates applied in order over ``start``
+    (-1: none yet), merged. test_share_partition_machine replays with it too."""
     persisted: dict[int, tuple[int, int]] = {}
-    start = -1
     for u in updates:
         start = u.start_offset
         for b in u.state_batches:
@@ -427,6 +428,18 @@ def test_load_keeps_terminal_states_and_acquired_come_back_with_persisted_count(
     # 0-4 again at count 2 (1 persisted + 1), 8-9 were never persisted: new, count 1
     assert acquire(again, "n", log((0, 9))) == [(0, 4, 2), (8, 9, 1)]
     assert [r[:4] for r in again.in_flight()] == [(0, 4, Q, 2), (5, 6, K, 1), (7, 7, X, 1), (8, 9, Q, 1)]
+
+
+def test_an_update_goes_into_a_share_update_record_as_it_is():
+    # The partition's StateBatch is the records' (PersisterStateBatch): no conversion between
+    # what SharePartition persists and what __share_group_state carries.
+    sp = sp_with()
+    acquire(sp, "m", log((0, 9)))
+    u = ack(sp, "m", 5, 7, 1, 1, 3).update
+    assert u is not None and u.state_batches and all(type(b) is sl.StateBatch for b in u.state_batches)
+    value = sl.ShareUpdateValue(1, 0, u.start_offset, u.state_batches, u.delivery_complete_count)
+    back = sl.decode_value(sl.SHARE_UPDATE, sl.encode_value(value))
+    assert back == value
 
 
 def test_load_from_reset_offset_and_validation():

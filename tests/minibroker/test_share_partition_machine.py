@@ -24,9 +24,10 @@ from minibroker.coordinator.share.partition import (
     ShareConfig,
     SharePartition,
     ShareUpdate,
-    StateBatch,
 )
 from minibroker.coordinator.share.record_state import RecordState
+
+from .test_share_partition import replay
 
 LIMIT = 3
 N = 40
@@ -44,27 +45,6 @@ def _log() -> list[LogBatch]:
 
 
 LOG = _log()
-
-
-def replay(updates: list[ShareUpdate]) -> tuple[int, list[StateBatch]]:
-    """The share coordinator's view: updates applied in order over the initial start 0."""
-    persisted: dict[int, tuple[int, int]] = {}
-    start = 0
-    for u in updates:
-        start = u.start_offset
-        for b in u.state_batches:
-            for o in range(b.first_offset, b.last_offset + 1):
-                persisted[o] = (b.delivery_state, b.delivery_count)
-    merged: list[StateBatch] = []
-    for o, (s, c) in sorted(persisted.items()):
-        if o < start:
-            continue
-        p = merged[-1] if merged else None
-        if p is not None and p.last_offset + 1 == o and (p.delivery_state, p.delivery_count) == (s, c):
-            merged[-1] = StateBatch(p.first_offset, o, s, c)
-        else:
-            merged.append(StateBatch(o, o, s, c))
-    return start, merged
 
 
 def visible(sp: SharePartition, offset: int) -> tuple[str, int]:
@@ -172,7 +152,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
     @rule()
     def restart(self) -> None:
-        start, batches = replay(self.updates)
+        start, batches = replay(self.updates, start=0)  # the partition began at 0
         again = SharePartition.load("g", "t", 0, start, batches, config=self.config)
         for o in range(N):
             assert visible(again, o) == visible(self.sp, o), f"offset {o} differs after a restart"

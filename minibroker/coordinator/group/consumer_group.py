@@ -344,6 +344,15 @@ class ConsumerGroups:
             log.info("consumer_group.static_member_replaced", group_id=group_id,
                      instance_id=instance_id, member_id=member_id, previous_member_id=holder)
             return successor, False
+        self._check_static_holder(holder, member_id, instance_id)
+        member = cg.members[member_id]
+        self._check_epoch(member, epoch, owned)
+        return member, False
+
+    @staticmethod
+    def _check_static_holder(holder: str | None, member_id: str, instance_id: str) -> None:
+        """The member must be the one holding the instance id (throwIfStaticMemberIsUnknown,
+        throwIfInstanceIdIsFenced): on a heartbeat and on a leave alike."""
         if holder is None:
             raise ConsumerGroupError(ErrorCode.unknown_member_id,
                                      f"Instance id {instance_id} is unknown.")
@@ -352,9 +361,6 @@ class ConsumerGroups:
                 ErrorCode.fenced_instance_id,
                 f"Static member {member_id} with instance id {instance_id} was fenced by member "
                 f"{holder}.")
-        member = cg.members[member_id]
-        self._check_epoch(member, epoch, owned)
-        return member, False
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, epoch: int, owned: Owned | None) -> None:
@@ -374,15 +380,7 @@ class ConsumerGroups:
         if cg is None:
             raise ConsumerGroupError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if instance_id is not None:
-            holder = cg.static.get(instance_id)
-            if holder is None:
-                raise ConsumerGroupError(ErrorCode.unknown_member_id,
-                                         f"Instance id {instance_id} is unknown.")
-            if holder != member_id:
-                raise ConsumerGroupError(
-                    ErrorCode.fenced_instance_id,
-                    f"Static member {member_id} with instance id {instance_id} was fenced by "
-                    f"member {holder}.")
+            self._check_static_holder(cg.static.get(instance_id), member_id, instance_id)
         member = cg.members.get(member_id)
         if member is None:
             raise ConsumerGroupError(ErrorCode.unknown_member_id,

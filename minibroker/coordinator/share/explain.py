@@ -20,11 +20,11 @@ transaction, the log start offset moving past it, a gap), still held, or waiting
 from __future__ import annotations
 
 import bisect
-import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..story_time import clock_time, seconds
 from .partition import Action, HistoryEvent
 from .record_state import RecordState
 
@@ -41,23 +41,6 @@ CAUSES = {
     Action.MEMBER_RELEASED: "member gone",
     RESTART: "broker restart",
 }
-
-
-# The same two helpers as coordinator/txn/explain.py; coordinator/share may not import txn/.
-def clock_time(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return "?"
-    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return t.strftime("%H:%M:%S.") + f"{t.microsecond // 1000:03d}"
-
-
-def seconds(ms: float | None) -> str:
-    if ms is None:
-        return "?"
-    s = ms / 1000
-    if s >= 10 and abs(s - round(s)) < 0.05:
-        return f"{s:.0f} s"
-    return f"{s:.1f} s" if s >= 1 else f"{ms:.0f} ms"
 
 
 def _times(n: int) -> str:

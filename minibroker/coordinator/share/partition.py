@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from minibroker_protocol.errors import ErrorCode
+from minibroker_protocol.share_log import StateBatch  # PersisterStateBatch, as the records carry it
 
 from .record_state import RecordState, check_transition
 
@@ -186,15 +187,6 @@ class AcquiredRange:
     @property
     def count(self) -> int:
         return self.last_offset - self.first_offset + 1
-
-
-@dataclass(frozen=True)
-class StateBatch:
-    """PersisterStateBatch / the StateBatches of ShareUpdateValue and ShareSnapshotValue."""
-    first_offset: int
-    last_offset: int
-    delivery_state: int
-    delivery_count: int
 
 
 @dataclass(frozen=True)

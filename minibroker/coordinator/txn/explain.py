@@ -11,27 +11,12 @@ whose last stable offset it holds back.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..story_time import clock_time, seconds
+
 FENCING_ERRORS = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_PRODUCER_ID_MAPPING"}
-
-
-def clock_time(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return "?"
-    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return t.strftime("%H:%M:%S.") + f"{t.microsecond // 1000:03d}"
-
-
-def seconds(ms: float | None) -> str:
-    if ms is None:
-        return "?"
-    s = ms / 1000
-    if s >= 10 and abs(s - round(s)) < 0.05:
-        return f"{s:.0f} s"
-    return f"{s:.1f} s" if s >= 1 else f"{ms:.0f} ms"
 
 
 def _who(e: dict[str, Any], prefix: str = "") -> str:
