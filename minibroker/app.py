@@ -38,6 +38,7 @@ from .handlers.log_admin import LogAdminHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
 from .handlers.sasl import SaslHandlers
+from .handlers.share import ShareHandlers
 from .handlers.telemetry import TelemetryHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
@@ -95,11 +96,15 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         TxnHandlers(coordinator=txn, logs=logs, producer_ids=broker.producer_ids,
                     offsets_partition_for=broker.offsets_partition_for, authz=authz),
         TxnAdminHandlers(coordinator=txn, logs=logs, authz=authz),
-        GroupHandlers(groups=broker.group_coordinator, logs=logs, authz=authz),
+        GroupHandlers(groups=broker.group_coordinator, logs=logs, authz=authz,
+                      share=broker.share_coordinator),
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features,
                               authz=authz),
         FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
         AclHandlers(authorizer=broker.authorizer),
+        ShareHandlers(share=broker.share_coordinator, logs=logs, features=broker.features,
+                      wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz,
+                      node_endpoints=endpoints),
     )
     families += (SaslHandlers(credentials=lambda: broker.sasl_credentials, authz=authz),)
     if broker.config.telemetry_enabled:
@@ -110,6 +115,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
     for family in families:
         for api in family.apis():
             d.register(api)
+    # a closed connection's share session goes and its member's records are released
+    d.on_disconnect.append(broker.share_coordinator.connection_closed)
     if broker.config.as_version is not None:
         from .net.versions import cap
         cap(d.apis, broker.config.as_version)

@@ -27,7 +27,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, cast
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, SHARE_GROUP_STATE_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.lazylog import get_logger
@@ -46,6 +46,8 @@ from .coordinator.group.consumer_group import ConsumerGroupSettings, TopicView
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.group.store import BrokerOffsetsTopic
 from .coordinator.internal_topics import InternalTopics
+from .coordinator.share.coordinator import ShareCoordinator
+from .coordinator.share.history import ShareHistory
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
 from .core.clock import SYSTEM_CLOCK, Clock
@@ -139,6 +141,26 @@ class Broker:
             group_config=self.group_configs.group_int)
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
+        # share groups: membership records in __consumer_offsets (through the group
+        # coordinator, which replays them back), share-partition state in __share_group_state
+        # every change of a share record's state, for `minibroker share explain`, the console
+        # and /metrics
+        self.share_history = ShareHistory(config.data_dir)
+        self.share_history.open(now_ms=clock.wall_ms())
+        if self.share_history.skipped:
+            log.warning("share.history_lines_skipped", path=self.share_history.path,
+                        lines=self.share_history.skipped,
+                        reason="torn or unreadable lines (a crash mid-write)")
+        self.share_coordinator = ShareCoordinator(
+            logs=self.logs,
+            state_log=lambda p: self.internal_log(SHARE_GROUP_STATE_TOPIC, p),
+            write_group_records=self.group_coordinator.write_share_records,
+            group_config=self.group_configs.group_config, clock=clock,
+            notify=lambda t, p: self.fetch_waiters.notify(t, p),
+            is_other_group=lambda g: g in self.group_coordinator.groups,
+            history=self.share_history)
+        self.group_coordinator.set_share_hooks(self.share_coordinator.replay_group_record,
+                                               self.share_coordinator.snapshot_records)
 
         # -- what the handlers are handed (app.build_dispatcher) ------------------------------
         self.fetch_waiters = FetchWaiters()
@@ -152,13 +174,14 @@ class Broker:
             coordinators=(("txn", self.txn_coordinator), ("group", self.group_coordinator)),
             abort_timed_out=self.txn_coordinator.abort_timed_out,
             expire_ids=self.txn_coordinator.expire_ids,
-            poll_groups=self.group_coordinator.poll,
+            poll_groups=self._poll_coordinators,
             snapshot_writer=self._snapshot_writer, clock=clock)
 
         # Offsets first: rolling a prepared transaction forward may complete
         # transactional offset commits.
         self.group_coordinator.load()
         self.txn_coordinator.load()
+        self.share_coordinator.load()
         log.info("broker.storage_opened", data_dir=str(config.data_dir),
                  topics=len(self.logs.topics()),
                  ms=round((time.perf_counter() - t0) * 1000, 1))
@@ -234,7 +257,10 @@ class Broker:
         log.info("topic.partitions_added", topic=name, partitions=count)
 
     def delete_topic(self, name: str) -> None:
+        info = self.logs.topic(name)
         self.logs.delete_topic(name)
+        if info is not None:
+            self.share_coordinator.topic_deleted(info.topic_id, name)
         if self.cluster is not None:
             self.cluster.forget(name)
         self.fetch_waiters.notify_topic(name)
@@ -260,11 +286,24 @@ class Broker:
         """The control plane moved the clock by ``by_ms``: the background work catches up."""
         return self.background.catch_up()
 
+    def _poll_coordinators(self) -> None:
+        self.group_coordinator.poll()
+        self.share_coordinator.poll()
+
+    # -- share groups (the console's view) ---------------------------------------------
+    def share_partition(self, group: str, topic: str, partition: int):
+        return self.share_coordinator.share_partition(group, topic, partition)
+
+    def share_groups(self) -> list[str]:
+        return [gid for gid, _state in self.share_coordinator.share_groups()]
+
     # -- background work and shutdown --------------------------------------------------
     def start_background(self) -> None:
         self.background.start()
+        self.share_coordinator.start()
 
     async def stop(self) -> None:
+        self.share_coordinator.close()
         await self.background.stop()
         t0 = time.perf_counter()
         # Captured before the logs close, written after: by then the logs they cover
@@ -273,6 +312,7 @@ class Broker:
         self.logs.close_all()
         self.timeline.broker_stopped()
         self.txn_history.close()
+        self.share_history.close()
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))

@@ -43,9 +43,9 @@ def connection_node(ctx) -> int | None:
 # Which coordinator each API goes to (KafkaApis): the transaction coordinator (key type 1) or
 # the group coordinator (0). TxnOffsetCommit is the group's; AddOffsetsToTxn the transaction's.
 _TXN_APIS = frozenset({22, 24, 25, 26})          # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
-_GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68})
+_GROUP_APIS = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76, 90, 91, 92})
 # OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, TxnOffsetCommit,
-# OffsetDelete, ConsumerGroupHeartbeat
+# OffsetDelete, ConsumerGroupHeartbeat, ShareGroupHeartbeat, Describe/Alter/DeleteShareGroupOffsets
 
 
 def coordinator_key(api_key: int, request) -> tuple[int, str] | None:

@@ -60,3 +60,10 @@ class ApiKey(IntEnum):
     PushTelemetry = 72
     ListConfigResources = 74
     DescribeTopicPartitions = 75
+    ShareGroupHeartbeat = 76
+    ShareGroupDescribe = 77
+    ShareFetch = 78
+    ShareAcknowledge = 79
+    DescribeShareGroupOffsets = 90
+    AlterShareGroupOffsets = 91
+    DeleteShareGroupOffsets = 92

@@ -9,7 +9,8 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 
 def has_legal_chars(name: str) -> bool:

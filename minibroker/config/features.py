@@ -23,7 +23,8 @@ from minibroker_storage.lazylog import get_logger
 
 log = get_logger("minibroker.features")
 
-__all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION", "SPECS",
+__all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION",
+           "SHARE_VERSION", "SPECS",
            "UPGRADE", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"]
 
 # UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
@@ -42,7 +43,11 @@ class FeatureSpec:
 # newest level it serves.
 TRANSACTION_VERSION = FeatureSpec("transaction.version", 0, 2, 2)
 GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
-SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION)
+# Kafka 4.4 finalizes share.version 2 on a fresh cluster (ShareVersion.LATEST_PRODUCTION, seen on
+# the reference); level 1 is share groups, level 2 adds the dead-letter queue, which share groups
+# here accept as configuration and do not act on.
+SHARE_VERSION = FeatureSpec("share.version", 0, 2, 2)
+SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION, SHARE_VERSION)
 
 
 class FeatureError(ValueError):
@@ -157,6 +162,10 @@ class Features:
     @property
     def group_version(self) -> int:
         return self._levels[GROUP_VERSION.name]
+
+    @property
+    def share_version(self) -> int:
+        return self._levels[SHARE_VERSION.name]
 
 
 def load_features(config: Any, dry_run: bool = False) -> Features:

@@ -4,12 +4,20 @@ brokers, which node) holds a group's or a transactional id's state (Kafka's part
 
 from __future__ import annotations
 
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from minibroker_protocol.topics import (
+    GROUP_METADATA_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from minibroker_storage.manager import LogManager
 
 from ..cluster import Cluster
 from ..config.options import Config
 from ..core.java_hash import java_string_hash
+
+# Kafka's share.coordinator.state.topic.num.partitions and .segment.bytes defaults
+SHARE_STATE_PARTITIONS = 50
+SHARE_STATE_SEGMENT_BYTES = 100 * 1024 * 1024
 
 
 class InternalTopics:
@@ -20,7 +28,8 @@ class InternalTopics:
         self.node_id = node_id
 
     def log(self, topic: str, partition: int):
-        """A partition of __transaction_state / __consumer_offsets, created on first use."""
+        """A partition of __transaction_state / __consumer_offsets / __share_group_state,
+        created on first use."""
         if self.logs.topic(topic) is None:
             groups = topic == GROUP_METADATA_TOPIC
             count = (self.config.offsets_topic_partitions if groups
@@ -30,6 +39,8 @@ class InternalTopics:
             # bounds what storage replays at start-up, and the cleaner compacts what it sealed.
             segment_bytes = (self.config.offsets_topic_segment_bytes if groups
                              else self.config.transaction_state_log_segment_bytes)
+            if topic == SHARE_GROUP_STATE_TOPIC:
+                count, segment_bytes = SHARE_STATE_PARTITIONS, SHARE_STATE_SEGMENT_BYTES
             self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
                                                   "segment.bytes": str(segment_bytes)})
             if self.cluster is not None:

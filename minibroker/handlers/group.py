@@ -12,6 +12,8 @@ from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
 from ..coordinator.group.coordinator import GroupCoordinator, GroupError, Offset
+from ..coordinator.share.coordinator import ShareCoordinator
+from ..coordinator.share.group import ShareGroupError
 from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
 from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, answers_later, response_cls
@@ -27,12 +29,25 @@ def _ms(td: datetime.timedelta) -> int:
 
 
 class GroupHandlers:
-    def __init__(self, *, groups: GroupCoordinator, logs: LogManager, authz: Authz = OFF) -> None:
+    def __init__(self, *, groups: GroupCoordinator, logs: LogManager, authz: Authz = OFF,
+                 share: ShareCoordinator | None = None) -> None:
         self.groups = groups
         self.logs = logs
+        # share groups live in their own coordinator; ListGroups, DescribeGroups and
+        # DeleteGroups see them as Kafka's group coordinator does
+        self.share = share
         # KafkaApis: the classic group APIs need READ on the group (DESCRIBE to read offsets or
         # describe it, DELETE to delete it or its offsets), offsets READ/DESCRIBE on topics.
         self.authz = authz
+
+    def _delete(self, group_id: str) -> ErrorCode:
+        if self.share is not None and group_id in self.share.groups.groups:
+            try:
+                self.share.delete_group(group_id)
+            except ShareGroupError as e:  # not empty
+                return e.code
+            return ErrorCode.none
+        return self.groups.delete_group(group_id)
 
     def _group_denied(self, ctx: RequestContext, group_id: str, op: Any = Op.READ) -> bool:
         return not self.authz.allowed(ctx, op, Res.GROUP, group_id)
@@ -370,6 +385,15 @@ class GroupHandlers:
             out.append(build(L, group_id=g.group_id,
                              protocol_type="consumer" if g.consumer is not None else g.protocol_type or "",
                              group_state=state, group_type=g.group_type))
+        for gid, state in (self.share.share_groups() if self.share is not None else ()):
+            if not every and not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, gid,
+                                                    log_if_denied=False):
+                continue
+            if (states and state.lower() not in states) or (types and "share" not in types):
+                continue
+            # seen on Kafka 4.4: protocol type "share", group type "share"
+            out.append(build(L, group_id=gid, protocol_type="share", group_state=state,
+                             group_type="share"))
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, groups=tuple(out))
 
     @answers
@@ -390,7 +414,8 @@ class GroupHandlers:
             if g is None or g.consumer is not None:
                 # v6 (KIP-1043) says so; older versions describe an unknown group as Dead.
                 missing = ctx.api_version >= 6
-                why = f"Group {gid} not found." if g is None else f"Group {gid} is not a classic group."
+                other = g is not None or (self.share is not None and gid in self.share.groups.groups)
+                why = f"Group {gid} is not a classic group." if other else f"Group {gid} not found."
                 out.append(build(D, error_code=ErrorCode.group_id_not_found if missing else ErrorCode.none,
                                  error_message=why if missing else None,
                                  group_id=gid, group_state="Dead",
@@ -419,13 +444,13 @@ class GroupHandlers:
         D = nested(R, "DeletableGroupResult")
         if not self.authz.on:
             return build(R, throttle_time=ZERO, results=tuple(
-                build(D, group_id=gid, error_code=self.groups.delete_group(gid))
+                build(D, group_id=gid, error_code=self._delete(gid))
                 for gid in req.groups_names))
         # KafkaApis.handleDeleteGroupsRequest: each group once, DELETE on it; the refused last
         names = list(dict.fromkeys(req.groups_names))
         allowed = self.authz.names(ctx, Op.DELETE, Res.GROUP, names)
         return build(R, throttle_time=ZERO, results=tuple(
-            [build(D, group_id=gid, error_code=self.groups.delete_group(gid))
+            [build(D, group_id=gid, error_code=self._delete(gid))
              for gid in names if gid in allowed]
             + [build(D, group_id=gid, error_code=ErrorCode.group_authorization_failed)
                for gid in names if gid not in allowed]))

@@ -58,6 +58,8 @@ class Dispatcher:
         self.coordinator_node = coordinator_node
         # Topic ids to names, for the rules and the log of requests that name topics by id.
         self.topic_name = topic_name
+        # Told the id of every connection that closes (per-connection state elsewhere)
+        self.on_disconnect: list[Callable[[str], None]] = []
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
 
     def register(self, api: Api) -> None:

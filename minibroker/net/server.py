@@ -239,6 +239,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.pending.clear()
         self.memory.forget(self)
         self.decoder.close()
+        for closed in getattr(self.dispatcher, "on_disconnect", ()):
+            try:
+                closed(str(self.conn_id))
+            except Exception:
+                log.exception("connection.close_hook_failed", conn=self.conn_id)
         log.debug("connection.closed", conn=self.conn_id, peer=self.peer, error=repr(exc) if exc else None)
 
     def pause_writing(self) -> None:

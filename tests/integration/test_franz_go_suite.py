@@ -21,12 +21,6 @@ from .franz_go import find_go
 
 # franz-go skips these on its own; the reason is what minibroker lacks.
 EXPECTED_SKIPS = {
-    # share groups (KIP-932: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge v2) are not served
-    "TestShareGroup": "share groups",
-    "TestShareGroupETL": "share groups",
-    "TestShareGroupAckOnClose": "share groups",
-    "TestShareGroupOffsetsAdmin": "share groups",
-    "TestConsumeRegexShareSkipsInternal": "share groups",
     # SASL/SCRAM needs KGO_TEST_SCRAM and a SASL listener (issue 20)
     "TestSCRAMAuth": "KGO_TEST_SCRAM",
     "TestSCRAMAuthBadCredentials": "KGO_TEST_SCRAM",
@@ -63,11 +57,14 @@ def test_franz_go_kgo_suite_against_three_virtual_brokers(broker_factory):
             assert tests[name]["action"] == "skip", (name, tests[name])
             assert reason.split()[0].lower() in " ".join(tests[name]["log"]).lower(), (name, tests[name]["log"])
     # the ETL chains, the transactional one included, ran (not skipped) on all three brokers
-    for name in ("TestGroupETL", "TestTxnEtl", "Test848RegexBrokerResolves", "TestIssue434"):
+    # ... and so did its share-group tests (KIP-932), the share ETL chain among them
+    for name in ("TestGroupETL", "TestTxnEtl", "Test848RegexBrokerResolves", "TestIssue434",
+                 "TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose",
+                 "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal"):
         assert tests.get(name, {}).get("action") == "pass", (name, tests.get(name))
     assert len(passed) >= 140, len(passed)
     served = {}
-    for api in ("Produce", "Fetch", "EndTxn", "ConsumerGroupHeartbeat"):
+    for api in ("Produce", "Fetch", "EndTxn", "ConsumerGroupHeartbeat", "ShareFetch"):
         served[api] = {r["broker"] for r in b.control.requests(api=api, limit=20_000)}
     assert served["Produce"] == served["Fetch"] == {1, 2, 3}, served
-    assert served["EndTxn"] and served["ConsumerGroupHeartbeat"], served
+    assert served["EndTxn"] and served["ConsumerGroupHeartbeat"] and served["ShareFetch"], served

@@ -1,12 +1,13 @@
 """The console's share-group page in a real headless browser (Debian's chromium, Playwright),
 served by a real broker process.
 
-The broker runs no share coordinator yet: the overview must say so and keep working. The share
-answers are then the control plane's own computation (control/share_views.py over a
-SharePartition driven here) served through Playwright's request routing, so the page's drawing
-of in-flight records, stories and diagnoses is checked on the exact JSON the routes give.
-When the coordinator lands, a real share consumer replaces the routing (see the report of the
-share-explain branch)."""
+The broker runs its share coordinator with no share group yet: the overview shows the empty
+table and no note. A story with a lock expiry and a delivery limit takes minutes of real time, so
+the share answers are the control plane's own computation (control/share_views.py over a
+SharePartition driven here) served through Playwright's request routing: the page's drawing of
+in-flight records, stories and diagnoses is checked on the exact JSON the routes give. Then a real
+share consumer reads through the broker and its group appears on the overview from the broker's
+own routes."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def test_the_share_page_tells_each_record(broker_factory, tmp_path):
     with console_page(problems) as page:
         page.goto(f"http://{control}/", timeout=WAIT_MS)
         page.wait_for_selector("body[data-loaded=overview]")
-        expect(page.locator("#share-note")).to_contain_text("No share coordinator runs on this broker")
+        expect(page.locator("#share-note")).to_be_hidden()  # served: nothing to excuse
         expect(page.locator("#share-empty")).to_be_visible()
 
         page.route("**/v1/share/groups", lambda route: route.fulfill(
@@ -87,5 +88,29 @@ def test_the_share_page_tells_each_record(broker_factory, tmp_path):
         page.unroute("**/v1/share/readers%2Feu/orders/0")
         page.goto(f"http://{control}/#/share/nobody/orders/0", timeout=WAIT_MS)
         expect(page.locator("#sh-summary")).to_have_text("No share history and no live state for this partition.")
+        # a real share consumer through the broker: its group is on the overview, from the
+        # broker's own /v1/share/groups
+        page.unroute("**/v1/share/groups")
+        from .test_share_groups import _consumer, _group_configs, _poll_until, _produce, _topic
+        bs = b.bootstrap_servers
+        topic = _topic(bs, partitions=1)
+        _group_configs(bs, "real-readers", share_auto_offset_reset="earliest")
+        _produce(bs, topic, 5, partitions=1)
+        c = _consumer(bs, "real-readers", topic)
+        try:
+            got = []
+            for _ in range(40):  # the broker's clock is virtual: the assignment interval passes
+                b.control.advance("1s")  # only when it is moved
+                got += _poll_until([c], 5 - len(got), 0.5)
+                if len(got) >= 5:
+                    break
+            assert len(got) == 5
+            c.commit_sync(15)
+        finally:
+            c.close()
+        page.goto(f"http://{control}/", timeout=WAIT_MS)
+        page.wait_for_selector("body[data-loaded=overview]")
+        real = page.locator('#share-partitions tr[data-group="real-readers"][data-partition="0"]')
+        expect(real).to_contain_text(f"{topic}-0")
     # the 404 of the unknown partition is an answer the page expects, not an error
     assert [p for p in problems if "404" not in p] == [], problems

@@ -131,7 +131,8 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
                "DescribeProducers", "WriteTxnMarkers", "DescribeConfigs", "ConsumerGroupDescribe",
                "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups", "IncrementalAlterConfigs",
                "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions",
-               "CreateAcls", "DeleteAcls", "AlterUserScramCredentials"}
+               "CreateAcls", "DeleteAcls", "AlterUserScramCredentials", "ShareGroupDescribe",
+               "DescribeShareGroupOffsets"}
     assert refused <= batched, refused
 
 
@@ -175,3 +176,40 @@ def test_topics_named_by_id_are_matched_by_name():
     rule = parse_rule({"api": "Produce", "action": "error", "error": "NOT_LEADER_OR_FOLLOWER",
                        "topic": "orders"}, 1)
     assert rule.matches(RequestFacts(ApiKey.Produce, 13, topic_partitions=subjects.topic_partitions(produce, names)))
+
+
+def test_share_requests_name_their_groups_and_partitions():
+    """Fault rules and the request log match the share APIs by group and topic-partition:
+    ShareFetch/ShareAcknowledge name topics by id, the offsets APIs by name (per group for
+    DescribeShareGroupOffsets), ShareGroupDescribe its groups in GroupIds."""
+    import uuid
+
+    from minibroker_protocol import codec
+    known = uuid.uuid4()
+    names = {known: "orders"}.get
+
+    def req(key, version, **fields):
+        return codec.request_type(key, version)(**fields)
+
+    import kio.schema.alter_share_group_offsets.v0.request as alter
+    import kio.schema.describe_share_group_offsets.v1.request as describe
+    import kio.schema.share_fetch.v2.request as fetch
+    sf = fetch.ShareFetchRequest(
+        group_id="g", member_id="m", share_session_epoch=0, max_wait=__import__("datetime").timedelta(0),
+        min_bytes=0, max_bytes=1, max_records=1, batch_size=1, share_acquire_mode=0, is_renew_ack=False,
+        topics=(fetch.FetchTopic(topic_id=known, partitions=(
+            fetch.FetchPartition(partition_index=3, acknowledgement_batches=()),)),),
+        forgotten_topics_data=())
+    assert subjects.topic_partitions(sf, names) == {("orders", 3)}
+    assert subjects.groups(ApiKey.ShareFetch, sf) == {"g"}
+    al = alter.AlterShareGroupOffsetsRequest(group_id="g", topics=(alter.AlterShareGroupOffsetsRequestTopic(
+        topic_name="orders", partitions=(alter.AlterShareGroupOffsetsRequestPartition(
+            partition_index=1, start_offset=5),)),))
+    assert subjects.topic_partitions(al) == {("orders", 1)}
+    de = describe.DescribeShareGroupOffsetsRequest(groups=(describe.DescribeShareGroupOffsetsRequestGroup(
+        group_id="g2", topics=(describe.DescribeShareGroupOffsetsRequestTopic(
+            topic_name="orders", partitions=(0, 2)),)),))
+    assert subjects.topic_partitions(de) == {("orders", 0), ("orders", 2)}
+    assert subjects.groups(ApiKey.DescribeShareGroupOffsets, de) == {"g2"}
+    sd = req(ApiKey.ShareGroupDescribe, 1, group_ids=("a", "b"), include_authorized_operations=False)
+    assert subjects.groups(ApiKey.ShareGroupDescribe, sd) == {"a", "b"}

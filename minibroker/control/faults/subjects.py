@@ -16,7 +16,7 @@ from minibroker_protocol.api_keys import ApiKey
 
 _TXN_ID_FIELDS = ("transactional_id", "v3_and_below_transactional_id")
 _TOPIC_LIST_FIELDS = ("topics", "v3_and_below_topics", "topic_data")
-_TOPIC_NAME_FIELDS = ("name", "topic")
+_TOPIC_NAME_FIELDS = ("name", "topic", "topic_name")
 _PARTITION_LIST_FIELDS = ("partitions", "partition_indexes", "partition_data")
 _PARTITION_FIELDS = ("index", "partition_index", "partition")
 
@@ -48,6 +48,9 @@ def groups(api_key: int, request: Any) -> frozenset[str]:
         name = g if isinstance(g, str) else getattr(g, "group_id", None)
         if name:
             found.add(name)
+    for name in getattr(request, "group_ids", None) or ():  # ConsumerGroupDescribe, ShareGroupDescribe
+        if isinstance(name, str) and name:
+            found.add(name)
     if api_key == ApiKey.FindCoordinator and getattr(request, "key_type", 0) == 0:
         found.update(_coordinator_keys(request))
     return frozenset(found)
@@ -69,7 +72,9 @@ def topic_partitions(request: Any, topic_name: Callable[[uuid.UUID], str | None]
     out: set[tuple[str, int]] = set()
     topics = _first(request, _TOPIC_LIST_FIELDS)
     if not isinstance(topics, (list, tuple)):
-        return frozenset()
+        # DescribeShareGroupOffsets names its topics per group
+        topics = [t for g in (getattr(request, "groups", None) or ()) if not isinstance(g, str)
+                  for t in (getattr(g, "topics", None) or ())]
     for t in topics:
         name = _first(t, _TOPIC_NAME_FIELDS)
         if not name and topic_name is not None and isinstance(getattr(t, "topic_id", None), uuid.UUID):

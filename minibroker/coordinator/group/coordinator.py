@@ -199,6 +199,17 @@ class GroupCoordinator:
     def on_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         self.machine.on_marker(partition, producer_id, commit)
 
+    # -- share groups (their records live in __consumer_offsets too) ----------------------
+    def set_share_hooks(self, replay: Callable[[bytes, bytes | None], str | None],
+                        snapshot_entries: Callable[[], list[tuple[bytes, bytes]]]) -> None:
+        """The share coordinator's replay of key types 10-15 and its records for snapshots;
+        set before :meth:`load`."""
+        self.machine.store.share_replay = replay
+        self.machine.store.share_snapshot = snapshot_entries
+
+    def write_share_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.machine.store.append(group_id, [{"key": k, "value": v} for k, v in records])
+
     # -- membership -------------------------------------------------------------------------
     async def join(self, **kw) -> dict:
         result = self._call(self.machine.join, **kw)

@@ -83,6 +83,10 @@ class GroupStore:
         self.data_dir = data_dir
         self.snapshots = snapshot.Schedule()
         self._applied_end: dict[int, int] = {}  # partition -> log offset the state covers up to
+        # Share groups' records (key types 10-15) belong to the share coordinator, which this
+        # package must not import: the broker hands over its replay and its snapshot entries.
+        self.share_replay: Callable[[bytes, bytes | None], str | None] | None = None
+        self.share_snapshot: Callable[[], list[tuple[bytes, bytes]]] | None = None
 
     # -- writing --------------------------------------------------------------------------
     def append(self, group_id: str, records: list[dict],
@@ -198,6 +202,9 @@ class GroupStore:
             else:
                 gv = gl.decode_group(value)
         except gl.GroupLogFormatError as e:
+            if (self.share_replay is not None and key is not None and len(key) >= 2
+                    and 10 <= int.from_bytes(key[:2], "big") <= 15):
+                return self.share_replay(bytes(key), None if value is None else bytes(value))
             return str(e)
         if k[0] == "offset":
             _, gid, topic, partition = k
@@ -249,9 +256,10 @@ class GroupStore:
         groups = [(g.group_id, g.persisted_value, list(g.offsets.items()),
                    [(pid, list(pending.items())) for pid, pending in g.txn_offsets.items()])
                   for g in self.groups.values()]
+        shares = self.share_snapshot() if self.share_snapshot is not None else []
 
         def encode() -> bytes:
-            entries = []
+            entries = [b"S" + _keyed(k, v) for k, v in shares]
             for gid, persisted, committed, pending_by_pid in groups:
                 if persisted is not None:
                     entries.append(b"G" + _keyed(gl.group_key(gid), persisted))
@@ -297,7 +305,7 @@ class GroupStore:
         if kind in (b"T", b"O"):
             (log_offset,) = _I64.unpack_from(entry, pos)
             pos += 8
-        elif kind != b"G":
+        elif kind not in (b"G", b"S"):
             raise ValueError(f"unknown snapshot entry kind {kind!r}")
         (n,) = _U32.unpack_from(entry, pos)
         key, value = entry[pos + 4:pos + 4 + n], entry[pos + 4 + n:]
