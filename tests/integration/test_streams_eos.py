@@ -175,7 +175,7 @@ def run_pipeline(bootstrap: str, tmp, t0: int, restart_broker=None,
                 except Exception:
                     proc.kill()
         totals.c.close()
-    assert sum(starts) > 0, starts
+    assert sum(starts) > 0, f"{bootstrap} ({len(procs)} app starts): repartition topic purged up to {starts}"
     by_key: dict[str, list[int]] = defaultdict(list)
     for _p, _o, key, value in sorted(totals.records):
         by_key[key].append(value)
