@@ -126,8 +126,17 @@ def run_pipeline(bootstrap: str, tmp, t0: int, restart_broker=None,
         p.produce(f"{app}-users", key=f"u{u}", value=region(u), timestamp=t0 - 1000)
     assert p.flush(20) == 0
 
+    # The last tenth of the events waits for the last kill (and broker restart): the instance
+    # that runs to the end then consumes and commits repartition records of its own, and
+    # Streams purges only offsets its running tasks committed. Without it, instances killed
+    # before their first DeleteRecords landed could leave a last one with nothing to purge.
+    tail = threading.Event()
+
     def produce_events():
         for i in range(EVENTS):
+            if i == EVENTS * 9 // 10:
+                p.flush(60)
+                assert tail.wait(240), "the tail of the events was never released"
             k, v, ts = event(i, t0)
             while True:
                 try:
@@ -161,6 +170,7 @@ def run_pipeline(bootstrap: str, tmp, t0: int, restart_broker=None,
         if restart_broker is not None:
             totals.wait_for(int(EVENTS * 0.7), 120, "before the broker restart", procs[-1], log)
             restart_broker()
+        tail.set()
         feeder.join(120)
         assert not feeder.is_alive(), "the producer did not finish"
         totals.wait_for(EVENTS, 180, "all updates", procs[-1], log)
