@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 
 import pytest
 
@@ -25,6 +26,7 @@ EXPECTED_SKIPS = {
     "TestSCRAMAuth": "KGO_TEST_SCRAM",
     "TestSCRAMAuthBadCredentials": "KGO_TEST_SCRAM",
 }
+SERVED_APIS = ("Produce", "Fetch", "EndTxn", "ConsumerGroupHeartbeat", "ShareFetch")
 RECORDS = 5_000  # per ETL chain (franz-go's default is 500,000: minutes, not seconds, here; 5,000
 # still spreads every chain over all partitions and rebalances, and keeps the suite under 30 min)
 
@@ -39,8 +41,30 @@ def test_franz_go_kgo_suite_against_three_virtual_brokers(broker_factory):
     for var in ("KGO_TEST_TLS", "KGO_TEST_SCRAM", "KGO_TEST_SCRAM_SEEDS", "KGO_TEST_CHAOS",
                 "KGO_TEST_MAX_TOPIC_PARTS", "KGO_TEST_UNSAFE"):
         env.pop(var, None)
-    r = subprocess.run(franz_go_suite.command(go, test_binary, "-test.timeout", "780s"), env=env,
-                       capture_output=True, text=True, timeout=840, cwd=franz_go_suite.package_dir(go))
+    # Which broker served what, read while the suite runs: the request log keeps the last 100,000
+    # requests, and the share-group tests alone send more than that after the transactional ones.
+    served: dict[str, set[int]] = {api: set() for api in SERVED_APIS}
+    done = threading.Event()
+
+    def watch() -> None:
+        since = dict.fromkeys(SERVED_APIS, 0)
+        while True:
+            last = done.wait(2.0)  # bounded: the suite's own timeout ends it, then one last read
+            for api in SERVED_APIS:
+                for rec in b.control.requests(api=api, since=since[api]):
+                    served[api].add(rec["broker"])
+                    since[api] = max(since[api], rec["seq"])
+            if last:
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = subprocess.run(franz_go_suite.command(go, test_binary, "-test.timeout", "780s"), env=env,
+                           capture_output=True, text=True, timeout=840, cwd=franz_go_suite.package_dir(go))
+    finally:
+        done.set()
+        watcher.join(60)
     tests = franz_go_suite.outcomes(r.stdout)
     failed = {n: t["log"][-15:] for n, t in tests.items() if t["action"] != "pass" and n not in EXPECTED_SKIPS
               and t["action"] != "skip"}
@@ -63,8 +87,6 @@ def test_franz_go_kgo_suite_against_three_virtual_brokers(broker_factory):
                  "TestShareGroupOffsetsAdmin", "TestConsumeRegexShareSkipsInternal"):
         assert tests.get(name, {}).get("action") == "pass", (name, tests.get(name))
     assert len(passed) >= 140, len(passed)
-    served = {}
-    for api in ("Produce", "Fetch", "EndTxn", "ConsumerGroupHeartbeat", "ShareFetch"):
-        served[api] = {r["broker"] for r in b.control.requests(api=api, limit=20_000)}
+    assert not watcher.is_alive()
     assert served["Produce"] == served["Fetch"] == {1, 2, 3}, served
     assert served["EndTxn"] and served["ConsumerGroupHeartbeat"] and served["ShareFetch"], served
