@@ -4,7 +4,10 @@ GlobalKTable, a repartition, a windowed sum in a state store with its changelog)
 
 Events are produced while the app runs; on minibroker it is killed with SIGKILL twice
 mid-stream and restarted and the broker is killed and restarted too (on Kafka, run at the same
-time, the app is killed once). Each event makes exactly
+time, the app is killed once). The last tenth of the events is held back until the last kill
+(and restart) is over, so the last instance has offsets of its own to purge from the
+repartition topic; the events are stamped from just before the run, so no broker's retention
+deletes the changelog a restarted instance restores from. Each event makes exactly
 one update of its window's running sum, so the output read with read_committed must hold, per
 key, the running sums of exactly that key's events, each once: a lost or a repeated update
 shows. The totals must equal a reference computed here, and Kafka's.
