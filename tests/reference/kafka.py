@@ -63,7 +63,9 @@ def libs_dir() -> Path:
 
 
 def jars_present(d: Path) -> bool:
-    return (d / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file() and any(d.glob("log4j-slf4j2-impl-*.jar"))
+    return ((d / f"kafka_2.13-{KAFKA_VERSION}.jar").is_file()
+            and (d / f"kafka-tools-{KAFKA_VERSION}.jar").is_file()
+            and any(d.glob("log4j-slf4j2-impl-*.jar")))
 
 
 def fetch_jars(quiet: bool = False) -> Path:
