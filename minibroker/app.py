@@ -40,6 +40,7 @@ from .handlers.produce import ProduceHandlers
 from .handlers.sasl import SaslHandlers
 from .handlers.share import ShareHandlers
 from .handlers.telemetry import TelemetryHandlers
+from .handlers.tokens import TokenHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
 from .net.binding import bind, node_port
@@ -106,7 +107,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                       wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz,
                       node_endpoints=endpoints),
     )
-    families += (SaslHandlers(credentials=lambda: broker.sasl_credentials, authz=authz),)
+    families += (SaslHandlers(credentials=lambda: broker.sasl_credentials, authz=authz),
+                 TokenHandlers(tokens=lambda: broker.delegation_tokens, authz=authz))
     if broker.config.telemetry_enabled:
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
@@ -308,8 +310,9 @@ def _sasl(config: Config, broker: Broker) -> Any:
     mechanisms = tuple(config.sasl_mechanisms.split(","))
     credentials = broker.sasl_credentials
     clock = broker.clock
+    tokens = broker.delegation_tokens if config.delegation_token_secret_key is not None else None
     return lambda: Authenticator(mechanisms, credentials, clock.wall_ms,
-                                 config.connections_max_reauth_ms)
+                                 config.connections_max_reauth_ms, tokens=tokens)
 
 
 def _tls_context(config: Config) -> Any:

@@ -175,7 +175,8 @@ class Broker:
             abort_timed_out=self.txn_coordinator.abort_timed_out,
             expire_ids=self.txn_coordinator.expire_ids,
             poll_groups=self._poll_coordinators,
-            snapshot_writer=self._snapshot_writer, clock=clock)
+            snapshot_writer=self._snapshot_writer, clock=clock,
+            expire_tokens=self.expire_delegation_tokens)
 
         # Offsets first: rolling a prepared transaction forward may complete
         # transactional offset commits.
@@ -198,6 +199,22 @@ class Broker:
         from .security.sasl.credentials import Credentials, read_users_file
         users = read_users_file(self.config.sasl_users) if self.config.sasl_users else {}
         return Credentials(users, self.config.data_dir)
+
+    @functools.cached_property
+    def delegation_tokens(self):
+        """Delegation tokens (--delegation-token-secret-key), read on first use."""
+        from .security.tokens import DelegationTokens
+        c = self.config
+        return DelegationTokens(c.delegation_token_secret_key, self.clock.wall_ms,
+                                max_lifetime_ms=c.delegation_token_max_lifetime_ms,
+                                expiry_time_ms=c.delegation_token_expiry_time_ms,
+                                data_dir=c.data_dir)
+
+    def expire_delegation_tokens(self, now: int | None = None) -> int:
+        """The controller's periodic sweep of expired tokens (nothing to do without a key)."""
+        if self.config.delegation_token_secret_key is None:
+            return 0
+        return self.delegation_tokens.sweep(now)
 
     def set_bound_port(self, port: int) -> None:
         self.bound_port = port

@@ -43,6 +43,10 @@ class ApiKey(IntEnum):
     DescribeLogDirs = 35
     SaslAuthenticate = 36
     CreatePartitions = 37
+    CreateDelegationToken = 38
+    RenewDelegationToken = 39
+    ExpireDelegationToken = 40
+    DescribeDelegationToken = 41
     DeleteGroups = 42
     ElectLeaders = 43
     IncrementalAlterConfigs = 44

@@ -36,7 +36,8 @@ class Background:
                  coordinators: Sequence[tuple[str, Snapshotting]],
                  abort_timed_out: Callable[..., int], expire_ids: Callable[..., int],
                  poll_groups: Callable[[], object] | None = None,
-                 snapshot_writer: snapshot.Writer, clock: Clock = SYSTEM_CLOCK) -> None:
+                 snapshot_writer: snapshot.Writer, clock: Clock = SYSTEM_CLOCK,
+                 expire_tokens: Callable[..., int] | None = None) -> None:
         self.config = config
         self.logs = logs
         self.coordinators = tuple(coordinators)
@@ -45,6 +46,8 @@ class Background:
         self.poll_groups = poll_groups
         self.snapshot_writer = snapshot_writer
         self.clock = clock
+        # the delegation-token sweep (Kafka's delegation.token.expiry.check.interval.ms task)
+        self.expire_tokens = expire_tokens
         self.tasks: list[asyncio.Task] = []
         self._cleaner_wake: asyncio.Event | None = None
 
@@ -60,6 +63,10 @@ class Background:
         self.tasks.append(loop.create_task(self._every(
             cfg.transactional_id_expiration_check_interval_ms, self.expire_ids,
             "txn_id_expiration")))
+        if self.expire_tokens is not None and cfg.delegation_token_secret_key is not None:
+            self.tasks.append(loop.create_task(self._every(
+                cfg.delegation_token_expiry_check_interval_ms, self.expire_tokens,
+                "token_expiration")))
         # Always: a topic's flush.ms may put it on an interval whatever --fsync says.
         self.tasks.append(loop.create_task(self._flush_loop()))
         self.tasks.append(loop.create_task(self._snapshot_loop()))
@@ -180,10 +187,11 @@ class Background:
         expired_ids = self.expire_ids(now)
         expired_producers = self.logs.expire_producers(now)
         deleted = self.logs.apply_retention(now)
+        tokens = self.expire_tokens(now) if self.expire_tokens is not None else 0
         self.wake_cleaner()
         return {"transactions_aborted": aborted, "transactional_ids_expired": expired_ids,
                 "producers_expired": expired_producers,
-                "segments_deleted": deleted}
+                "segments_deleted": deleted, "delegation_tokens_expired": tokens}
 
     def wake_cleaner(self) -> None:
         """Look for a log to clean now (the clock jumped: horizons and lags may have passed)."""

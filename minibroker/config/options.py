@@ -125,6 +125,11 @@ class Config:
     sasl_users: Path | None = None
     sasl_authentication_timeout_ms: int = 10_000
     connections_max_reauth_ms: int = 0
+    # Delegation tokens (security/tokens.py): off without a secret key, as in Kafka.
+    delegation_token_secret_key: str | None = None
+    delegation_token_max_lifetime_ms: int = 604_800_000
+    delegation_token_expiry_time_ms: int = 86_400_000
+    delegation_token_expiry_check_interval_ms: int = 3_600_000
     # ACLs (security/acl): off unless --authorizer standard, as Kafka without authorizer.class.name.
     authorizer: str = "none"
     super_users: str = ""
@@ -341,6 +346,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("--connections-max-reauth-ms", _int(0), _D.connections_max_reauth_ms,
            "SASL sessions last this long and clients re-authenticate before the end (KIP-368, "
            "Kafka's connections.max.reauth.ms); 0: sessions do not expire"),
+    Option("--delegation-token-secret-key", _text, None,
+           "the key delegation tokens' HMACs are made with, Kafka's delegation.token.secret.key; "
+           "without it CreateDelegationToken and the other token APIs answer "
+           "DELEGATION_TOKEN_AUTH_DISABLED and no token logs in", metavar="KEY"),
+    Option("--delegation-token-max-lifetime-ms", _int(1), _D.delegation_token_max_lifetime_ms,
+           "the longest a delegation token lives, renewals included, Kafka's "
+           "delegation.token.max.lifetime.ms"),
+    Option("--delegation-token-expiry-time-ms", _int(1), _D.delegation_token_expiry_time_ms,
+           "how long a delegation token lives from its creation or last renewal unless renewed "
+           "for less, Kafka's delegation.token.expiry.time.ms"),
+    Option("--delegation-token-expiry-check-interval-ms", _int(1),
+           _D.delegation_token_expiry_check_interval_ms,
+           "how often expired delegation tokens are removed, Kafka's "
+           "delegation.token.expiry.check.interval.ms"),
     Option("--authorizer", _authorizer, _D.authorizer,
            "standard: check every request against ACLs (CreateAcls/DescribeAcls/DeleteAcls), as "
            "Kafka's StandardAuthorizer; none: everyone may do everything"),

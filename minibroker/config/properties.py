@@ -69,6 +69,10 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "socket.request.max.bytes": Mapping("--max-request-bytes"),
     "queued.max.request.bytes": Mapping("--queued-max-request-bytes"),
     "telemetry.max.bytes": Mapping("--telemetry-max-bytes"),
+    "delegation.token.secret.key": Mapping("--delegation-token-secret-key"),
+    "delegation.token.max.lifetime.ms": Mapping("--delegation-token-max-lifetime-ms"),
+    "delegation.token.expiry.time.ms": Mapping("--delegation-token-expiry-time-ms"),
+    "delegation.token.expiry.check.interval.ms": Mapping("--delegation-token-expiry-check-interval-ms"),
 }
 
 # Read to shape the listener list, not options of their own.

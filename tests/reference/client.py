@@ -97,7 +97,53 @@ def _describe_transactions_v0(buf: bytes):
                                         transaction_states=tuple(states)), len(buf)
 
 
-HAND_DECODED = {(65, 0): _describe_transactions_v0}
+def _token_answer(key: int, version: int):
+    """Create/Renew/ExpireDelegationToken answers by hand: kio refuses the -1 timestamps of a
+    refusal (DelegationTokenManager.ErrorTimestamp). Timestamps come back as int milliseconds."""
+    import struct as _s
+    from types import SimpleNamespace
+
+    flexible = version >= 2
+
+    def decode(buf: bytes):
+        pos = 0
+
+        def i(fmt: str):
+            nonlocal pos
+            (v,) = _s.unpack_from(fmt, buf, pos)
+            pos += _s.calcsize(fmt)
+            return v
+
+        def blob(wide: bool) -> bytes:
+            nonlocal pos
+            if flexible:
+                n, pos = _uvarint(buf, pos)
+                n -= 1
+            else:
+                n = i(">i" if wide else ">h")
+            out = buf[pos:pos + n]
+            pos += n
+            return out
+
+        f: dict = {"error_code": i(">h")}
+        if key == 38:
+            f["principal_type"], f["principal_name"] = blob(False).decode(), blob(False).decode()
+            if version >= 3:
+                f["token_requester_principal_type"] = blob(False).decode()
+                f["token_requester_principal_name"] = blob(False).decode()
+            f["issue_timestamp"], f["expiry_timestamp"], f["max_timestamp"] = i(">q"), i(">q"), i(">q")
+            f["token_id"], f["hmac"] = blob(False).decode(), blob(True)
+        else:
+            f["expiry_timestamp"] = i(">q")
+        f["throttle_time"] = i(">i")
+        return SimpleNamespace(**f), len(buf)
+
+    return decode
+
+
+HAND_DECODED = {(65, 0): _describe_transactions_v0,
+                **{(k, v): _token_answer(k, v) for k, hi in ((38, 3), (39, 2), (40, 2))
+                   for v in range(1, hi + 1)}}
 
 
 class Connection:

@@ -26,6 +26,7 @@ from minibroker_protocol.build import nested
 from minibroker_protocol.errors import ErrorCode, for_version
 
 ZERO = datetime.timedelta(0)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MINUS_ONE = ("_id", "epoch", "offset", "port", "timestamp", "leader", "generation")
 
 
@@ -48,6 +49,10 @@ def _nothing(cls, name: str, hint: Any) -> Any:
     if isinstance(hint, type):
         if issubclass(hint, datetime.timedelta):
             return ZERO
+        if issubclass(hint, datetime.datetime):
+            # the delegation-token answers' timestamps: -1 on an error, as Kafka's
+            # DelegationTokenManager.ErrorTimestamp
+            return _EPOCH - datetime.timedelta(milliseconds=1)
         if issubclass(hint, ErrorCode):
             return ErrorCode.none
         if issubclass(hint, bool):

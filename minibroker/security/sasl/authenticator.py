@@ -62,9 +62,17 @@ class _Plain:
 
 
 class _Scram:
-    def __init__(self, mechanism: str, lookup: Callable[[str, str], Any]) -> None:
-        self.server = ScramServer(mechanism, lambda user: lookup(user, mechanism))
-        self.expires_at_ms: int | None = None
+    def __init__(self, mechanism: str, lookup: Callable[[str, str], Any], tokens: Any = None) -> None:
+        token_lookup = None
+        if tokens is not None and tokens.enabled:
+            def token_lookup(token_id: str) -> tuple[Any, str, int] | None:
+                found = tokens.scram(token_id, mechanism)
+                if found is None:
+                    return None
+                credential, token = found
+                return credential, token.owner[1], token.expiry_ms
+        self.server = ScramServer(mechanism, lambda user: lookup(user, mechanism),
+                                  token_lookup=token_lookup)
 
     @property
     def complete(self) -> bool:
@@ -72,7 +80,20 @@ class _Scram:
 
     @property
     def username(self) -> str | None:
+        # once complete, who the session is: a token's owner (the name the client gave was the
+        # token id)
+        if self.complete:
+            return self.server.authorization_id
         return self.server.username
+
+    @property
+    def token_authenticated(self) -> bool:
+        return self.server.token_authenticated
+
+    @property
+    def expires_at_ms(self) -> int | None:
+        # SaslServerAuthenticator: a token's session ends with the token (CREDENTIAL_LIFETIME_MS)
+        return self.server.token_expiry_ms
 
     def respond(self, message: bytes) -> bytes:
         return self.server.respond(message)
@@ -83,9 +104,14 @@ class Authenticator:
     ``max_reauth_ms``: connections.max.reauth.ms (0: sessions end only with their credential)."""
 
     def __init__(self, mechanisms: tuple[str, ...], credentials: Any, now_ms: Callable[[], int],
-                 max_reauth_ms: int = 0, oauth_options: dict[str, str] | None = None) -> None:
+                 max_reauth_ms: int = 0, oauth_options: dict[str, str] | None = None,
+                 tokens: Any = None) -> None:
         self.mechanisms = mechanisms
         self.credentials = credentials
+        # minibroker.security.tokens.DelegationTokens: SCRAM logins with tokenauth=true
+        self.tokens = tokens
+        # Kafka's KafkaPrincipal.tokenAuthenticated: such a session may not manage tokens
+        self.token_authenticated = False
         self.now_ms = now_ms
         self.max_reauth_ms = max_reauth_ms
         self.oauth_options = oauth_options or {}
@@ -175,7 +201,7 @@ class Authenticator:
         if mechanism == "PLAIN":
             return _Plain(self.credentials.password)
         if mechanism in SCRAM_MECHANISMS:
-            return _Scram(mechanism, self.credentials.scram)
+            return _Scram(mechanism, self.credentials.scram, self.tokens)
         from .oauthbearer import OAuthBearerServer
         return OAuthBearerServer(self.now_ms, self.oauth_options)
 
@@ -211,6 +237,7 @@ class Authenticator:
                 f"{principal}", "principal_changed", user=_user(server))
         lifetime = self._session_lifetime(getattr(server, "expires_at_ms", None))
         self.principal = principal
+        self.token_authenticated = bool(getattr(server, "token_authenticated", False))
         self.state = "authenticated"
         if self.reauthenticating:
             self.reauthentications += 1

@@ -58,11 +58,14 @@ def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATI
 
 
 def _attributes(message: str) -> dict[str, str]:
+    # One-letter RFC 5802 attributes, and in the client-first message Kafka's extensions
+    # ("tokenauth=true", ScramExtensions) after them
     out: dict[str, str] = {}
     for part in message.split(","):
-        if len(part) < 2 or part[1] != "=":
+        key, sep, value = part.partition("=")
+        if not sep or not key:
             raise ScramError(f"Invalid SCRAM message attribute {part!r}")
-        out.setdefault(part[0], part[2:])
+        out.setdefault(key, value)
     return out
 
 
@@ -98,12 +101,20 @@ def _nonce() -> str:
 
 
 class ScramServer:
-    """One SCRAM exchange. ``lookup(username)`` returns the user's credential or None."""
+    """One SCRAM exchange. ``lookup(username)`` returns the user's credential or None;
+    ``token_lookup(token_id)`` a delegation token's (credential, owner name, expiry ms) or None
+    (None: no token logs in)."""
 
-    def __init__(self, mechanism: str, lookup, nonce: str | None = None) -> None:
+    def __init__(self, mechanism: str, lookup, nonce: str | None = None, token_lookup=None) -> None:
         self.mechanism = mechanism
         self.digest = MECHANISMS[mechanism]
         self.lookup = lookup
+        self.token_lookup = token_lookup
+        # Who the session is: the user, or a delegation token's owner (ScramSaslServer's
+        # authorizationId); and, for a token, when it expires
+        self.authorization_id: str | None = None
+        self.token_authenticated = False
+        self.token_expiry_ms: int | None = None
         self._server_nonce = nonce or _nonce()
         self.state = "start"
         self.username: str | None = None
@@ -141,9 +152,17 @@ class ScramServer:
         if authzid and authzid != self.username:
             raise self._fail("Authentication failed: Client requested an authorization id that is "
                              "different from username")
-        if attrs.get("tokenauth"):
-            raise self._fail("Authentication failed: delegation tokens are not supported")
-        credential = self.lookup(self.username)
+        if attrs.get("tokenauth", "").lower() == "true":
+            # ScramSaslServer.evaluateResponse: the user name is a token id, the session its owner's
+            found = self.token_lookup(self.username) if self.token_lookup is not None else None
+            if found is None:
+                raise self._fail(f"Token Authentication failed: Invalid tokenId : {self.username}")
+            credential, owner, self.token_expiry_ms = found
+            self.authorization_id = owner
+            self.token_authenticated = True
+        else:
+            credential = self.lookup(self.username)
+            self.authorization_id = self.username
         if credential is None:
             # Kafka's ScramSaslServer fails an unknown user at the first message
             raise self._fail("Authentication failed: Invalid user credentials")
