@@ -82,8 +82,9 @@ class TokenHandlers:
         R = response_cls(ctx)
         requester = _principal(ctx)
         owner = requester
-        if req.owner_principal_name:
-            owner = (req.owner_principal_type or "", req.owner_principal_name)
+        owner_name = getattr(req, "owner_principal_name", None)  # v3+
+        if owner_name:
+            owner = (req.owner_principal_type or "", owner_name)
 
         def refused(code: int, stamp: int, owner: tuple[str, str] = owner,
                     requester: tuple[str, str] = requester) -> Any:

@@ -24,7 +24,12 @@ MAX_ITERATIONS = 16384
 
 
 class ScramError(Exception):
-    pass
+    """``visible``: the client gets this text (Kafka's SaslAuthenticationException); otherwise
+    (SaslException) it gets SaslServerAuthenticator's generic one and only the log has this."""
+
+    def __init__(self, message: str, visible: bool = False) -> None:
+        super().__init__(message)
+        self.visible = visible
 
 
 @dataclass(frozen=True)
@@ -122,9 +127,9 @@ class ScramServer:
         self._first_bare = self._server_first = self._nonce = ""
         self._gs2 = ""
 
-    def _fail(self, message: str) -> ScramError:
+    def _fail(self, message: str, visible: bool = False) -> ScramError:
         self.state = "failed"
-        return ScramError(message)
+        return ScramError(message, visible)
 
     def respond(self, message: bytes) -> bytes:
         try:
@@ -151,7 +156,7 @@ class ScramServer:
         authzid = parts[1][2:] if parts[1] else ""
         if authzid and authzid != self.username:
             raise self._fail("Authentication failed: Client requested an authorization id that is "
-                             "different from username")
+                             "different from username", visible=True)
         if attrs.get("tokenauth", "").lower() == "true":
             # ScramSaslServer.evaluateResponse: the user name is a token id, the session its owner's
             found = self.token_lookup(self.username) if self.token_lookup is not None else None
