@@ -19,8 +19,11 @@ one from the controller's answers its response's defaults, 0.
 from __future__ import annotations
 
 import datetime
+import struct
+from collections.abc import Callable
 from typing import Any
 
+from minibroker_protocol import codec
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
@@ -42,6 +45,35 @@ def _at(ms: int) -> datetime.datetime:
 
 def _ms(d: Any) -> int:
     return int(d / datetime.timedelta(milliseconds=1)) if isinstance(d, datetime.timedelta) else int(d)
+
+
+# The furthest a request's period or lifetime is taken to reach, in ms (about 31,700 years): kio
+# reads these int64 fields as timedeltas, which stop near 8.6e16 ms, while Kafka takes any long
+# (DelegationTokenControlManager.sum saturates). Anything this long is capped by the broker's own
+# lifetimes first, so the answer is the same.
+_LONGEST_MS = 10**15
+
+
+def _clamping(api_key: int) -> Callable[[Any, int], Any]:
+    """The request decoder of a token API whose last field, an int64 period or lifetime, may hold
+    any long (Long.MAX_VALUE from a tool): read it clamped instead of refusing the request."""
+
+    def decode(body: Any, version: int) -> Any:
+        try:
+            return codec.decode_request(api_key, version, body)
+        except codec.DecodeError as e:
+            if "overflow" not in str(e):
+                raise
+        raw = bytearray(body)
+        # the int64 ends the body (v1), or comes just before an empty tagged-field section (v2+)
+        end = len(raw) if not codec.is_flexible_request(api_key, version) else len(raw) - 1
+        if end < 8 or (end != len(raw) and raw[end] != 0):
+            raise codec.DecodeError(f"api {api_key} v{version}: an int64 out of range")
+        (value,) = struct.unpack_from(">q", raw, end - 8)
+        struct.pack_into(">q", raw, end - 8, -1 if value < 0 else min(value, _LONGEST_MS))
+        return codec.decode_request(api_key, version, bytes(raw))
+
+    return decode
 
 
 def _principal(ctx: RequestContext) -> tuple[str, str]:
@@ -71,9 +103,12 @@ class TokenHandlers:
         return self._tokens()
 
     def apis(self) -> list[Api]:
-        return [Api(ApiKey.CreateDelegationToken, 1, 3, self.create),
-                Api(ApiKey.RenewDelegationToken, 1, 2, self.renew),
-                Api(ApiKey.ExpireDelegationToken, 1, 2, self.expire),
+        return [Api(ApiKey.CreateDelegationToken, 1, 3, self.create,
+                    decoder=_clamping(ApiKey.CreateDelegationToken)),
+                Api(ApiKey.RenewDelegationToken, 1, 2, self.renew,
+                    decoder=_clamping(ApiKey.RenewDelegationToken)),
+                Api(ApiKey.ExpireDelegationToken, 1, 2, self.expire,
+                    decoder=_clamping(ApiKey.ExpireDelegationToken)),
                 Api(ApiKey.DescribeDelegationToken, 1, 3, self.describe)]
 
     # -- CreateDelegationToken --------------------------------------------------------------

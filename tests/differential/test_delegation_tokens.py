@@ -302,6 +302,46 @@ def test_logging_in_with_a_token(token_brokers):
     _both(token_brokers, scenario)
 
 
+def _raw(c: Connection, key: int, version: int, body: bytes, template):
+    """A request whose int64 kio cannot write (Long.MAX_VALUE as a period): the frame by hand
+    (request header v1, or v2 for flexible versions), the answer decoded as ``template``'s."""
+    import struct
+    c._connect()
+    c._corr += 1
+    header = struct.pack(">hhih", key, version, c._corr, len(c.client_id)) + c.client_id.encode()
+    frame = header + (b"\0" if version >= 2 else b"") + body
+    c._sock.sendall(struct.pack(">i", len(frame)) + frame)
+    return c._read_answer(template, c._corr)
+
+
+def test_periods_of_any_long(token_brokers):
+    """Long.MAX_VALUE and Long.MIN_VALUE as lifetime and periods: Kafka saturates its sums."""
+    import struct
+    big, small = struct.pack(">q", 2**63 - 1), struct.pack(">q", -(2**63))
+
+    def scenario(_plain, sasl):
+        out = []
+        with _login(sasl, "alice") as alice:
+            made = _raw(alice, CREATE, 2, b"\x01" + big + b"\0", create(version=2))
+            out.append(("create, max lifetime Long.MAX", _created(made)))
+            tokens = Tokens()
+            tokens.made["t"] = made
+            _settle(alice, tokens, "t", lambda t: t is not None)
+            hmac = bytes([len(made.hmac) + 1]) + made.hmac
+            a = _raw(alice, RENEW, 2, hmac + big + b"\0", renew(b"", version=2))
+            out.append(("renew Long.MAX", _expiry(a, made.issue_timestamp, _now_ms())))
+            _settle(alice, tokens, "t", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
+            a = _raw(alice, EXPIRE, 1, struct.pack(">i", len(made.hmac)) + made.hmac + big, expire(b"", version=1))
+            out.append(("expire Long.MAX", a.error_code, a.expiry_timestamp == made.max_timestamp))
+            _settle(alice, tokens, "t", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
+            a = _raw(alice, EXPIRE, 2, hmac + small + b"\0", expire(b"", version=2))
+            out.append(("expire Long.MIN", _expiry(a, made.issue_timestamp, _now_ms())))
+            _settle(alice, tokens, "t", lambda t: t is None)
+            out.append(("described after", _described(alice.call(describe(["alice"])), tokens)))
+        return out
+    _both(token_brokers, scenario)
+
+
 def test_without_a_secret_key_tokens_are_disabled(differential_pair):
     pair = differential_pair
     if pair.sasl is None:
