@@ -158,3 +158,23 @@ def test_default_replication_factor_from_every_source(tmp_path):
     with pytest.raises(ConfigError) as e:
         load(ns("--default-replication-factor", "0"))
     assert "default.replication.factor" in e.value.problems[0], e.value.problems
+
+
+def test_delegation_token_options_from_every_source(tmp_path):
+    c = load(ns()).config
+    assert (c.delegation_token_secret_key, c.delegation_token_max_lifetime_ms, c.delegation_token_expiry_time_ms,
+            c.delegation_token_expiry_check_interval_ms) == (None, 604_800_000, 86_400_000, 3_600_000)  # Kafka's
+    env = {"KAFKA_DELEGATION_TOKEN_SECRET_KEY": "from-env", "KAFKA_DELEGATION_TOKEN_MAX_LIFETIME_MS": "7200000"}
+    c = load(ns(), env).config
+    assert (c.delegation_token_secret_key, c.delegation_token_max_lifetime_ms) == ("from-env", 7_200_000)
+    assert load(ns(), {"MINIBROKER_DELEGATION_TOKEN_SECRET_KEY": "mb"}).config.delegation_token_secret_key == "mb"
+    props = tmp_path / "server.properties"
+    props.write_text("delegation.token.secret.key=from-file\ndelegation.token.expiry.time.ms=60000\n"
+                     "delegation.token.expiry.check.interval.ms=1000\n")
+    c = load(ns(str(props))).config
+    assert (c.delegation_token_secret_key, c.delegation_token_expiry_time_ms,
+            c.delegation_token_expiry_check_interval_ms) == ("from-file", 60_000, 1_000)
+    assert load(ns("--delegation-token-secret-key", "cli", str(props))).config.delegation_token_secret_key == "cli"
+    with pytest.raises(ConfigError) as e:
+        load(ns("--delegation-token-expiry-time-ms", "0"))
+    assert e.value.problems == ["--delegation-token-expiry-time-ms '0': must be at least 1"]  # Kafka's atLeast(1)
