@@ -86,3 +86,28 @@ def test_kafka_delegation_tokens_sh(token_broker, tmp_path):
     # a renewal of a token that is gone: Kafka's error, one line, no stack trace of the broker's
     r = _tool(*common, "--renew", "--hmac", hmac, "--renew-time-period", "60000")
     assert r.returncode != 0 and "DelegationTokenNotFoundException" in r.stdout + r.stderr
+
+
+def test_java_reauthenticates_a_token_session_while_the_token_is_renewed(broker_factory, tmp_path, topic):
+    """Tokens that expire 4 s after each renewal: the session a token login gets lasts what is left
+    of the token (KIP-368), so the Java producer re-authenticates on its open connection while the
+    token is renewed every second; once renewals stop the token expires, is swept (every 500 ms),
+    and the producer's next login is refused."""
+    users = tmp_path / "users"
+    users.write_text("alice:alice-secret\n")
+    b = broker_factory(listeners=f"PLAINTEXT://127.0.0.1:{free_port()},SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+                       sasl_users=users, delegation_token_secret_key=SECRET,
+                       delegation_token_expiry_time_ms=4000, delegation_token_expiry_check_interval_ms=500)
+    run = java_client.json_driver("DelegationTokenReauth", timeout=120)
+    got = run(b.addresses[1], "alice", "alice-secret", topic, "12")
+    assert got["sent"] >= 20, got
+    # the producer's batch times out while its logins are refused (the Java producer reports a
+    # node it cannot authenticate to so: its metadata is cached, its batch waits for the node)
+    assert got["after_expiry"] in ("SaslAuthenticationException", "TimeoutException"), got
+    log = b.log_path.read_text()
+    reauths = [line for line in log.splitlines()
+               if "sasl.reauthenticated" in line and "SCRAM-SHA-256" in line and "principal=User:alice" in line]
+    assert len(reauths) >= 2, log[-3000:]
+    swept = next(i for i, line in enumerate(log.splitlines()) if "token.expired" in line and "past_expiry" in line)
+    refused = [line for line in log.splitlines()[swept:] if "sasl.authentication_failed" in line]
+    assert refused and all("SCRAM-SHA-256" in line for line in refused), log[-3000:]
