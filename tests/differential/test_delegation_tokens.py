@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import datetime
 import os
+import struct
 import tempfile
 import time
 from pathlib import Path
@@ -296,6 +297,21 @@ def test_logging_in_with_a_token(token_brokers):
                     out.append((user == made.token_id, pw == password, token, a.error_code, a.error_message))
                 except ConnectionClosed:
                     out.append((user == made.token_id, pw == password, token, "closed"))
+        # past its expiry, not swept yet: the login succeeds with a session already over, and
+        # the next request closes the connection (SaslServerAuthenticator, KafkaChannel)
+        with _login(sasl, "alice") as alice:
+            assert alice.call(expire(made.hmac, 0)).error_code == 0
+            _settle(alice, tokens, "t", lambda t: t.expiry_timestamp < made.expiry_timestamp)
+        time.sleep(0.05)
+        with _conn(sasl) as t:
+            a = scram_login(t, made.token_id, password, token=True)
+            out.append(("expired token", a.error_code, a.session_lifetime))
+            try:
+                t.call(req(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False))
+                out.append("answered")
+            except ConnectionClosed:
+                out.append("closed")
         with _login(sasl, "alice") as alice:
             alice.call(expire(made.hmac))
         return out
@@ -305,7 +321,6 @@ def test_logging_in_with_a_token(token_brokers):
 def _raw(c: Connection, key: int, version: int, body: bytes, template):
     """A request whose int64 kio cannot write (Long.MAX_VALUE as a period): the frame by hand
     (request header v1, or v2 for flexible versions), the answer decoded as ``template``'s."""
-    import struct
     c._connect()
     c._corr += 1
     header = struct.pack(">hhih", key, version, c._corr, len(c.client_id)) + c.client_id.encode()
@@ -316,7 +331,6 @@ def _raw(c: Connection, key: int, version: int, body: bytes, template):
 
 def test_periods_of_any_long(token_brokers):
     """Long.MAX_VALUE and Long.MIN_VALUE as lifetime and periods: Kafka saturates its sums."""
-    import struct
     big, small = struct.pack(">q", 2**63 - 1), struct.pack(">q", -(2**63))
 
     def scenario(_plain, sasl):
