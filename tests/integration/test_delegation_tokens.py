@@ -195,11 +195,21 @@ def test_owners_renewers_and_acls(broker_factory, tmp_path):
         assert plain_login(c, "bob", "bob-secret").error_code == 0
         # bob sees his own token, not alice's, until an ACL lets him describe hers
         assert [t.token_id for t in _describe(c).tokens] == [for_bob.token_id]
-    acl = (30, 3, dict(creations=(part((30, 3), "AclCreation", resource_type=7, resource_name="User:alice",
-                                       resource_pattern_type=3, principal="User:bob", host="*",
-                                       operation=14, permission_type=3),)))
-    with _conn(plain) as c:
-        assert c.call(req(acl[0], acl[1], **acl[2])).results[0].error_code == 0
+    def allow_bob(resource_type: int, name: str, operation: int) -> None:
+        acl = part((30, 3), "AclCreation", resource_type=resource_type, resource_name=name,
+                   resource_pattern_type=3, principal="User:bob", host="*", operation=operation,
+                   permission_type=3)
+        with _conn(plain) as c:
+            assert c.call(req(30, 3, creations=(acl,))).results[0].error_code == 0
+
+    allow_bob(6, mine.token_id, 8)  # DESCRIBE on that one DelegationToken
+    with _alice(sasl) as c:
+        another = _create(c)
     with _conn(sasl) as c:
         assert plain_login(c, "bob", "bob-secret").error_code == 0
         assert sorted(t.token_id for t in _describe(c).tokens) == sorted([for_bob.token_id, mine.token_id])
+    allow_bob(7, "User:alice", 14)  # DESCRIBE_TOKENS on alice: all of hers
+    with _conn(sasl) as c:
+        assert plain_login(c, "bob", "bob-secret").error_code == 0
+        assert sorted(t.token_id for t in _describe(c).tokens) == sorted(
+            [for_bob.token_id, mine.token_id, another.token_id])
