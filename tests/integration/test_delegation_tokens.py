@@ -6,7 +6,12 @@ tests/differential/test_delegation_tokens.py; real clients are in test_delegatio
 
 from __future__ import annotations
 
+import base64
 import datetime
+import socket
+import ssl
+import subprocess
+import sys
 
 import pytest
 
@@ -89,7 +94,6 @@ def test_create_describe_renew_expire_and_log_in_with_the_token(token_broker):
 
     # the token logs in, as its owner; a token session may not manage tokens
     with _conn(sasl) as t:
-        import base64
         ok = scram_login(t, made.token_id, base64.b64encode(made.hmac).decode(), "SCRAM-SHA-512", token=True)
         assert ok.error_code == 0
         # the session ends with the token (SaslServerAuthenticator: the credential's lifetime)
@@ -213,3 +217,39 @@ def test_owners_renewers_and_acls(broker_factory, tmp_path):
         assert plain_login(c, "bob", "bob-secret").error_code == 0
         assert sorted(t.token_id for t in _describe(c).tokens) == sorted(
             [for_bob.token_id, mine.token_id, another.token_id])
+
+
+class _TlsConnection(Connection):
+    def __init__(self, address: str, context) -> None:
+        host, port = address.rsplit(":", 1)
+        super().__init__(host, int(port), timeout=10)
+        self.context = context
+
+    def _connect(self):
+        if self._sock is None:
+            raw = socket.create_connection(self.address, timeout=self.timeout)
+            self._sock = self.context.wrap_socket(raw, server_hostname="localhost")
+        return self._sock
+
+
+def test_ssl_with_a_client_certificate_may_manage_tokens_and_without_one_not(broker_factory, tmp_path):
+    """KafkaApis.allowTokenRequests: an SSL principal from a client certificate may, SSL's
+    User:ANONYMOUS (no certificate sent) may not."""
+    certs = tmp_path / "certs"
+    subprocess.run([sys.executable, "-m", "minibroker", "certs", str(certs)], check=True, capture_output=True,
+                   timeout=60)
+    b = broker_factory(listeners=f"SSL://127.0.0.1:{free_port()},PLAINTEXT://127.0.0.1:{free_port()}",
+                       ssl_certfile=certs / "broker.crt", ssl_keyfile=certs / "broker.key",
+                       ssl_cafile=certs / "ca.crt", ssl_client_auth="requested",
+                       delegation_token_secret_key=SECRET)
+    tls = b.addresses[0]
+    with_cert = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    with_cert.load_cert_chain(str(certs / "client.crt"), str(certs / "client.key"))
+    with _TlsConnection(tls, with_cert) as c:
+        made = _create(c)
+        assert made.error_code == 0 and made.principal_type == "User" and made.principal_name.startswith("CN=")
+        assert [t.token_id for t in _describe(c).tokens] == [made.token_id]
+    without = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    with _TlsConnection(tls, without) as c:
+        assert _create(c).error_code == NOT_ALLOWED
+        assert _describe(c).error_code == NOT_ALLOWED
