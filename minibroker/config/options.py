@@ -602,11 +602,21 @@ class _Layer:
         self.values[m.option] = _Value(value, label, _KAFKA_PARSE.get(prop), m.scale, rank, prop)
 
 
+# What a label never shows the value of (Kafka's PASSWORD-type configs among minibroker's), by
+# every name it may be given under: labels reach the log (config.values_overridden) and error lines.
+SECRET_NAMES = frozenset({"delegation.token.secret.key", "MINIBROKER_DELEGATION_TOKEN_SECRET_KEY",
+                          "KAFKA_DELEGATION_TOKEN_SECRET_KEY", "--delegation-token-secret-key"})
+
+
+def _shown(name: str, value: str) -> str:
+    return "'***'" if name in SECRET_NAMES else repr(value)
+
+
 def _file_layer(path: Path, problems: list[str]) -> _Layer:
     layer = _Layer()
     env_names = {o.env: o for o in OPTIONS}
     for lineno, key, value in _read_file(path, problems):
-        label = f"{path}:{lineno}: {key}={value!r}"
+        label = f"{path}:{lineno}: {key}={_shown(key, value)}"
         if key.startswith("MINIBROKER_"):
             o = env_names.get(key)
             if o is None:
@@ -624,10 +634,10 @@ def _env_layers(env) -> tuple[_Layer, _Layer]:
     mini = _Layer()
     for o in OPTIONS:
         if o.env in env:
-            mini.values[o.flag] = _Value(env[o.env], f"{o.env}={env[o.env]!r}")
+            mini.values[o.flag] = _Value(env[o.env], f"{o.env}={_shown(o.env, env[o.env])}")
     kafka = _Layer()
     for prop, (value, name) in sorted(kafka_env(env).items()):
-        kafka.add_kafka(prop, value, f"{name}={value!r}")
+        kafka.add_kafka(prop, value, f"{name}={_shown(name, value)}")
     return mini, kafka
 
 
@@ -636,7 +646,7 @@ def _cli_layer(ns: argparse.Namespace) -> _Layer:
     for o in OPTIONS:
         text = getattr(ns, o.dest, None)
         if text is not None:
-            layer.values[o.flag] = _Value(text, f"{o.flag} {text!r}")
+            layer.values[o.flag] = _Value(text, f"{o.flag} {_shown(o.flag, text)}")
     return layer
 
 

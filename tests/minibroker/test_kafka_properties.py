@@ -178,3 +178,14 @@ def test_delegation_token_options_from_every_source(tmp_path):
     with pytest.raises(ConfigError) as e:
         load(ns("--delegation-token-expiry-time-ms", "0"))
     assert e.value.problems == ["--delegation-token-expiry-time-ms '0': must be at least 1"]  # Kafka's atLeast(1)
+
+
+def test_the_secret_key_is_never_shown(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("delegation.token.secret.key=file-secret\n")
+    env = {"KAFKA_DELEGATION_TOKEN_SECRET_KEY": "env-secret", "MINIBROKER_DELEGATION_TOKEN_SECRET_KEY": "mb-secret"}
+    loaded = load(ns("--delegation-token-secret-key", "cli-secret", str(props)), env)
+    assert loaded.config.delegation_token_secret_key == "cli-secret"
+    text = repr(loaded.notes)
+    assert "config.values_overridden" in text and "KAFKA_DELEGATION_TOKEN_SECRET_KEY='***'" in text
+    assert not any(f"{w}-secret" in text for w in ("file", "env", "mb", "cli")), text
