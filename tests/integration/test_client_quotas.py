@@ -1,0 +1,143 @@
+"""Client quotas with real clients, each run on minibroker and on Kafka 4.4 alike: Kafka's own
+``kafka-configs.sh`` (org.apache.kafka.tools.ConfigCommand, over the Java Admin's
+alterClientQuotas/describeClientQuotas) setting and describing quotas; a librdkafka producer
+over a low ``producer_byte_rate`` that is throttled (its ``throttle_cb``) about as long by both;
+and the control plane's ``throttle`` rule, which answers ``throttle_time_ms`` and mutes the
+connection without the traffic a quota needs. (confluent-kafka's AdminClient has no quota calls.)"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.reference.client import Connection, part, req
+
+DESCRIBE, ALTER, METADATA, API_VERSIONS = 48, 49, 3, 18
+
+
+def _clear(address: tuple[str, int]) -> None:
+    """Every quota the broker has is removed (the reference Kafka lives for the session)."""
+    with Connection(*address) as c:
+        found = c.call(req(DESCRIBE, 1, strict=False, components=()))
+        api = (ALTER, 1)
+        entries = tuple(part(api, "EntryData",
+                             entity=tuple(part(api, "EntityData", entity_type=e.entity_type,
+                                               entity_name=e.entity_name) for e in entry.entity),
+                             ops=tuple(part(api, "OpData", key=v.key, value=0.0, remove=True)
+                                       for v in entry.values))
+                        for entry in found.entries or ())
+        if entries:
+            c.call(req(ALTER, 1, validate_only=False, entries=entries))
+
+
+def _set_client_quota(address: tuple[str, int], client_id: str, key: str, value: float) -> None:
+    api = (ALTER, 1)
+    with Connection(*address) as c:
+        r = c.call(req(ALTER, 1, validate_only=False, entries=(part(
+            api, "EntryData", entity=(part(api, "EntityData", entity_type="client-id", entity_name=client_id),),
+            ops=(part(api, "OpData", key=key, value=value, remove=False),)),)))
+    assert [e.error_code for e in r.entries] == [0]
+
+
+def _config_command(kafka_reference, bootstrap: str, *args: str) -> str:
+    cmd = [kafka_reference.java(), "-cp", str(kafka_reference.libs / "*"), "org.apache.kafka.tools.ConfigCommand",
+           "--bootstrap-server", bootstrap, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+# kafka-configs.sh as a user runs it: set, describe, change, delete, defaults
+COMMANDS = [
+    ("--alter", "--entity-type", "clients", "--entity-name", "cq-cli",
+     "--add-config", "producer_byte_rate=1024,request_percentage=12.5"),
+    ("--describe", "--entity-type", "clients", "--entity-name", "cq-cli"),
+    ("--alter", "--entity-type", "users", "--entity-name", "cq-user", "--entity-type", "clients",
+     "--entity-default", "--add-config", "consumer_byte_rate=4096"),
+    ("--alter", "--entity-type", "users", "--entity-default", "--add-config", "consumer_byte_rate=99"),
+    ("--describe", "--entity-type", "users"),
+    ("--describe", "--entity-type", "users", "--entity-type", "clients"),
+    ("--alter", "--entity-type", "clients", "--entity-name", "cq-cli", "--delete-config", "request_percentage"),
+    ("--describe", "--entity-type", "clients", "--entity-name", "cq-cli"),
+    ("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1", "--add-config", "connection_creation_rate=5"),
+    ("--describe", "--entity-type", "ips"),
+]
+
+
+def test_kafka_configs_sets_and_describes_quotas_as_on_kafka(broker, kafka_reference):
+    sides = {"kafka": kafka_reference.bootstrap_servers, "minibroker": broker.bootstrap_servers}
+    outputs: dict[str, list[str]] = {}
+    for name, bootstrap in sides.items():
+        host, port = bootstrap.rsplit(":", 1)
+        _clear((host, int(port)))
+        try:
+            outputs[name] = [_config_command(kafka_reference, bootstrap, *c) for c in COMMANDS]
+        finally:
+            _clear((host, int(port)))
+    assert "Quota configs for client-id 'cq-cli' are" in outputs["kafka"][1]
+    for cmd, k, m in zip(COMMANDS, outputs["kafka"], outputs["minibroker"]):
+        # a describe lists entities in its HashMap's order: compared as sets of lines
+        assert sorted(k.splitlines()) == sorted(m.splitlines()), (cmd, k, m)
+
+
+def _produce_throttled(bootstrap: str, topic: str, client_id: str) -> list[float]:
+    """Four 30 KB records, each sent and acknowledged before the next: the throttle times the
+    producer was told (ms)."""
+    throttles: list[float] = []
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 0,
+                  "compression.type": "none", "acks": 1,
+                  "throttle_cb": lambda event: throttles.append(event.throttle_time * 1000)})
+    for i in range(4):
+        p.produce(topic, value=bytes([65 + i]) * 30_000)
+        assert p.flush(60) == 0
+    deadline = time.monotonic() + 5
+    while not throttles and time.monotonic() < deadline:
+        p.poll(0.1)
+    return throttles
+
+
+def test_a_producer_over_its_byte_rate_is_throttled_as_on_kafka(broker, kafka_reference, topic):
+    """producer_byte_rate=10000 B/s: 4 x 30 KB in a young 10 s window is ~12 KB/s, so the fourth
+    answer says ~2 s ((12000 - 10000) / 10000 x 10 s) on both brokers."""
+    kafka = ("127.0.0.1", kafka_reference.port)
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    mini = (host, int(port))
+    measured = {}
+    for name, address in (("kafka", kafka), ("minibroker", mini)):
+        _clear(address)
+        _set_client_quota(address, "cq-slow-producer", "producer_byte_rate", 10_000)
+        try:
+            measured[name] = _produce_throttled(f"{address[0]}:{address[1]}", topic, "cq-slow-producer")
+        finally:
+            _clear(address)
+    print(f"throttle times (ms): {measured}")
+    assert measured["kafka"] and measured["minibroker"], measured
+    k, m = max(measured["kafka"]), max(measured["minibroker"])
+    assert 1000 < k < 4000 and 0.6 * k <= m <= 1.5 * k, measured
+
+
+def test_a_throttle_rule_answers_throttle_time_and_mutes_the_connection(broker_factory):
+    b = broker_factory(control=True)
+    host, port = b.bootstrap_servers.rsplit(":", 1)
+    rule = b.control.add_fault(api="Metadata", action="throttle", throttle_ms=1500, client_id="cq-throttled")
+    assert rule["throttle_ms"] == 1500
+    with Connection(host, int(port), client_id="cq-throttled") as slow, \
+            Connection(host, int(port), client_id="cq-other") as other:
+        started = time.monotonic()
+        answer = slow.call(req(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False))
+        assert answer.throttle_time.total_seconds() == pytest.approx(1.5)
+        assert time.monotonic() - started < 1.0  # answered at once, as Kafka does (KIP-219)
+        # the same connection reads nothing more until the throttle time has passed...
+        slow.call(req(API_VERSIONS, 3, client_software_name="t", client_software_version="1"))
+        assert time.monotonic() - started >= 1.4
+        # ... while another client's connection is answered at once
+        t = time.monotonic()
+        other.call(req(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                       include_topic_authorized_operations=False))
+        assert time.monotonic() - t < 1.0
+    assert b.control.fault(rule["id"])["fired"] == 1
+    assert "quota.throttled" in b.log_text()
