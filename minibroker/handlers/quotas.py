@@ -134,6 +134,17 @@ class QuotaEnforcer:
         if sensor is not None:
             sensor.record(-value, self.clock_ms() if now_ms is None else now_ms)
 
+    def max_fetch_bytes(self, ctx: RequestContext) -> int | None:
+        """ClientQuotaManager.getMaxValueInQuotaWindow for consumer_byte_rate: the bound times
+        the 10 whole windows (None: no quota applies)."""
+        if not self.active:
+            return None
+        quota = cq.CONSUMER_BYTE_RATE
+        bound = self.quotas.limit(quota, self.quotas.metric_tags(quota, user_of(ctx), ctx.client_id or ""))
+        if bound is None:
+            return None
+        return int(min(bound * (SAMPLES - 1) * WINDOW_MS / 1000, 2**31 - 1))
+
     def _expire(self, now: float) -> None:
         # Kafka's sensors expire after an hour without a record
         self._records += 1

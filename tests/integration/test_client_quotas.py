@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from tests.reference.client import Connection, part, req
 
-DESCRIBE, ALTER, METADATA, API_VERSIONS = 48, 49, 3, 18
+DESCRIBE, ALTER, METADATA, API_VERSIONS, FETCH = 48, 49, 3, 18, 1
 
 
 def _clear(address: tuple[str, int]) -> None:
@@ -141,3 +141,105 @@ def test_a_throttle_rule_answers_throttle_time_and_mutes_the_connection(broker_f
         assert time.monotonic() - t < 1.0
     assert b.control.fault(rule["id"])["fired"] == 1
     assert "quota.throttled" in b.log_text()
+
+
+def _consume_until_throttled(bootstrap: str, topic: str, client_id: str,
+                             expected: int) -> tuple[list[float], int]:
+    """Reads ``topic`` from the start until the first throttle event or every record: the throttle
+    times the consumer was told (ms) and how many records it had by then."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    throttles: list[float] = []
+    c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"{client_id}-g",
+                  "enable.auto.commit": False,
+                  "throttle_cb": lambda event: throttles.append(event.throttle_time * 1000)})
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got = 0
+        deadline = time.monotonic() + 30
+        while not throttles and got < expected and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got += 1
+        return throttles, got
+    finally:
+        c.close()
+
+
+def _fill(bootstrap: str, topic: str) -> None:
+    """12 batches of one 10 KB record each in partition 0."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "compression.type": "none"})
+    for i in range(12):
+        p.produce(topic, value=bytes([65 + i]) * 10_000, partition=0)
+        assert p.flush(30) == 0
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled_on_both(broker, kafka_reference, topic):
+    """consumer_byte_rate=10000 B/s: a fetch answers at most 10 windows' worth (100 KB) and the
+    next one takes the window over the bound: librdkafka's consumer is told seconds of throttle by
+    both brokers before it has all 12 x 10 KB. (Kafka cuts the last batch of an answer at the
+    byte limit, minibroker answers whole batches: the exact times differ, see the raw test.)"""
+    measured = {}
+    for name, bootstrap in (("kafka", kafka_reference.bootstrap_servers), ("minibroker", broker.bootstrap_servers)):
+        host, port = bootstrap.rsplit(":", 1)
+        address = (host, int(port))
+        _clear(address)
+        _fill(bootstrap, topic)
+        _set_client_quota(address, "cq-slow-consumer", "consumer_byte_rate", 10_000)
+        try:
+            measured[name] = _consume_until_throttled(bootstrap, topic, "cq-slow-consumer", 12)
+        finally:
+            _clear(address)
+    print(f"consumer throttle times (ms), records before: {measured}")
+    for throttles, got in measured.values():
+        assert throttles and 1000 < max(throttles) < 5000 and got < 12, measured
+
+
+def _fetch(c: Connection, topic: str, topic_id, offset: int, partition_max_bytes: int):
+    import datetime
+    api = (FETCH, 12)
+    return c.call(req(FETCH, 12, cluster_id=None, replica_id=-1, replica_state=None,
+                      max_wait=datetime.timedelta(milliseconds=100), min_bytes=1, max_bytes=50 * 1024 * 1024,
+                      isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+                      topics=(part(api, "FetchTopic", topic=topic, topic_id=topic_id, partitions=(
+                          part(api, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                               last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes,
+                               replica_directory_id=None),)),)))
+
+
+def test_fetches_over_the_byte_rate_are_capped_emptied_and_throttled_as_on_kafka(broker, kafka_reference, topic):
+    """Raw Fetch requests of 5 whole batches (5 x 10072 B, so that both brokers answer the same
+    bytes) under consumer_byte_rate=8000: the first answer is under the bound, the second takes the
+    young 10 s window to ~10 KB/s and is answered empty (its bytes taken back off the sensor) with
+    ~2.6 s of throttle, and so is each one after it, on both brokers alike."""
+    measured = {}
+    for name, bootstrap in (("kafka", kafka_reference.bootstrap_servers), ("minibroker", broker.bootstrap_servers)):
+        host, port = bootstrap.rsplit(":", 1)
+        address = (host, int(port))
+        _clear(address)
+        _fill(bootstrap, topic)
+        _set_client_quota(address, "cq-raw-consumer", "consumer_byte_rate", 8_000)
+        try:
+            with Connection(*address) as c:
+                md = c.call(req(METADATA, 12, allow_auto_topic_creation=False,
+                                include_topic_authorized_operations=False,
+                                topics=(part((METADATA, 12), "MetadataRequestTopic", name=topic, topic_id=None),)))
+            answers = []
+            with Connection(*address, client_id="cq-raw-consumer") as c:
+                offset = 0
+                for _ in range(4):
+                    r = _fetch(c, topic, md.topics[0].topic_id, offset, 5 * 10_072)
+                    data = r.responses[0].partitions[0].records if r.responses else None
+                    answers.append((round(r.throttle_time.total_seconds() * 1000), len(data or b"")))
+                    if data:
+                        offset += 5
+                    time.sleep(r.throttle_time.total_seconds())
+            measured[name] = answers
+        finally:
+            _clear(address)
+    print(f"fetch answers (throttle ms, record bytes): {measured}")
+    for answers in measured.values():
+        assert answers[0] == (0, 5 * 10_072), measured
+        # then throttled: no records
+        assert all(ms > 1000 and n == 0 for ms, n in answers[1:]), measured
+    for (k, _), (m, _) in zip(measured["kafka"][1:], measured["minibroker"][1:]):
+        assert 0.8 * k <= m <= 1.25 * k, measured
