@@ -243,3 +243,33 @@ def test_fetches_over_the_byte_rate_are_capped_emptied_and_throttled_as_on_kafka
         assert all(ms > 1000 and n == 0 for ms, n in answers[1:]), measured
     for (k, _), (m, _) in zip(measured["kafka"][1:], measured["minibroker"][1:]):
         assert 0.8 * k <= m <= 1.25 * k, measured
+
+
+def test_request_percentage_throttles_every_api_as_on_kafka(broker, kafka_reference):
+    """request_percentage=0.0001 (% of one thread-second per second): any request's handling time
+    is over it, and the request quota's throttle is capped at one window: 1000 ms on both brokers,
+    in Metadata's and DescribeClientQuotas' answers alike, the connection muted meanwhile."""
+    measured = {}
+    for name, bootstrap in (("kafka", kafka_reference.bootstrap_servers), ("minibroker", broker.bootstrap_servers)):
+        host, port = bootstrap.rsplit(":", 1)
+        address = (host, int(port))
+        _clear(address)
+        _set_client_quota(address, "cq-busy", "request_percentage", 0.0001)
+        try:
+            with Connection(*address, client_id="cq-busy") as c:
+                started = time.monotonic()
+                got = []
+                for _ in range(2):
+                    r = c.call(req(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False))
+                    got.append(round(r.throttle_time.total_seconds() * 1000))
+                    r = c.call(req(DESCRIBE, 1, strict=False, components=()))
+                    got.append(round(r.throttle_time.total_seconds() * 1000))
+                elapsed = time.monotonic() - started
+            measured[name] = (got, elapsed)
+        finally:
+            _clear(address)
+    print(f"request quota throttles (ms), seconds taken: {measured}")
+    assert measured["minibroker"][0] == measured["kafka"][0] == [1000] * 4, measured
+    # each answer after the first waited out the one before it
+    assert measured["minibroker"][1] >= 2.8 and measured["kafka"][1] >= 2.8, measured
