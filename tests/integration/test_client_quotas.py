@@ -273,3 +273,55 @@ def test_request_percentage_throttles_every_api_as_on_kafka(broker, kafka_refere
     assert measured["minibroker"][0] == measured["kafka"][0] == [1000] * 4, measured
     # each answer after the first waited out the one before it
     assert measured["minibroker"][1] >= 2.8 and measured["kafka"][1] >= 2.8, measured
+
+
+def _set_user_quota(address: tuple[str, int], user: str, key: str, value: float) -> None:
+    api = (ALTER, 1)
+    with Connection(*address) as c:
+        r = c.call(req(ALTER, 1, validate_only=False, entries=(part(
+            api, "EntryData", entity=(part(api, "EntityData", entity_type="user", entity_name=user),),
+            ops=(part(api, "OpData", key=key, value=value, remove=False),)),)))
+    assert [e.error_code for e in r.entries] == [0]
+
+
+def test_a_user_quota_follows_the_sasl_principal_as_on_kafka(broker_factory, kafka_reference, topic):
+    """A quota on user admin (a super user of the reference Kafka's authorizer) throttles admin's
+    producer on the SASL listener, about as long on both brokers, and not the same client id
+    unauthenticated (user ANONYMOUS)."""
+    from tests.differential.run import sasl_listener_options
+    from tests.reference import settings
+    mb = broker_factory(**sasl_listener_options())
+    sides = {"kafka": (kafka_reference.bootstrap_servers, f"127.0.0.1:{kafka_reference.sasl_port}"),
+             "minibroker": (mb.addresses[0], mb.addresses[1])}
+    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin", "sasl.password": settings.SASL_USERS["admin"]}
+    measured = {}
+    for name, (plain, sasl_address) in sides.items():
+        host, port = plain.rsplit(":", 1)
+        address = (host, int(port))
+        _clear(address)
+        _set_user_quota(address, "admin", "producer_byte_rate", 10_000)
+        try:
+            anonymous = _produce_throttled(plain, topic, "cq-sasl")
+            user = _produce_throttled_with(sasl_address, topic, "cq-sasl", sasl)
+            measured[name] = (anonymous, user)
+        finally:
+            _clear(address)
+    print(f"user quota throttles (ms), anonymous then admin: {measured}")
+    (k_anon, k_user), (m_anon, m_user) = measured["kafka"], measured["minibroker"]
+    assert not k_anon and not m_anon, measured
+    assert k_user and m_user and 0.6 * max(k_user) <= max(m_user) <= 1.5 * max(k_user), measured
+
+
+def _produce_throttled_with(bootstrap: str, topic: str, client_id: str, extra: dict) -> list[float]:
+    throttles: list[float] = []
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 0,
+                  "compression.type": "none", "acks": 1, **extra,
+                  "throttle_cb": lambda event: throttles.append(event.throttle_time * 1000)})
+    for i in range(4):
+        p.produce(topic, value=bytes([65 + i]) * 30_000)
+        assert p.flush(60) == 0
+    deadline = time.monotonic() + 5
+    while not throttles and time.monotonic() < deadline:
+        p.poll(0.1)
+    return throttles
