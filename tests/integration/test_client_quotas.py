@@ -325,3 +325,66 @@ def _produce_throttled_with(bootstrap: str, topic: str, client_id: str, extra: d
     while not throttles and time.monotonic() < deadline:
         p.poll(0.1)
     return throttles
+
+
+# (driver arguments): Admin.alterClientQuotas and describeClientQuotas as an application calls them
+JAVA_CALLS = [
+    ("alter", "user=cq-ja", "producer_byte_rate=1024", "request_percentage=25.5"),
+    ("alter", "user=cq-ja,client-id=<default>", "consumer_byte_rate=2048"),
+    ("alter", "client-id=<default>", "producer_byte_rate=4096"),
+    ("alter", "--validate-only", "client-id=cq-vo", "producer_byte_rate=1"),
+    ("alter", "user=cq-ja", "producer_byte_rate=1.5"),
+    ("alter", "user=cq-ja", "nope=1"),
+    ("alter", "ip=127.0.0.1", "connection_creation_rate=3"),
+    ("alter", "ip=127.0.0.1", "producer_byte_rate=3"),
+    ("describe", "any"),
+    ("describe", "any", "user"),
+    ("describe", "strict", "user"),
+    ("describe", "strict", "user=cq-ja"),
+    ("describe", "any", "user=cq-ja"),
+    ("describe", "strict", "client-id=<default>"),
+    ("describe", "any", "ip"),
+    ("describe", "any", "ip", "user"),
+    ("alter", "user=cq-ja", "request_percentage="),
+    ("describe", "strict", "user=cq-ja"),
+]
+
+
+def test_the_java_admin_alters_and_describes_quotas_as_on_kafka(broker, kafka_reference):
+    from .java_client import json_driver
+    run = json_driver("ClientQuotas")
+    answers = {}
+    for name, bootstrap in (("kafka", kafka_reference.bootstrap_servers), ("minibroker", broker.bootstrap_servers)):
+        host, port = bootstrap.rsplit(":", 1)
+        _clear((host, int(port)))
+        try:
+            answers[name] = [run(bootstrap, *call) for call in JAVA_CALLS]
+        finally:
+            _clear((host, int(port)))
+    assert answers["kafka"][0] == {"ok": True}
+    assert answers["kafka"][4]["ok"] is False
+    assert len(answers["kafka"][8]["entries"]) == 4  # the user, user+default client, default client, ip
+    for call, k, m in zip(JAVA_CALLS, answers["kafka"], answers["minibroker"]):
+        assert k == m, (call, k, m)
+
+
+def test_quotas_survive_a_restart_and_keep_throttling(broker_factory, tmp_path):
+    """Set with kafka-configs' protocol, kept in the data dir's client-quotas.json: after a restart
+    on the same data dir they are described and enforced as before."""
+    data = tmp_path / "data"
+    b = broker_factory(data_dir=data)
+    host, port = b.bootstrap_servers.rsplit(":", 1)
+    _set_client_quota((host, int(port)), "cq-kept", "request_percentage", 0.0001)
+    b.close()
+    assert (data / "client-quotas.json").exists()
+    b = broker_factory(data_dir=data)
+    host, port = b.bootstrap_servers.rsplit(":", 1)
+    with Connection(host, int(port)) as c:
+        found = c.call(req(DESCRIBE, 1, strict=True, components=(
+            part((DESCRIBE, 1), "ComponentData", entity_type="client-id", match_type=0, match="cq-kept"),)))
+    assert [([(e.entity_type, e.entity_name) for e in entry.entity], [(v.key, v.value) for v in entry.values])
+            for entry in found.entries] == [([("client-id", "cq-kept")], [("request_percentage", 0.0001)])]
+    with Connection(host, int(port), client_id="cq-kept") as c:
+        r = c.call(req(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                       include_topic_authorized_operations=False))
+    assert r.throttle_time.total_seconds() == 1.0
