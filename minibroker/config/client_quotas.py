@@ -164,8 +164,6 @@ class ClientQuotas:
         self._levels: dict[str, set[tuple[bool, bool]]] = {}
         for key, quotas in self._quotas.items():
             self._enable(key, quotas)
-        # what to call when quotas change (the enforcement drops what it measured under old limits)
-        self.changed: list[Callable[[], None]] = []
 
     @classmethod
     def load(cls, data_dir: Any) -> ClientQuotas:
@@ -227,8 +225,6 @@ class ClientQuotas:
                     self._enable(key, {k: v})
             store.save(self.data_dir, [(dict(k), dict(q)) for k, q in self._quotas.items()])
             log.info("quotas.altered", changes=[(entity_text(k), q, v) for k, q, v in changes])
-            for hook in self.changed:
-                hook()
         return [(k, *results[k]) for k in java_order(results, entity_hash)]
 
     def _entity_changes(self, key: Key, alterations: dict[str, float | None]) -> \
