@@ -34,6 +34,7 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
+from ..cluster import connection_node
 from ..config import client_quotas as cq
 from .api import Api, RequestContext, Response
 from .authz import OFF, Authz, Op
@@ -97,7 +98,8 @@ class QuotaEnforcer:
     def __init__(self, quotas: cq.ClientQuotas, clock_ms: Any = None) -> None:
         self.quotas = quotas
         self.clock_ms = clock_ms if clock_ms is not None else (lambda: time.monotonic() * 1000.0)
-        self.sensors: dict[tuple[str, tuple[str, str]], Rate] = {}
+        # by (quota, metric tags, virtual broker): each Kafka broker measures its own traffic
+        self.sensors: dict[tuple[str, tuple[str, str], int | None], Rate] = {}
         self._records = 0
 
     @property
@@ -105,16 +107,16 @@ class QuotaEnforcer:
         return self.quotas.any
 
     def record(self, quota: str, user: str, client_id: str, value: float,
-               now_ms: float | None = None) -> int:
+               now_ms: float | None = None, node: int | None = None) -> int:
         """Records ``value``; the throttle time in ms its sensor's rate now asks for (0: none)."""
         tags = self.quotas.metric_tags(quota, user, client_id)
         bound = self.quotas.limit(quota, tags)
         if bound is None:
             return 0
         now = self.clock_ms() if now_ms is None else now_ms
-        sensor = self.sensors.get((quota, tags))
+        sensor = self.sensors.get((quota, tags, node))
         if sensor is None or now - sensor.last_ms >= INACTIVE_SENSOR_MS:
-            sensor = self.sensors[(quota, tags)] = Rate()
+            sensor = self.sensors[(quota, tags, node)] = Rate()
             self._expire(now)
         sensor.record(value, now)
         rate = sensor.measure(now)
@@ -127,10 +129,10 @@ class QuotaEnforcer:
         return max(0, int(ms))
 
     def unrecord(self, quota: str, user: str, client_id: str, value: float,
-                 now_ms: float | None = None) -> None:
+                 now_ms: float | None = None, node: int | None = None) -> None:
         """ClientQuotaManager.unrecordQuotaSensor: a throttled Fetch sends no records."""
         tags = self.quotas.metric_tags(quota, user, client_id)
-        sensor = self.sensors.get((quota, tags))
+        sensor = self.sensors.get((quota, tags, node))
         if sensor is not None:
             sensor.record(-value, self.clock_ms() if now_ms is None else now_ms)
 
@@ -159,14 +161,17 @@ class QuotaEnforcer:
         user = user_of(ctx)
         client_id = ctx.client_id or ""
         api = ctx.api_key
+        node = connection_node(ctx)
+        now = self.clock_ms()
         bandwidth = 0
         if api == ApiKey.Produce:
-            bandwidth = self.record(cq.PRODUCER_BYTE_RATE, user, client_id, request_bytes)
+            bandwidth = self.record(cq.PRODUCER_BYTE_RATE, user, client_id, request_bytes, now, node)
         elif api == ApiKey.Fetch and response.size >= 0:
-            bandwidth = self.record(cq.CONSUMER_BYTE_RATE, user, client_id, response.size)
+            bandwidth = self.record(cq.CONSUMER_BYTE_RATE, user, client_id, response.size, now, node)
         request = 0
         if not (api == ApiKey.Produce and response.silent):  # acks=0 is not request-throttled
-            request = self.record(cq.REQUEST_PERCENTAGE, user, client_id, handler_ns * NANOS_TO_PERCENT)
+            request = self.record(cq.REQUEST_PERCENTAGE, user, client_id, handler_ns * NANOS_TO_PERCENT,
+                                  now, node)
         ms = max(bandwidth, request)
         if ms <= 0:
             return response
@@ -174,7 +179,7 @@ class QuotaEnforcer:
             if bandwidth > request else cq.REQUEST_PERCENTAGE
         if api == ApiKey.Fetch and response.size >= 0:
             # "unrecord" the fetched bytes: the answer carries none (KafkaApis.handleFetchRequest)
-            self.unrecord(cq.CONSUMER_BYTE_RATE, user, client_id, response.size)
+            self.unrecord(cq.CONSUMER_BYTE_RATE, user, client_id, response.size, now, node)
         return throttled(ctx, response, ms, quota=quota, user=user)
 
 

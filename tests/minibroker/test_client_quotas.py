@@ -102,3 +102,12 @@ def test_validate_only_changes_nothing(tmp_path):
 def test_an_unreadable_file_is_reported_not_fatal(tmp_path):
     (tmp_path / "client-quotas.json").write_text('{"quotas": [{"entity": {"group": "g"}, "quotas": {}}]}')
     assert cq.ClientQuotas.load(tmp_path).entities() == {}
+
+
+def test_each_virtual_broker_measures_its_own_traffic(tmp_path):
+    # quotas are per broker in Kafka: a client producing to two leaders has the quota on each
+    q = _quotas(tmp_path, ([(C, "p")], [(cq.PRODUCER_BYTE_RATE, 1000)]))
+    e = QuotaEnforcer(q)
+    assert e.record(cq.PRODUCER_BYTE_RATE, "ANONYMOUS", "p", 9000, 0.0, node=1) == 0
+    assert e.record(cq.PRODUCER_BYTE_RATE, "ANONYMOUS", "p", 9000, 0.0, node=2) == 0
+    assert e.record(cq.PRODUCER_BYTE_RATE, "ANONYMOUS", "p", 9000, 0.0, node=1) == 8000
