@@ -115,7 +115,8 @@ def test_a_producer_over_its_byte_rate_is_throttled_as_on_kafka(broker, kafka_re
             _clear(address)
     print(f"throttle times (ms): {measured}")
     assert measured["kafka"] and measured["minibroker"], measured
-    k, m = max(measured["kafka"]), max(measured["minibroker"])
+    # the first throttled answer (Kafka was once seen to throttle a later one again, ~5 s)
+    k, m = measured["kafka"][0], measured["minibroker"][0]
     assert 1000 < k < 4000 and 0.6 * k <= m <= 1.5 * k, measured
 
 
@@ -145,8 +146,8 @@ def test_a_throttle_rule_answers_throttle_time_and_mutes_the_connection(broker_f
 
 def _consume_until_throttled(bootstrap: str, topic: str, client_id: str,
                              expected: int) -> tuple[list[float], int]:
-    """Reads ``topic`` from the start until the first throttle event or every record: the throttle
-    times the consumer was told (ms) and how many records it had by then."""
+    """Reads ``topic`` from the start until a throttle of over a second or every record: the
+    throttle times the consumer was told (ms) and how many records it had by then."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     throttles: list[float] = []
     c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"{client_id}-g",
@@ -156,7 +157,8 @@ def _consume_until_throttled(bootstrap: str, topic: str, client_id: str,
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         got = 0
         deadline = time.monotonic() + 30
-        while not throttles and got < expected and time.monotonic() < deadline:
+        # Kafka's first answers may say a few ms (it cuts the last batch at the byte limit)
+        while not any(t > 1000 for t in throttles) and got < expected and time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and m.error() is None:
                 got += 1
