@@ -192,7 +192,7 @@ def throttled(ctx: RequestContext, response: Response, ms: int, *, quota: str, u
               rule: int | None = None) -> Response:
     """``response`` saying it was throttled for ``ms``, and the connection muted that long."""
     conn = ctx.connection
-    log.info("quota.throttled", conn=getattr(conn, "conn_id", None), api=ApiKey(ctx.api_key).name,
+    log.info("quota.throttled", conn=getattr(conn, "conn_id", None), api=_api_name(ctx.api_key),
              correlation_id=ctx.correlation_id, client_id=ctx.client_id,
              user=user if user is not None else user_of(ctx), quota=quota, throttle_time_ms=ms, rule=rule)
     mute = getattr(conn, "throttle", None)
@@ -210,6 +210,13 @@ def throttled(ctx: RequestContext, response: Response, ms: int, *, quota: str, u
         return Response.of(ctx.correlation_id,
                            dataclasses.replace(entity, throttle_time=datetime.timedelta(milliseconds=ms)))
     return response
+
+
+def _api_name(key: int) -> str:
+    try:
+        return ApiKey(key).name
+    except ValueError:  # an API registered without a name here
+        return str(key)
 
 
 class QuotaHandlers:
