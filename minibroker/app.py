@@ -37,6 +37,7 @@ from .handlers.leaders import LeaderHandlers
 from .handlers.log_admin import LogAdminHandlers
 from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
+from .handlers.quotas import QuotaEnforcer, QuotaHandlers
 from .handlers.sasl import SaslHandlers
 from .handlers.share import ShareHandlers
 from .handlers.telemetry import TelemetryHandlers
@@ -72,12 +73,15 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
     coordinator_node = broker.coordinator_node if cluster is not None else None
     endpoints = node_endpoints if cluster is not None else None
 
+    # client quotas: the dispatcher measures requests, Fetch caps its answers
+    quotas = QuotaEnforcer(broker.client_quotas)
     families: tuple[Any, ...] = (
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
                         max_message_bytes=broker.max_message_bytes, crash=broker.crash_points,
                         cluster=cluster, timeline=broker.timeline, authz=authz),
-        FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz),
+        FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz,
+                      quota_bytes=quotas.max_fetch_bytes),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
                          create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,
                          node_endpoints=endpoints, authz=authz),
@@ -87,6 +91,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         ConfigHandlers(logs=logs, config=broker.config, client_metrics=broker.client_metrics,
                        group_configs=broker.group_configs, authz=authz),
         LeaderHandlers(logs=logs, cluster=cluster, authz=authz),
+        QuotaHandlers(quotas=broker.client_quotas, authz=authz),
         LogAdminHandlers(logs=logs, config=broker.config, add_partitions=broker.add_partitions,
                          notify_append=broker.notify_append,
                          not_leader=(lambda ctx, t, p: cluster.not_leader(connection_node(ctx), t, p))
@@ -113,7 +118,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
                    request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node,
-                   topic_name=broker.topic_name_by_id)
+                   topic_name=broker.topic_name_by_id, quotas=quotas)
     for family in families:
         for api in family.apis():
             d.register(api)

@@ -37,6 +37,7 @@ from minibroker_storage.txn_history import TxnHistory
 
 from .background.loops import Background
 from .cluster import Cluster
+from .config.client_quotas import ClientQuotas
 from .config.features import load_features
 from .config.group_configs import GroupConfigs
 from .config.options import Config
@@ -128,6 +129,8 @@ class Broker:
         # each group's own configs (IncrementalAlterConfigs on GROUP resources), which the
         # group coordinator reads over the broker's group.* defaults
         self.group_configs = GroupConfigs.load(config)
+        # the client quotas AlterClientQuotas set, enforced by the dispatcher
+        self.client_quotas = ClientQuotas.load(config.data_dir)
         self.group_coordinator = GroupCoordinator(
             offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
                                              self.offsets_partition_for),

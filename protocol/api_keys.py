@@ -51,6 +51,8 @@ class ApiKey(IntEnum):
     ElectLeaders = 43
     IncrementalAlterConfigs = 44
     OffsetDelete = 47
+    DescribeClientQuotas = 48
+    AlterClientQuotas = 49
     DescribeUserScramCredentials = 50
     AlterUserScramCredentials = 51
     UpdateFeatures = 57

@@ -52,8 +52,8 @@ def _fail(message: str, code: int = 1) -> int:
 # -- faults ------------------------------------------------------------------------------------
 _RULE_OPTIONS = (
     ("--api", str, "API name as Kafka spells it (EndTxn, Produce, ...) or key"),
-    ("--action", str, "error, error-after-apply, drop-response, delay, disconnect, hold, crash "
-                      "(required)"),
+    ("--action", str, "error, error-after-apply, drop-response, delay, disconnect, hold, crash, "
+                      "throttle (required)"),
     ("--error", str, "the error code to answer (name like CONCURRENT_TRANSACTIONS, or number)"),
     ("--message", str, "the error message, where the answer has one"),
     ("--count", str, "fire on the next N matching requests ('all' or -1: every one; default 1)"),
@@ -70,6 +70,8 @@ _RULE_OPTIONS = (
     ("--partition", int, "with --topic: only this partition"),
     ("--broker", int, "only requests to this (virtual) broker"),
     ("--delay-ms", int, "for delay: how long"),
+    ("--throttle-ms", int, "for throttle: the throttle_time_ms answered, and how long the connection "
+                           "then reads nothing"),
     ("--when", str, "for disconnect: before or after applying (default before)"),
     ("--point", str, "for crash: before-apply, after-apply, txn.after_prepare, "
                      "txn.after_first_marker, txn.before_complete, produce.after_append"),

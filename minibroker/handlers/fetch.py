@@ -45,8 +45,11 @@ _SINCE_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIES
 class FetchHandlers:
     def __init__(self, *, logs: LogManager,
                  wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]],
-                 cluster: Cluster | None = None, authz: Authz = OFF) -> None:
+                 cluster: Cluster | None = None, authz: Authz = OFF,
+                 quota_bytes: Callable[[RequestContext], int | None] | None = None) -> None:
         self.logs = logs
+        # the most a consumer_byte_rate quota lets one answer carry (None: no quota)
+        self.quota_bytes = quota_bytes
         self.authz = authz
         self.cluster = cluster  # virtual brokers: only the leader serves a partition
         # the fetch waiters: returns when one of the partitions is appended to, or at the timeout
@@ -68,14 +71,20 @@ class FetchHandlers:
             # by name, known or not (an unknown topic id is UNKNOWN_TOPIC_ID before anything)
             readable = self.authz.topics(ctx, Op.READ, (info.name for info, _ in self._resolved(req, version)
                                                         if info.name))
-        topics, total, any_error = self._read(req, version, connection_node(ctx), readable)
+        # KafkaApis.handleFetchRequest: a consumer under a byte-rate quota fetches at most what
+        # the quota's window allows (ClientQuotaManager.getMaxValueInQuotaWindow), else an
+        # answer too large for the quota would be throttled and emptied again and again
+        cap = self.quota_bytes(ctx) if self.quota_bytes is not None else None
+        min_bytes = req.min_bytes if cap is None else min(req.min_bytes, cap)
+        topics, total, any_error = self._read(req, version, connection_node(ctx), readable, cap)
         max_wait_ms = int(req.max_wait.total_seconds() * 1000)
-        if total >= req.min_bytes or max_wait_ms <= 0 or any_error or not topics:
+        if total >= min_bytes or max_wait_ms <= 0 or any_error or not topics:
             return self._encode(ctx, topics)
-        return self._long_poll(ctx, req, version, max_wait_ms, readable)
+        return self._long_poll(ctx, req, version, max_wait_ms, readable, cap, min_bytes)
 
     async def _long_poll(self, ctx: RequestContext, req: Any, version: int,
-                         max_wait_ms: int, readable: set[str] | None) -> Response:
+                         max_wait_ms: int, readable: set[str] | None, cap: int | None = None,
+                         min_bytes: int = 1) -> Response:
         deadline = time.monotonic() + max_wait_ms / 1000
         watched = [(t.name, p.partition) for t, parts in self._resolved(req, version)
                    for p in parts]
@@ -84,10 +93,10 @@ class FetchHandlers:
             if remaining <= 0:
                 break
             await self.wait_for_append(watched, remaining)
-            topics, total, any_error = self._read(req, version, connection_node(ctx), readable)
-            if total >= req.min_bytes or any_error:
+            topics, total, any_error = self._read(req, version, connection_node(ctx), readable, cap)
+            if total >= min_bytes or any_error:
                 return self._encode(ctx, topics)
-        topics, _total, _err = self._read(req, version, connection_node(ctx), readable)
+        topics, _total, _err = self._read(req, version, connection_node(ctx), readable, cap)
         return self._encode(ctx, topics)
 
     def _encode(self, ctx: RequestContext, topics: list) -> Response:
@@ -109,10 +118,13 @@ class FetchHandlers:
                         t.partitions))
         return out
 
-    def _read(self, req, version, node: int | None = None, readable: set[str] | None = None):
+    def _read(self, req, version, node: int | None = None, readable: set[str] | None = None,
+              cap: int | None = None):
         b = self.logs
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         remaining = req.max_bytes if version >= 3 else 2**31 - 1
+        if cap is not None:
+            remaining = min(remaining, cap)
         min_one = True
         total = 0
         any_error = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from ..control.faults.actions import Injector
     from ..control.request_log import RequestLog, RequestRecord
+    from ..handlers.quotas import QuotaEnforcer
 
 __all__ = ["Api", "Disconnect", "Dispatcher", "RequestContext", "Response"]
 
@@ -46,7 +48,8 @@ class Dispatcher:
     def __init__(self, features: Features | None = None, counts: RequestCounts | None = None,
                  *, injector: Injector | None = None, request_log: RequestLog | None = None,
                  node_id: int = 1, coordinator_node: Callable[[int, str], int | None] | None = None,
-                 topic_name: Callable[[uuid.UUID], str | None] | None = None) -> None:
+                 topic_name: Callable[[uuid.UUID], str | None] | None = None,
+                 quotas: QuotaEnforcer | None = None) -> None:
         self.apis: dict[int, Api] = {}
         self.features = features if features is not None else Features()
         self.counts = counts if counts is not None else RequestCounts()
@@ -58,6 +61,8 @@ class Dispatcher:
         self.coordinator_node = coordinator_node
         # Topic ids to names, for the rules and the log of requests that name topics by id.
         self.topic_name = topic_name
+        # Client quotas (AlterClientQuotas): measured only once some quota is set
+        self.quotas = quotas
         # Told the id of every connection that closes (per-connection state elsewhere)
         self.on_disconnect: list[Callable[[str], None]] = []
         self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
@@ -117,10 +122,28 @@ class Dispatcher:
                                           request.client_software_version or UNKNOWN)
         software = getattr(connection, "client_software", _UNKNOWN_SOFTWARE)
         self.counts.count(api_key, version, software, header.client_id)
+        quotas = self.quotas
+        if quotas is not None and quotas.active:
+            started = time.perf_counter_ns()
+            answer = self._answer(api, ctx, request, software)
+            handler_ns = time.perf_counter_ns() - started
+            if isinstance(answer, Response):
+                return quotas.after(ctx, len(frame), handler_ns, answer)
+            return self._quota_later(quotas, ctx, len(frame), handler_ns, answer)
+        return self._answer(api, ctx, request, software)
+
+    def _answer(self, api: Api, ctx: RequestContext, request: Any, software: tuple[str, str]) -> Answer:
         if self.request_log is None and self.coordinator_node is None and not (
                 self.injector is not None and self.injector.book):
             return api.handler(ctx, request)
         return self._observed(api, ctx, request, software)
+
+    @staticmethod
+    async def _quota_later(quotas: QuotaEnforcer, ctx: RequestContext, size: int, handler_ns: int,
+                           answer: Awaitable[Response]) -> Response:
+        # a request that waited (a long poll) is measured by the time its handler ran before it
+        # waited: waiting costs no thread time, as in Kafka's purgatory
+        return quotas.after(ctx, size, handler_ns, await answer)
 
     def _admit(self, auth: Any, ctx: RequestContext, request: Any) -> Response | None:
         """A SASL connection before authentication, or with a session that ends: None lets the

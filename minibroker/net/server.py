@@ -188,6 +188,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.decoder.max_size = min(max_request_bytes, MAX_UNAUTHENTICATED_FRAME)
         # Set when an answer is the last: the connection closes once it is written.
         self._closing: str | None = None
+        # A quota throttled the client (minibroker/handlers/quotas.py): nothing more is read
+        # until the loop time ``_throttled_until``; the frames that had already arrived behind
+        # the throttled request wait in ``_deferred`` (Kafka reads one request at a time from a
+        # channel, so they would still be in its socket).
+        self._throttled_until = 0.0
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self._deferred: list[bytes] = []
 
     def close_after(self, response: Response, reason: str) -> None:
         """``response`` is this connection's last answer (a failed authentication)."""
@@ -208,6 +215,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     timeout_ms=int(self.auth_timeout_s * 1000))
         self._disconnect("sasl_authentication_timeout",
                          f"not authenticated within {int(self.auth_timeout_s * 1000)} ms")
+
+    def throttle(self, ms: int) -> None:
+        """Read nothing more for ``ms`` (Kafka mutes a throttled channel, KIP-219)."""
+        if self.closed or ms <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if self._throttle_timer is not None:
+            if until <= self._throttled_until:
+                return
+            self._throttle_timer.cancel()
+        self._throttled_until = until
+        self._pause("throttle")
+        self._throttle_timer = loop.call_at(until, self._unthrottle)
+
+    def _unthrottle(self) -> None:
+        self._throttle_timer = None
+        if self.closed:
+            return
+        deferred, self._deferred = self._deferred, []
+        if deferred:
+            self._handle(deferred)
+        if self._throttle_timer is None:  # the deferred requests did not throttle it again
+            self._resume("throttle")
 
     def mute(self, why: str) -> None:
         if self.muted or self.closed:
@@ -234,6 +265,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.registry.discard(self)
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._deferred = []
         for task in self.tasks:
             task.cancel()
         self.pending.clear()
@@ -322,8 +356,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.memory.wake_soon()
 
     def _handle(self, frames) -> None:
-        for frame in frames:
+        frames = list(frames)
+        for i, frame in enumerate(frames):
             if self.closed:
+                return
+            if self._throttle_timer is not None:
+                # copied: the decoder's buffers are reused once this delivery is handled
+                self._deferred.extend(bytes(f) for f in frames[i:])
                 return
             try:
                 result = self.dispatcher.handle(frame, self)

@@ -83,6 +83,9 @@ def test_crash_points_are_asked_for_by_name_not_by_request():
     ({"action": "hold", "api": "EndTxn", "error": 51}, "only for the actions error"),
     ({"action": "hold", "api": "EndTxn", "probability": 2}, "probability must be in"),
     ({"action": "hold", "api": "EndTxn", "partition": 1}, "partition needs topic"),
+    ({"action": "throttle", "api": "Produce"}, "action throttle needs throttle_ms"),
+    ({"action": "throttle", "api": "Produce", "throttle_ms": 0}, "throttle_ms must be >= 1"),
+    ({"action": "delay", "api": "Produce", "delay_ms": 1, "throttle_ms": 5}, "only for the action throttle"),
     ({"action": "hold", "api": "EndTxn", "min_version": 4, "max_version": 2}, "min_version 4 > max_version 2"),
     ({"action": "crash", "point": "after-apply"}, "needs api"),
     ({"action": "disconnect", "api": "EndTxn", "when": "later"}, "before or after"),
@@ -132,7 +135,8 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
                "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups", "IncrementalAlterConfigs",
                "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions",
                "CreateAcls", "DeleteAcls", "AlterUserScramCredentials", "ShareGroupDescribe",
-               "DescribeShareGroupOffsets", "AlterConfigs", "DescribeTopicPartitions"}
+               "DescribeShareGroupOffsets", "AlterConfigs", "DescribeTopicPartitions",
+               "AlterClientQuotas"}
     assert refused <= batched, refused
 
 

@@ -12,6 +12,9 @@ Each action is a different "bad day" seen from the client:
 - ``delay``: applied, answered ``delay_ms`` later;
 - ``disconnect``: the connection is closed, before or after applying (``when``);
 - ``hold``: not applied until the rule is released (control plane) or removed;
+- ``throttle``: applied, answered at once with ``throttle_time_ms`` = ``throttle_ms``, and the
+  connection reads nothing more for that time: what a client quota does (minibroker/handlers/quotas.py),
+  without the traffic that would take a client over one;
 - ``crash``: the broker SIGKILLs itself before or after applying the request (or, at a named
   point of the transaction and produce paths, through :class:`minibroker.core.crash_points.CrashPoints`).
 
@@ -117,6 +120,10 @@ class Injector:
             return response
         if action == "disconnect":
             raise Disconnecting(rule)
+        if action == "throttle":
+            from ...handlers.quotas import throttled
+            assert rule.throttle_ms is not None  # parse_rule requires it for this action
+            return throttled(ctx, response, rule.throttle_ms, quota="fault rule", rule=rule.id)
         if action == "drop-response":
             mute = getattr(ctx.connection, "mute", None)
             if mute is not None:

@@ -32,7 +32,7 @@ from ..request_counts import api_name
 
 log = get_logger("minibroker.faults")
 
-ACTIONS = ("error", "error-after-apply", "drop-response", "delay", "disconnect", "hold", "crash")
+ACTIONS = ("error", "error-after-apply", "drop-response", "delay", "disconnect", "hold", "crash", "throttle")
 
 # Named points of the transaction and produce paths where a ``crash`` rule may kill the broker
 # (besides ``before-apply``/``after-apply`` of any request it matches).
@@ -46,7 +46,8 @@ REQUEST_POINTS = ("before-apply", "after-apply")
 
 _FIELDS = ("id", "api", "min_version", "max_version", "client_id", "client_software",
            "transactional_id", "group", "topic", "partition", "broker", "nth", "count",
-           "probability", "seed", "action", "error", "message", "delay_ms", "when", "point")
+           "probability", "seed", "action", "error", "message", "delay_ms", "when", "point",
+           "throttle_ms")
 
 
 class FaultError(ValueError):
@@ -90,6 +91,7 @@ class FaultRule:
     delay_ms: int = 0
     when: str = "before"
     point: str | None = None
+    throttle_ms: int | None = None
     matched: int = 0
     fired: int = 0
     _rng: random.Random | None = field(default=None, repr=False)
@@ -288,6 +290,13 @@ def parse_rule(spec: Mapping[str, Any], rule_id: int) -> FaultRule:
         if when not in ("before", "after"):
             raise FaultError(f"when must be before or after (applying the request), not {when!r}")
         rule.when = when
+    throttle = _int(spec, "throttle_ms", 1)
+    if action == "throttle":
+        if throttle is None:
+            raise FaultError("action throttle needs throttle_ms")
+        rule.throttle_ms = throttle
+    elif throttle is not None:
+        raise FaultError(f"throttle_ms is only for the action throttle, not {action}")
     point = _text(spec, "point")
     if action == "crash":
         if point is None:
