@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from minibroker.testing import MiniBroker
 from tests.minibroker.test_dump_log import share_state_segment
@@ -136,3 +137,71 @@ def test_share_state_a_broker_wrote_is_kafkas_and_txn_offline_is_not_confused(tm
     assert story.returncode == 0 and "commit" in story.stdout.lower(), story
     unknown = txn("explain", "g-offline")  # a share group's id is no transactional id
     assert unknown.returncode == 1 and "no transactional id 'g-offline'" in unknown.stderr, unknown
+
+
+def _state_offsets(bs: str) -> dict[int, tuple[int, int]]:
+    """(log start, log end) of each __share_group_state partition holding records."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    tps = [TopicPartition("__share_group_state", p) for p in range(50)]
+    first = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
+    last = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+    out = {}
+    for tp in tps:
+        lo, hi = first[tp].result(timeout=15).offset, last[tp].result(timeout=15).offset
+        if hi > 0:
+            out[tp.partition] = (lo, hi)
+    return out
+
+
+def test_share_state_is_kafkas_delete_topic_pruned_and_replayed_after_the_prune(broker_factory):
+    """__share_group_state has Kafka's configs (delete, retention.ms -1, not compacted); the
+    share coordinator's prune (every 5 min of the broker's clock) deletes the records below the
+    newest snapshot of each share partition; a kill -9 after it replays from there: accepted
+    records never come again, released ones do with their delivery count kept."""
+    b = broker_factory(control=True)
+    bs = b.bootstrap_servers
+    topic = _topic(bs, partitions=1)
+    _group_configs(bs, "g-prune", share_auto_offset_reset="earliest")
+    _produce(bs, topic, 10, partitions=1)
+    c = _consumer(bs, "g-prune", topic, explicit=True)
+
+    def accept_below_5(consumer, m):
+        consumer.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 5 else AcknowledgeType.RELEASE)
+        consumer.commit_sync(15)  # one write, one snapshot, per record
+
+    try:
+        assert len(_poll_until([c], 10, 30, on_message=accept_below_5)) >= 10
+    finally:
+        c.close()
+    # created at the group's first heartbeat, with Kafka's configs
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "__share_group_state")
+    configs = admin.describe_configs([res])[res].result(timeout=15)
+    assert {k: configs[k].value for k in ("cleanup.policy", "retention.ms", "compression.type",
+                                          "segment.bytes")} == {
+        "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
+        "segment.bytes": str(100 * 1024 * 1024)}
+    [(p, (start, end))] = _state_offsets(bs).items()
+    assert start == 0 and end >= 10, (start, end)
+    b.control.advance("301s")  # past share.coordinator.state.topic.prune.interval.ms
+    [(p2, (pruned, end2))] = _state_offsets(bs).items()
+    # everything below the newest snapshot is gone: the newest is the last record but the
+    # records a consumer's close released after it, if any
+    assert p2 == p and end2 >= end and end2 - 3 <= pruned < end2, (pruned, end2)
+    assert "share_state.pruned" in b.log_text()
+    b.kill9()
+    b.start()
+    bs = b.bootstrap_servers
+    assert _state_offsets(bs)[p][0] == pruned  # the log start is kept across the crash
+    again = _consumer(bs, "g-prune", topic)
+    try:
+        got = _poll_until([again], 5, 40)
+        again.commit_sync(15)
+        assert _poll_until([again], 1, 3) == []
+    finally:
+        again.close()
+    assert sorted(m.offset() for _, m in got) == [5, 6, 7, 8, 9]
+    assert all(m.delivery_count() >= 2 for _, m in got), [m.delivery_count() for _, m in got]
