@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer
+from confluent_kafka import AcknowledgeType, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from minibroker.testing import MiniBroker
@@ -32,8 +32,8 @@ RECORD_SPLIT = " headerKeys: [] "
 
 
 @pytest.fixture(scope="module")
-def kafka_dump_log():
-    """Run Kafka 4.4's DumpLogSegments on one file with the share state decoder; its stdout."""
+def kafka_tool():
+    """Run one of Kafka 4.4's command-line tools (a class of kafka-tools) with ``args``."""
     libs = libs_dir()
     java = shutil.which("java")
     if java is None or not jars_present(libs):
@@ -42,10 +42,17 @@ def kafka_dump_log():
             pytest.fail(why)
         pytest.skip(why)
 
+    def run(tool: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([java, "-cp", f"{libs}/*", f"org.apache.kafka.tools.{tool}", *args],
+                              capture_output=True, text=True, timeout=120)
+    return run
+
+
+@pytest.fixture(scope="module")
+def kafka_dump_log(kafka_tool):
+    """Kafka 4.4's DumpLogSegments on one file with the share state decoder; its stdout."""
     def run(path: Path) -> str:
-        r = subprocess.run([java, "-cp", f"{libs}/*", "org.apache.kafka.tools.DumpLogSegments",
-                            "--files", str(path), "--share-group-state-decoder"],
-                           capture_output=True, text=True, timeout=120)
+        r = kafka_tool("DumpLogSegments", "--files", str(path), "--share-group-state-decoder")
         assert r.returncode == 0, r.stderr
         return r.stdout
     return run
@@ -205,3 +212,45 @@ def test_share_state_is_kafkas_delete_topic_pruned_and_replayed_after_the_prune(
         again.close()
     assert sorted(m.offset() for _, m in got) == [5, 6, 7, 8, 9]
     assert all(m.delivery_count() >= 2 for _, m in got), [m.delivery_count() for _, m in got]
+
+
+def _share_level(kafka_tool, bs: str) -> str:
+    r = kafka_tool("FeatureCommand", "--bootstrap-server", bs, "describe")
+    assert r.returncode == 0, r.stderr
+    [line] = [x for x in r.stdout.splitlines() if x.split()[:2] == ["Feature:", "share.version"]]
+    return line.split("FinalizedVersionLevel: ")[1].split()[0]
+
+
+def test_a_data_dir_from_before_share_groups_gets_them_with_kafka_features_upgrade(tmp_path, kafka_tool):
+    """A data dir an older minibroker made (meta.properties, topics, no levels file) keeps the
+    levels it ran at: share.version 0, share groups off, until Kafka's own kafka-features.sh
+    upgrade raises it, as on a Kafka cluster upgraded to 4.4; the level then outlives a restart."""
+    data = tmp_path / "data"
+    with MiniBroker(name="share-older", data_dir=data) as b:
+        topic = _topic(b.bootstrap_servers, partitions=1)
+    # what an older minibroker left: no levels written, no share history
+    (data / "feature-levels").unlink()
+    (data / "share-history.jsonl").unlink()
+    with MiniBroker(name="share-older", data_dir=data) as b:
+        bs = b.bootstrap_servers
+        assert _share_level(kafka_tool, bs) == "0"
+        _produce(bs, topic, 5, partitions=1)
+        _group_configs(bs, "g-older", share_auto_offset_reset="earliest")
+        c = _consumer(bs, "g-older", topic)
+        try:
+            with pytest.raises(KafkaException, match="UNSUPPORTED_VERSION"):
+                _poll_until([c], 1, 20)  # librdkafka: "ShareGroupHeartbeat fatal error"
+        finally:
+            c.close()
+        up = kafka_tool("FeatureCommand", "--bootstrap-server", bs, "upgrade", "--feature", "share.version=2")
+        assert up.returncode == 0, (up.stdout, up.stderr)
+        assert _share_level(kafka_tool, bs) == "2"
+        c = _consumer(bs, "g-older", topic)
+        try:
+            got = _poll_until([c], 5, 40)
+            c.commit_sync(15)
+        finally:
+            c.close()
+        assert sorted(m.offset() for _, m in got) == list(range(5))
+    with MiniBroker(name="share-older", data_dir=data) as b:
+        assert _share_level(kafka_tool, b.bootstrap_servers) == "2"
