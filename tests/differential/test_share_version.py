@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from tests.reference.client import req
+from tests.reference.client import part, req
 
 from .test_features import _features, _settled, _update
 from .test_share_groups import DESCRIBE, Script, _member
@@ -84,3 +84,29 @@ def test_share_version_0_refuses_the_share_apis_and_an_upgrade_brings_them_back(
     s.fetch("ShareFetch after the upgrade", m, 0, max_wait_ms=2000)
 
 
+
+
+def test_share_group_state_has_kafkas_topic_configs(differential_pair):
+    """__share_group_state, made at a share group's first heartbeat, with the configs Kafka 4.4's
+    share coordinator gives it: a delete topic kept forever (pruned by the coordinator), not a
+    compacted one (ShareCoordinatorService.shareGroupStateTopicConfigs)."""
+    s = Script(differential_pair)
+    _wait_for_the_coordinator(s)
+    s.join_until_assigned(_member(), 1)
+    keys = ("cleanup.policy", "retention.ms", "compression.type", "segment.bytes")
+
+    def describe(side):
+        base = (32, 4)
+        return req(32, 4, include_synonyms=False, include_documentation=False, resources=(
+            part(base, "DescribeConfigsResource", resource_type=2, resource_name="__share_group_state",
+                 configuration_keys=keys),))
+
+    answers = []
+    for side in differential_pair.sides:
+        r = side.call(describe(side))
+        [res] = r.results
+        assert res.error_code == 0, (side.name, res)
+        answers.append({c.name: c.value for c in res.configs})
+    kafka, ours = answers
+    assert kafka["cleanup.policy"] == "delete" and kafka["retention.ms"] == "-1", kafka
+    assert ours == kafka, (kafka, ours)
