@@ -11,7 +11,7 @@ compiled on first use; the default when a Go toolchain is found) or ``python`` (
 confluent-kafka). Every throughput row has the load generator's CPU beside the broker's, and a
 value driven by a generator near a full core per process is marked client-bound.
 
-Workloads (names for --only): produce1k, produce100, latency, txn, consume, recovery, coldstart.
+Workloads (names for --only): produce1k, produce100, latency, txn, share, consume, recovery, coldstart.
 Brokers (names for --brokers): mb-never, mb-1000, mb-always, mb-ctl (fsync 1000 with
 --control-listener: the request log and fault-rule checks on every request), mock, tansu; with --baseline DIR
 (another checkout of minibroker, e.g. `git worktree add /tmp/base HEAD~1`) also base-never,
@@ -601,6 +601,82 @@ def w_txn(ctx, b: Broker) -> dict:
     return out
 
 
+SHARE_RATE_CEILING = 250_000  # records/s the preload is sized for (per timed second)
+
+
+def _serves_share_groups(b: Broker) -> bool:
+    """ApiVersions lists ShareGroupHeartbeat (76): the librdkafka mock and Tansu do not."""
+    host, port = b.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(API_VERSIONS_V0)
+        size = struct.unpack(">i", _exactly(s, 4))[0]
+        body = _exactly(s, size)
+    # v0: correlation id, error code, then (key, min, max) int16 triples
+    (n,) = struct.unpack_from(">i", body, 6)
+    return 76 in {struct.unpack_from(">h", body, 10 + 6 * i)[0] for i in range(max(0, n))}
+
+
+def _exactly(s: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed before the answer")
+        out += chunk
+    return bytes(out)
+
+
+def w_share(ctx, b: Broker) -> dict:
+    """Share consumers (KIP-932) of one group, confluent-kafka's ShareConsumer with implicit
+    acknowledgement, one process each, on a topic of 4 partitions preloaded with 100 B records:
+    the records acknowledged per second by 1 and by 4 consumers."""
+    a = ctx.a
+    if not _serves_share_groups(b):
+        raise RuntimeError("does not serve share groups (ApiVersions lists no ShareGroupHeartbeat)")
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    out = {}
+    for n in (1, 4):
+        topic = ctx.topic(f"share{n}")
+        create_topic(b, topic, 4)
+        count = int(SHARE_RATE_CEILING * a.seconds)
+        fill = run_clients([["fill", "--bootstrap", b.bootstrap, "--topic", topic, "--count", str(count),
+                             "--size", "100", "--partitions", "4"]], 300)[0]
+        if fill["errors"]:
+            raise RuntimeError(f"preload: {fill['errors']} errors: {fill['first_error']}")
+        group = f"{topic}-g"
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        try:
+            admin.incremental_alter_configs([res])[res].result(timeout=15)
+        except Exception as e:  # noqa: BLE001 - the mock's admin requests wait for a controller
+            raise RuntimeError("share.auto.offset.reset=earliest not set (IncrementalAlterConfigs on "
+                               f"a GROUP: {type(e).__name__} {e}): its share groups not measured") from None
+        cpu0 = proc_cpu(b.pid)
+        rs = run_clients([["share", "--bootstrap", b.bootstrap, "--topic", topic, "--group", group,
+                           "--seconds", str(a.seconds), "--timeout", str(a.seconds + 60)]
+                          for _ in range(n)], a.seconds + 120)
+        cpu = proc_cpu(b.pid) - cpu0
+        bad = [r for r in rs if r["errors"]]
+        if bad:
+            raise RuntimeError(f"share: {bad[0]['errors']} errors, e.g. {bad[0]['first_error']}")
+        got = [r for r in rs if r["records"]]
+        if not got:
+            raise RuntimeError("share: no record acknowledged")
+        k = f"share consumer 100 B, {n} consumer(s)"
+        wall = max(r["end"] for r in got) - min(r["start"] for r in got)
+        acked = sum(r["records"] for r in got)
+        out[f"{k}: records acknowledged/s"] = acked / wall
+        if acked >= count:  # drained before the window closed: a lower bound
+            print(f"   warning: {b.name} {k}: the {count} preloaded records ran out within the window",
+                  file=sys.stderr, flush=True)
+        if b.pid > 0:
+            out[f"{k}: broker CPU %"] = 100 * cpu / wall
+        out[f"{k}: client CPU % per process (max)"] = ctx.client_bound(got, [f"{k}: records acknowledged/s"])
+        delete_topic(b, topic)
+    return out
+
+
 MOCK_LOG_LIMIT = ("the librdkafka mock keeps only the last 5 MiB / 100,000 batches of each partition "
                   "(rdkafka_mock.c: mpart->max_size, max_cnt) and discards older records, so it cannot "
                   "serve a 1 GiB read")
@@ -730,7 +806,7 @@ def consume_and_recovery(ctx, protos: list[Broker], do_consume: bool, do_recover
 
 # --- the harness --------------------------------------------------------------------------------
 
-WORKLOADS = ["produce1k", "produce100", "latency", "txn", "consume", "recovery", "coldstart"]
+WORKLOADS = ["produce1k", "produce100", "latency", "txn", "share", "consume", "recovery", "coldstart"]
 
 
 def main() -> int:
@@ -853,6 +929,8 @@ def main() -> int:
                             res = w_latency(ctx, b)
                         elif w == "txn":
                             res = w_txn(ctx, b)
+                        elif w == "share":
+                            res = w_share(ctx, b)
                         record(b.name, res)
                         print(f"   {b.name} {w} rep {rep + 1}: {time.time() - t:.1f}s "
                               + ", ".join(f"{k.split(': ')[-1]}={v:.4g}" for k, v in res.items()),

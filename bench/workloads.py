@@ -5,6 +5,8 @@
     python bench/workloads.py txn      --bootstrap H:P --topic T --partition 0 --seconds 3
     python bench/workloads.py load     --bootstrap H:P --topic T --mib 64
     python bench/workloads.py consume  --bootstrap H:P --topic T --isolation read_committed --count N
+    python bench/workloads.py fill     --bootstrap H:P --topic T --count N --size 100 --partitions 4
+    python bench/workloads.py share    --bootstrap H:P --topic T --group G --seconds 3
 
 Every workload uses the same client settings against every broker (CLIENT_COMMON below).
 Reported times are wall-clock (time.time) so the harness can merge several processes,
@@ -20,7 +22,7 @@ import resource
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 
 CLIENT_COMMON = {
     "socket.nagle.disable": True,
@@ -239,10 +241,63 @@ def consume(a) -> None:
          exact=n == a.count, reached_end=done, errors=errors.count, first_error=errors.first)
 
 
+def fill(a) -> None:
+    """Exactly ``a.count`` records of ``a.size`` bytes, round-robin to partitions 0..N-1."""
+    errors = Errors()
+    p = Producer({**PRODUCE_CONF, "bootstrap.servers": a.bootstrap, "error_cb": errors})
+    value = os.urandom(a.size)
+    t0 = time.time()
+    for i in range(a.count):
+        while True:
+            try:
+                p.produce(a.topic, value, partition=i % max(1, a.partitions), on_delivery=errors)
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(120)
+    emit(records=a.count - left, seconds=time.time() - t0, errors=errors.count + left,
+         first_error=errors.first)
+
+
+def share(a) -> None:
+    """One member of share group ``a.group`` (confluent-kafka's ShareConsumer, implicit
+    acknowledgement: each poll ACCEPTs the records of the one before, piggybacked on the next
+    ShareFetch) for ``a.seconds`` from its first record; the records it was given and had
+    acknowledged in that window (the last poll's by a final commit_sync)."""
+    errors = Errors()
+    c = ShareConsumer({**CLIENT_COMMON, "bootstrap.servers": a.bootstrap, "group.id": a.group,
+                       "error_cb": errors})
+    c.subscribe([a.topic])
+    n = acked = 0
+    t0 = t1 = None
+    c0 = cpu_seconds()
+    deadline = time.time() + a.timeout
+    while time.time() < deadline:
+        got = sum(1 for m in c.poll(0.5) if m.error() is None)
+        now = time.time()
+        if got and t0 is None:
+            t0, c0 = now, cpu_seconds()
+        if t0 is not None:
+            n += got
+            if now - t0 >= a.seconds:
+                t1 = now
+                break
+    failed = 0
+    if n:
+        results = c.commit_sync(30)  # the last poll's records; the earlier ones went with each poll
+        failed = sum(1 for err in results.values() if err is not None)
+    acked = n if not failed else 0
+    end = t1 or time.time()
+    cpu = cpu_seconds() - c0
+    c.close()
+    emit(records=acked, delivered=n, start=t0 or end, end=end, cpu=cpu, errors=errors.count + failed,
+         first_error=errors.first)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("produce", "latency", "txn", "load", "consume"):
+    for name in ("produce", "latency", "txn", "load", "consume", "fill", "share"):
         s = sub.add_parser(name)
         s.add_argument("--bootstrap", required=True)
         s.add_argument("--topic", required=True)
@@ -257,6 +312,7 @@ def main() -> None:
         s.add_argument("--isolation", default="read_uncommitted")
         s.add_argument("--count", type=int, default=0)
         s.add_argument("--timeout", type=float, default=60)
+        s.add_argument("--group", default="bench-share")
     a = ap.parse_args()
     try:
         globals()[a.cmd](a)

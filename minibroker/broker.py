@@ -72,9 +72,10 @@ class Broker:
         self.crash_points = crash_points
         config.data_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
+        # before meta.properties is made: a data dir without it is a new one (load_features)
+        self.features = load_features(config)
         self.meta = meta.load_or_create(config.data_dir, config.node_id)
         self.cluster_id = self.meta["cluster.id"]
-        self.features = load_features(config)
         # -- storage -----------------------------------------------------------------------
         self.default_log_config = LogConfig(
             segment_bytes=config.segment_bytes,

@@ -67,8 +67,13 @@ def _sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name.partition(".")[0] + suffix)
 
 
-def dump(path: Path, print_data: bool, out=None, err=None) -> int:
-    """Print a ``.log`` file; returns how many invalid things it holds."""
+# (offset, key, value) -> (key text, payload text or None, problem or None)
+Decoder = Callable[[int, bytes | None, bytes | None], tuple[str, str | None, str | None]]
+
+
+def dump(path: Path, print_data: bool, out=None, err=None, decoder: Decoder | None = None) -> int:
+    """Print a ``.log`` file; returns how many invalid things it holds. ``decoder`` prints each
+    record's key and value as Kafka's decoder flags do (it implies ``print_data``)."""
     out, err = out or sys.stdout, err or sys.stderr
     out.write(f"Dumping {path}\n")
     start = base_offset_of(str(path)) or 0
@@ -103,13 +108,13 @@ def dump(path: Path, print_data: bool, out=None, err=None) -> int:
             f"compresscodec: {CODECS.get(header.compression, header.compression)} "
             f"crc: {header.crc} isvalid: {str(valid).lower()}\n"
         )
-        if not print_data:
+        if not print_data and decoder is None:
             continue
         if not valid:
             out.write("| (records not printed: CRC mismatch)\n")
             continue
         try:
-            _print_records(header, view, ts_name, out)
+            invalid += _print_records(header, view, ts_name, out, err, path, decoder)
         except (InvalidBatch, ValueError, IndexError, struct.error) as exc:
             invalid += 1
             out.write(f"| (records not printed: {exc})\n")
@@ -136,7 +141,10 @@ def _invalid_tail(path: Path, size: int, start: int, err) -> None:
     err.write(f"Invalid bytes at the end of {path}: {size} from position {start}\n")
 
 
-def _print_records(header, view, ts_name: str, out) -> None:
+def _print_records(header, view, ts_name: str, out, err=None, path=None,
+                   decoder: Decoder | None = None) -> int:
+    """Print a batch's records; returns how many the decoder could not read."""
+    undecodable = 0
     for i, r in enumerate(decode_batch(view)):
         seq = -1 if header.base_sequence < 0 else (header.base_sequence + i) % 2**31
         keysize = -1 if r.key is None else len(r.key)
@@ -149,11 +157,18 @@ def _print_records(header, view, ts_name: str, out) -> None:
             kind = "COMMIT" if ctype == CONTROL_COMMIT else "ABORT" if ctype == 0 else f"UNKNOWN({ctype})"
             _v, coordinator_epoch = parse_end_txn_marker(r.value)
             line += f" endTxnMarker: {kind} coordinatorEpoch: {coordinator_epoch}"
+        elif decoder is not None:
+            key, payload, problem = decoder(r.offset, r.key, r.value)
+            line += f" key: {key}" + ("" if payload is None else f" payload: {payload}")
+            if problem is not None:
+                undecodable += 1
+                err.write(f"Undecodable record in {path}: {problem}\n")
         else:
             if r.key is not None:
                 line += f" key: {_payload(r.key)}"
             line += f" payload: {_payload(r.value)}"
         out.write(line + "\n")
+    return undecodable
 
 
 # ---------------------------------------------------------------- index files
@@ -293,13 +308,13 @@ def _batch_fields(b) -> str:
 # ------------------------------------------------------------------------ CLI
 
 
-def dump_file(path: Path, print_data: bool, out=None, err=None) -> int:
+def dump_file(path: Path, print_data: bool, out=None, err=None, decoder: Decoder | None = None) -> int:
     """Dump one file of a known kind; returns how many invalid things it holds."""
     out, err = out or sys.stdout, err or sys.stderr
     os.close(os.open(path, os.O_RDONLY))  # unreadable: one line from main, before any output
     kind = segment_file_kind(str(path))
     if kind == LOG_SUFFIX:
-        return dump(path, print_data, out, err)
+        return dump(path, print_data, out, err, decoder)
     # A kind that is None (not a segment file) is a KeyError, as for any unknown kind.
     dumpers: dict[str | None, Callable[[Path, Any, Any], int]] = {
         ".index": dump_index, ".timeindex": dump_time_index,
@@ -345,6 +360,9 @@ def main(argv: list[str]) -> int:
                    help="comma-separated files, as kafka-dump-log.sh takes them")
     p.add_argument("--print-data-log", action="store_true",
                    help="also print every record: offset, timestamp, sizes, key and payload")
+    p.add_argument("--share-group-state-decoder", action="store_true",
+                   help="print the records of __share_group_state (ShareSnapshot, ShareUpdate) "
+                        "as Kafka's decoder does: key and value as JSON; implies --print-data-log")
     ns = p.parse_args(argv)
     args = list(ns.files) + [Path(f) for f in ns.file_list.split(",") if f]
     if not args:
@@ -356,11 +374,15 @@ def main(argv: list[str]) -> int:
     except ArgumentProblem as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    decoder: Decoder | None = None
+    if ns.share_group_state_decoder:
+        from .coordinator_json import share_group_state_record
+        decoder = share_group_state_record
     bad = unreadable = 0
     try:
         for f in paths:
             try:
-                bad += dump_file(f, ns.print_data_log)
+                bad += dump_file(f, ns.print_data_log, decoder=decoder)
             except BrokenPipeError:
                 raise
             except FileNotFoundError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from minibroker_storage.lazylog import get_logger
@@ -43,10 +44,13 @@ class FeatureSpec:
 # newest level it serves.
 TRANSACTION_VERSION = FeatureSpec("transaction.version", 0, 2, 2)
 GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
-# Kafka 4.4 finalizes share.version 2 on a fresh cluster (ShareVersion.LATEST_PRODUCTION, seen on
-# the reference); level 1 is share groups, level 2 adds the dead-letter queue, which share groups
-# here accept as configuration and do not act on.
-SHARE_VERSION = FeatureSpec("share.version", 0, 2, 2)
+# share.version 1 is share groups (ShareVersion.supportsShareGroups). Kafka 4.4 supports 2 and
+# finalizes it on a fresh cluster: level 2 is ShareVersion.supportsShareGroupDLQ, the dead-letter
+# queues of KIP-1191 (BrokerServer starts the DefaultShareGroupDLQManager only at 2, which writes
+# the records a group archives to its errors.deadletterqueue.topic.name). minibroker does not
+# write dead-letter queues, so it supports and finalizes 1, the level at which Kafka too keeps the
+# errors.deadletterqueue.* group configs but acts on none (tests/differential/divergences.py).
+SHARE_VERSION = FeatureSpec("share.version", 0, 1, 1)
 SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION, SHARE_VERSION)
 
 
@@ -173,19 +177,31 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
     command line asks for (``--transaction-version``, ``--group-version``), which win and are
     persisted like an UpdateFeatures.
 
+    A new data dir (no ``meta.properties`` yet) starts at the default levels and writes them at
+    once, as ``kafka-storage.sh format`` writes a new cluster's FeatureLevelRecords. A data dir
+    an older minibroker made keeps the levels it ran at, as Kafka keeps an upgraded cluster's
+    finalized levels until ``kafka-features.sh upgrade``: one without ``share.version`` in its
+    levels (or without the levels file, where nothing was ever changed) predates share groups and
+    gets ``share.version`` 0 — share groups are then off (UNSUPPORTED_VERSION) until an
+    UpdateFeatures raises it, unless the data dir already holds share state (a build that served
+    share groups at its default level before writing the levels of new data dirs).
+
     ``dry_run``: the same levels and epoch, with nothing written or logged (the early listener's
     view, minibroker/net/early.py; an ephemeral broker's data dir is a new one, empty)."""
     from minibroker_storage import feature_levels
 
     data_dir = config.data_dir
+    ephemeral = getattr(config, "ephemeral", False)
+    fresh = (dry_run and ephemeral) or not (Path(data_dir) / "meta.properties").exists()
     levels: dict[str, int] = {}
     epoch = 0
+    unreadable = False
     try:
-        found = None if dry_run and config.ephemeral else feature_levels.load(data_dir)
+        found = None if dry_run and ephemeral else feature_levels.load(data_dir)
     except feature_levels.FeatureLevelsError as e:
         if not dry_run:
             log.warning("features.file_unreadable", reason=str(e), action="default levels")
-        found = None
+        found, unreadable = None, True
     if found is not None:
         levels, epoch = found
         for name, level in list(levels.items()):
@@ -195,8 +211,19 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
                     log.warning("features.level_ignored", feature=name, level=level,
                                 reason="not a level this minibroker serves")
                 del levels[name]
-    features = Features(levels=levels, epoch=epoch,
-                        persist=None if dry_run else lambda lv, ep: feature_levels.save(data_dir, lv, ep))
+    older = not fresh and not unreadable and (found is None or SHARE_VERSION.name not in found[0])
+    if older and SHARE_VERSION.name not in levels and not _holds_share_state(Path(data_dir)):
+        levels[SHARE_VERSION.name] = 0
+        if not dry_run:
+            log.info("features.share_groups_off", feature=SHARE_VERSION.name, level=0,
+                     reason="a data dir from a minibroker without share groups keeps its levels",
+                     hint=f"UpdateFeatures (kafka-features.sh upgrade --feature "
+                          f"{SHARE_VERSION.name}={SHARE_VERSION.max_supported}) turns them on")
+    persist = None if dry_run else (lambda lv, ep: feature_levels.save(data_dir, lv, ep))
+    features = Features(levels=levels, epoch=epoch, persist=persist)
+    if persist is not None and ((fresh and found is None and not unreadable) or older):
+        # the levels this data dir runs at from now on, whatever a later default becomes
+        persist(features.levels(), features.epoch)
     asked = [(spec.name, level) for spec, level in ((TRANSACTION_VERSION, config.transaction_version),
                                                    (GROUP_VERSION, config.group_version))
              if level is not None and level != features.level(spec.name)]
@@ -205,3 +232,16 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
                          for name, level in asked], validate_only=False, node_id=config.node_id,
                         quiet=dry_run)
     return features
+
+
+def _holds_share_state(data_dir: Path) -> bool:
+    # share-history.jsonl is made at every start by the builds that serve share groups (at
+    # share.version 2 by default, and without writing the levels of a new data dir), never by
+    # older ones; __share_group_state at a share group's first heartbeat
+    from minibroker_protocol.topics import SHARE_GROUP_STATE_TOPIC
+
+    try:
+        return ((data_dir / "share-history.jsonl").exists()
+                or any(p.name.startswith(SHARE_GROUP_STATE_TOPIC + "-") for p in data_dir.iterdir()))
+    except OSError:
+        return False

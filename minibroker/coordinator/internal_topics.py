@@ -1,4 +1,5 @@
-"""Where the coordinators keep their state: ``__consumer_offsets`` and ``__transaction_state``,
+"""Where the coordinators keep their state: ``__consumer_offsets``, ``__transaction_state`` and
+``__share_group_state``,
 created on first use with Kafka's settings for them, and which partition (and, with virtual
 brokers, which node) holds a group's or a transactional id's state (Kafka's partitionFor)."""
 
@@ -39,10 +40,17 @@ class InternalTopics:
             # bounds what storage replays at start-up, and the cleaner compacts what it sealed.
             segment_bytes = (self.config.offsets_topic_segment_bytes if groups
                              else self.config.transaction_state_log_segment_bytes)
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
             if topic == SHARE_GROUP_STATE_TOPIC:
-                count, segment_bytes = SHARE_STATE_PARTITIONS, SHARE_STATE_SEGMENT_BYTES
-            self.logs.create_topic(topic, count, {"cleanup.policy": "compact",
-                                                  "segment.bytes": str(segment_bytes)})
+                # Not compacted: Kafka 4.4's ShareCoordinatorService.shareGroupStateTopicConfigs
+                # (the share coordinator prunes it with DeleteRecords instead, see share/coordinator.py).
+                count = SHARE_STATE_PARTITIONS
+                # Its min.insync.replicas (share.coordinator.state.topic.min.isr, 2) is left
+                # out as for the other internal topics: the coordinators' appends are local.
+                configs = {"cleanup.policy": "delete", "retention.ms": "-1",
+                           "compression.type": "producer",
+                           "segment.bytes": str(SHARE_STATE_SEGMENT_BYTES)}
+            self.logs.create_topic(topic, count, configs)
             if self.cluster is not None:
                 # Kafka's offsets.topic.replication.factor / transaction.state.log.replication.factor
                 # (3), as far as there are brokers: a coordinator moves when its broker stops.

@@ -105,3 +105,21 @@ def test_bench_go_generator(tmp_path):
         assert med.get(stem, 0) > 0, stem
     assert "Load generator of the produce and txn rows: go" in (out / "results.md").read_text()
     assert not [p for p in os.listdir(tmp_path) if p.startswith("bench-")]
+
+
+def test_bench_share_row(tmp_path):
+    """The share-consumer row (issue 31) with 1 and 4 ShareConsumers against minibroker."""
+    out = tmp_path / "out"
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--reps", "1", "--seconds", "0.5",
+         "--only", "share", "--brokers", "mb-never", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads((out / "results.json").read_text())
+    assert result["notes"]["mb-never"] == [], result["notes"]
+    med = result["median"]["mb-never"]
+    for n in (1, 4):
+        assert med.get(f"share consumer 100 B, {n} consumer(s): records acknowledged/s", 0) > 0, med
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("bench-")]

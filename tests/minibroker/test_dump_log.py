@@ -350,3 +350,60 @@ def test_file_deleted_after_the_listing_is_a_note_not_an_error(tmp_path, capsys,
     assert rc == 0, err
     assert err.splitlines() == [f"minibroker dump-log: {directory / '00000000000000000036.snapshot'}: "
                                 "deleted since it was listed"]
+
+
+# --------------------------------------------------------------------- issue 31
+
+def share_state_segment(tmp_path):
+    """A __share_group_state partition holding each case of the decoder: a snapshot and an
+    update with their tagged DeliveryCompleteCount, a tombstone, a share group's record of
+    __consumer_offsets (type 11, not the share coordinator's) and a value that does not parse."""
+    import uuid
+
+    from minibroker_protocol import share_log as sl
+
+    tid = uuid.UUID("38ef918c-f115-4e0f-9403-2d8c45521720")
+    snap_key = sl.encode_state_key(sl.ShareStateKey(sl.SHARE_SNAPSHOT, "g-ü", tid, 3))
+    upd_key = sl.encode_state_key(sl.ShareStateKey(sl.SHARE_UPDATE, "g-ü", tid, 3))
+    snapshot = sl.encode_value(sl.ShareSnapshotValue(
+        2, 1, 0, 10, 1700000000000, 1700000000500,
+        (sl.StateBatch(10, 14, sl.ACKNOWLEDGED, 1), sl.StateBatch(15, 15, sl.ARCHIVED, 5)), 4))
+    update = sl.encode_value(sl.ShareUpdateValue(2, 0, 16, (sl.StateBatch(16, 16, sl.AVAILABLE, 2),), 7))
+    records = [(snap_key, snapshot), (upd_key, update), (snap_key, None),
+               (sl.encode_group_key(sl.ShareGroupKey(sl.SHARE_GROUP_METADATA, "g")),
+                sl.encode_value(sl.GroupMetadataValue(1, 2))),
+               (upd_key, update[:9])]
+    directory = tmp_path / "__share_group_state-3"
+    plog = PartitionLog.open(str(directory), LogConfig())
+    for i, (k, v) in enumerate(records):
+        plog.append(build_batch([{"key": k, "value": v, "timestamp": 5000 + i}]))
+    plog.close()
+    return directory / f"{SEG0}.log"
+
+
+def test_share_group_state_decoder_prints_kafkas_json(tmp_path, capsys):
+    path = share_state_segment(tmp_path)
+    rc, out, err = _run(capsys, "--share-group-state-decoder", path)
+    records = [line.split(" headerKeys: [] ", 1)[1] for line in out.splitlines() if line.startswith("| ")]
+    key = '{"type":"%d","data":{"groupId":"g-ü","topicId":"OO-RjPEVTg-UAy2MRVIXIA","partition":3}}'
+    assert records == [
+        "key: " + key % 0 + ' payload: {"version":"0","data":{"snapshotEpoch":2,"stateEpoch":1,'
+        '"leaderEpoch":0,"startOffset":10,"deliveryCompleteCount":4,"createTimestamp":1700000000000,"writeTimestamp":1700000000500,'
+        '"stateBatches":[{"firstOffset":10,"lastOffset":14,"deliveryState":2,"deliveryCount":1},'
+        '{"firstOffset":15,"lastOffset":15,"deliveryState":4,"deliveryCount":5}]}}',
+        "key: " + key % 1 + ' payload: {"version":"0","data":{"snapshotEpoch":2,"leaderEpoch":0,'
+        '"startOffset":16,"deliveryCompleteCount":7,"stateBatches":[{"firstOffset":16,"lastOffset":16,'
+        '"deliveryState":0,"deliveryCount":2}]}}',
+        "key: " + key % 0 + " payload: <DELETE>",
+        "key: Unknown record type 11 at offset 3, skipping.",
+        "key: Error at offset 4, skipping. field of 4 bytes at 6 overruns the 9-byte record",
+    ], out
+    # the record that does not parse is the one problem: on stderr, and the exit status says it
+    assert rc == 1
+    assert err.splitlines() == [f"Undecodable record in {path}: Error at offset 4, skipping. "
+                                "field of 4 bytes at 6 overruns the 9-byte record"]
+
+
+def test_without_the_decoder_share_state_records_are_bytes_as_kafka_prints_them(tmp_path, capsys):
+    rc, out, _ = _run(capsys, "--print-data-log", share_state_segment(tmp_path))
+    assert rc == 0 and '"type"' not in out and out.count("| offset: ") == 5

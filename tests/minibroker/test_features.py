@@ -113,14 +113,18 @@ def _config(tmp_path, tv=None, gv=None):
 
 def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
     f = load_features(_config(tmp_path))
-    assert (f.transaction_version, f.epoch) == (2, 0) and feature_levels.load(tmp_path) is None
+    # a new data dir: its levels are written at once, as kafka-storage.sh format does
+    assert (f.transaction_version, f.epoch) == (2, 0)
+    assert feature_levels.load(tmp_path) == ({"transaction.version": 2, "group.version": 1,
+                                              "share.version": 1}, 0)
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\n")
     f.update([("transaction.version", 0, SAFE_DOWNGRADE)], False, 1)
     again = load_features(_config(tmp_path))
     assert (again.transaction_version, again.epoch) == (0, 1)
     asked = load_features(_config(tmp_path, tv=1))
     assert (asked.transaction_version, asked.epoch) == (1, 2)
     assert feature_levels.load(tmp_path) == ({"transaction.version": 1, "group.version": 1,
-                                              "share.version": 2}, 2)
+                                              "share.version": 1}, 2)
 
 
 def test_an_unreadable_or_foreign_levels_file_falls_back_to_defaults(tmp_path):
@@ -129,3 +133,49 @@ def test_an_unreadable_or_foreign_levels_file_falls_back_to_defaults(tmp_path):
     (tmp_path / feature_levels.FILE).write_text("transaction.version=7\nshare.version=1\nfeatures.epoch=4\n")
     f = load_features(_config(tmp_path))
     assert (f.transaction_version, f.epoch) == (2, 4)
+
+
+# ---- issue 31: share.version of a data dir made before share groups --------------------------
+
+def _older_data_dir(tmp_path, levels_file: str | None = None):
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\n")
+    if levels_file is not None:
+        (tmp_path / feature_levels.FILE).write_text(levels_file)
+    return _config(tmp_path)
+
+
+def test_an_older_data_dir_without_levels_keeps_share_groups_off(tmp_path):
+    config = _older_data_dir(tmp_path)
+    dry = load_features(config, dry_run=True)  # the early listener's view: the same, nothing written
+    assert (dry.share_version, dry.transaction_version) == (0, 2)
+    assert feature_levels.load(tmp_path) is None
+    f = load_features(config)
+    assert (f.share_version, f.transaction_version, f.group_version, f.epoch) == (0, 2, 1, 0)
+    assert ("share.version", 1) not in f.finalized()
+    assert feature_levels.load(tmp_path) == ({"transaction.version": 2, "group.version": 1,
+                                              "share.version": 0}, 0)
+    # as kafka-features.sh upgrade: an UpdateFeatures raises it, and the level is kept
+    assert f.update([("share.version", 1, UPGRADE)], False, 1) is None
+    again = load_features(config)
+    assert (again.share_version, again.epoch) == (1, 1)
+
+
+def test_an_older_levels_file_without_share_version_keeps_its_levels(tmp_path):
+    f = load_features(_older_data_dir(tmp_path, "transaction.version=1\nfeatures.epoch=3\n"))
+    assert (f.share_version, f.transaction_version, f.group_version, f.epoch) == (0, 1, 1, 3)
+    assert feature_levels.load(tmp_path) == ({"transaction.version": 1, "group.version": 1,
+                                              "share.version": 0}, 3)
+
+
+def test_an_existing_data_dir_that_served_share_groups_keeps_them(tmp_path):
+    config = _older_data_dir(tmp_path)
+    (tmp_path / "__share_group_state-7").mkdir()
+    assert load_features(config).share_version == 1
+    served = tmp_path / "served"  # a build serving share groups made its history file
+    served.mkdir()
+    (served / "share-history.jsonl").write_text('{"key":"broker","ts":1,"kind":"started"}\n')
+    assert load_features(_older_data_dir(served)).share_version == 1
+    explicit = tmp_path / "other"
+    explicit.mkdir()
+    f = load_features(_older_data_dir(explicit, "share.version=1\nfeatures.epoch=2\n"))
+    assert (f.share_version, f.epoch) == (1, 2)

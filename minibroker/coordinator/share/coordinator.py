@@ -20,8 +20,15 @@ pure cores of this package:
   transactions, under ``share.isolation.level=read_committed``).
 * every write of a share partition (acknowledgements, releases, lock expiries) appends a full
   ShareSnapshot of it to ``__share_group_state``. Kafka appends ShareUpdate deltas and folds them
-  into a snapshot every 500; one snapshot per write is the same state at replay, the compacted
-  topic keeps only the newest per partition, and no delta combiner can disagree with the cache.
+  into a snapshot every 500; one snapshot per write is the same state at replay, and no delta
+  combiner can disagree with the cache.
+* ``__share_group_state`` is not compacted: Kafka creates it with ``cleanup.policy=delete`` and
+  ``retention.ms=-1`` (ShareCoordinatorService.shareGroupStateTopicConfigs) and every
+  ``share.coordinator.state.topic.prune.interval.ms`` (5 min) deletes the records below each
+  partition's last redundant offset (ShareCoordinatorShard.lastRedundantOffset, through
+  DeleteRecords): the lowest offset of a share partition's newest snapshot, or the log end when
+  every share partition there is deleted. The same here, on the broker's clock, so the replay at
+  start-up reads only newest snapshots and what came after them.
   What the snapshot holds is what Kafka's persister holds: acquired records as AVAILABLE with
   the count they had before their acquisition, so a crash gives them back.
 * lock deadlines and session timeouts are deadlines on the broker's clock
@@ -73,6 +80,7 @@ from .sessions import ShareSession, ShareSessionCache
 log = get_logger("minibroker.share")
 
 STATE_PARTITIONS = SHARE_STATE_PARTITIONS
+PRUNE_INTERVAL_MS = 5 * 60 * 1000  # Kafka's share.coordinator.state.topic.prune.interval.ms
 READ_MAX_BYTES = 8 * 1024 * 1024  # one partition's read per ShareFetch
 
 
@@ -128,7 +136,8 @@ class ShareCoordinator:
                  group_config: Callable[[str, str], str], clock: Clock = SYSTEM_CLOCK,
                  notify: Callable[[str, int], None] = lambda t, p: None,
                  is_other_group: Callable[[str], bool] = lambda g: False,
-                 history: History | None = None, max_sessions: int = 2000) -> None:
+                 history: History | None = None, max_sessions: int = 2000,
+                 prune_interval_ms: int = PRUNE_INTERVAL_MS) -> None:
         self.logs = logs
         self.clock = clock
         self._state_log = state_log
@@ -145,6 +154,9 @@ class ShareCoordinator:
         self._lock_timers: dict[tuple[str, str, int], Deadline] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        # per __share_group_state partition: each live share partition's newest snapshot offset
+        self._newest: dict[int, dict[tuple[str, uuid.UUID, int], int]] = {}
+        self._prune_interval_ms = prune_interval_ms
 
     # ---- configuration -------------------------------------------------------------------
     def _int(self, group_id: str, name: str) -> int:
@@ -176,7 +188,30 @@ class ShareCoordinator:
     # ---- time ----------------------------------------------------------------------------
     def start(self) -> None:
         self.groups.on_loaded()
+        self.timers.call_later(self._prune_interval_ms, self._prune_timer)
         self._arm()
+
+    def _prune_timer(self) -> None:
+        self.prune()
+        self.timers.call_later(self._prune_interval_ms, self._prune_timer)
+
+    def prune(self) -> dict[int, int]:
+        """Delete each ``__share_group_state`` partition's records below its last redundant
+        offset; the partitions whose log start moved, with the new start."""
+        targets: dict[tuple[str, int], int] = {}
+        for p, newest in sorted(self._newest.items()):
+            plog = self._state_log(p)
+            redundant = min(newest.values()) if newest else plog.log_end_offset
+            if redundant > plog.log_start_offset:
+                targets[(SHARE_GROUP_STATE_TOPIC, p)] = redundant
+            if not newest:
+                del self._newest[p]
+        # through the log manager: the new starts are checkpointed before anything relies on them
+        moved = {p: o for (_, p), o in self.logs.delete_records(targets).items()} if targets else {}
+        if moved:
+            log.info("share_state.pruned", partitions=len(moved),
+                     log_start_offsets={str(p): o for p, o in moved.items()})
+        return moved
 
     def close(self) -> None:
         if self._timer is not None:
@@ -288,7 +323,17 @@ class ShareCoordinator:
                         continue
                     count += 1
                     self._apply_state(key, value)
+                    self._track(p, key, rec.offset, value is None)
         log.info("share.state_loaded", partitions=len(self.persisted), records=count)
+
+    def _track(self, state_partition: int, key: sl.ShareStateKey, offset: int, tombstone: bool) -> None:
+        newest = self._newest.setdefault(state_partition, {})
+        k = (key.group_id, key.topic_id, key.partition)
+        if tombstone:
+            newest.pop(k, None)
+        elif key.record_type == sl.SHARE_SNAPSHOT:
+            newest[k] = offset
+        # an update (Kafka's) needs the snapshot before it: the newest snapshot stays the bound
 
     def _apply_state(self, key: sl.ShareStateKey, value: Any) -> None:
         k = (key.group_id, key.topic_id, key.partition)
@@ -323,17 +368,21 @@ class ShareCoordinator:
             state_batches=tuple(sl.StateBatch(b.first_offset, b.last_offset, int(b.delivery_state),
                                               b.delivery_count) for b in state.batches))
         batch = build_batch([{"key": sl.encode_state_key(key), "value": sl.encode_value(value)}])
-        plog = self._state_log(state_partition_for(group_id, topic_id, partition))
-        plog.append(batch, origin="coordinator")
+        p = state_partition_for(group_id, topic_id, partition)
+        info = self._state_log(p).append(batch, origin="coordinator")
         self.persisted[(group_id, topic_id, partition)] = state
+        self._track(p, key, info.base_offset, False)
 
     def _tombstone(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         # Kafka's DeleteShareGroupState writes tombstones for both key types; only snapshots
-        # are written here, so one tombstone forgets the partition once compacted
+        # are written here, so one tombstone forgets the partition (and the next prune
+        # deletes it with the snapshots before it)
         key = sl.ShareStateKey(sl.SHARE_SNAPSHOT, group_id, topic_id, partition)
-        self._state_log(state_partition_for(group_id, topic_id, partition)).append(
+        p = state_partition_for(group_id, topic_id, partition)
+        self._state_log(p).append(
             build_batch([{"key": sl.encode_state_key(key), "value": None}]), origin="coordinator")
         self.persisted.pop((group_id, topic_id, partition), None)
+        self._track(p, key, 0, True)
 
     def _persist(self, view: SharePartitionView, update: ShareUpdate | None = None) -> None:
         """Write the partition's state as Kafka's persister holds it after this write: the
