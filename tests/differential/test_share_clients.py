@@ -1,0 +1,395 @@
+"""Share groups (KIP-932) with real clients on both brokers: the same consumer programs against the
+session's reference Kafka 4.4 and a minibroker with the same settings, comparing what each consumer
+received and what the group ended with.
+
+Clients: the Java client 4.4's KafkaShareConsumer (tests/integration/java/ShareClients.java, one JVM
+per consumer) and confluent-kafka's ShareConsumer (librdkafka, in this process). A scenario runs
+against one broker given its bootstrap servers and returns *facts*: the records each group received
+(topic, partition, offset, delivery count, key), the acknowledgement outcomes the client reported,
+and the group's final state as Admin's listShareGroupOffsets reads it (start offset, lag). Both
+brokers run a scenario at the same time; the facts must be equal, and must also be the outcome share
+groups promise, so two brokers that fail alike do not pass. What depends on timing (which member of a
+group got which partition, how long a redelivery took) is left out of the facts.
+
+Every program is bounded in time; the JVMs are killed by their PIDs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from minibroker.testing.broker import MiniBroker
+from tests.reference import settings
+
+# The shortest lock Kafka's default bounds allow (group.share.min.record.lock.duration.ms).
+LOCK_MS = 15_000
+
+
+# ---- the two brokers -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def minibroker_ref():
+    with MiniBroker(name="share-clients", **settings.minibroker_options()) as mb:
+        yield mb
+
+
+@pytest.fixture(scope="module")
+def brokers(kafka_reference, minibroker_ref):
+    return {"kafka": kafka_reference.bootstrap_servers, "minibroker": minibroker_ref.bootstrap_servers}
+
+
+@pytest.fixture(scope="module")
+def java():
+    from tests.integration.java_client import compile_drivers, java_toolchain
+
+    tc = java_toolchain()
+    return tc, compile_drivers(tc)
+
+
+def on_both(brokers: dict, fn) -> dict:
+    """``fn(bootstrap)`` against both brokers at the same time: {broker name: its facts}."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(fn, bs) for name, bs in brokers.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def assert_same(out: dict, what: str) -> dict:
+    for name, facts in out.items():
+        print(f"{what} on {name}: {facts}")
+    assert out["minibroker"] == out["kafka"], (
+        f"{what}: minibroker's facts differ from Kafka's\n kafka:      {out['kafka']}\n"
+        f" minibroker: {out['minibroker']}")
+    return out["kafka"]
+
+
+# ---- setting a scenario up (the same calls on either broker) ------------------------------------
+
+def uid(hint: str) -> str:
+    return f"sc-{hint}-{uuid.uuid4().hex[:6]}"
+
+
+def create_topic(bs: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+    # Kafka names a leader before the partition serves; produce retries cover that, and the
+    # metadata wait below covers a consumer that subscribes at once
+    deadline = time.monotonic() + 30
+    for _ in range(300):
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return
+        assert time.monotonic() < deadline, f"{topic} has no leaders on {bs}"
+        time.sleep(0.1)
+
+
+def group_configs(bs: str, group: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    admin.incremental_alter_configs([res])[res].result(timeout=30)
+
+
+def produce(bs: str, topic: str, n: int, partitions: int, start: int = 0) -> None:
+    """Records keyed k<i> to partition i mod ``partitions``, in order."""
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    for i in range(start, start + n):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def setup(bs: str, topic: str, partitions: int, n: int, groups: list[str], **configs: str) -> None:
+    create_topic(bs, topic, partitions)
+    for g in groups:
+        group_configs(bs, g, share_auto_offset_reset="earliest", **configs)
+    produce(bs, topic, n, partitions)
+
+
+def all_keys(n: int) -> list[str]:
+    return sorted(f"k{i}" for i in range(n))
+
+
+# ---- the Java client --------------------------------------------------------------------------
+
+class JavaConsumer:
+    """One ShareClients JVM; its stdout is read as it comes (records, then {"done": N})."""
+
+    def __init__(self, java, bs: str, group: str, topics: list[str], *, mode: str = "implicit",
+                 want: int, timeout_s: float, policy: str = "accept", commit: str = "sync",
+                 idle_ms: int = 2000, props: dict[str, str] | None = None) -> None:
+        from tests.integration.java_client import start_driver
+
+        args = [bs, group, ",".join(topics), mode, want, int(timeout_s * 1000), policy, commit, idle_ms,
+                *(f"{k}={v}" for k, v in (props or {}).items())]
+        self.proc = start_driver(java[0], java[1], "ShareClients", args)
+        self.lines: list[dict] = []
+        self.stderr = ""
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._err = threading.Thread(target=self._read_err, daemon=True)
+        self._err.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                with self._cond:
+                    self.lines.append(json.loads(line))
+                    self._cond.notify_all()
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def wait_for(self, key: str, timeout: float) -> dict:
+        """The first output line with ``key``, waiting at most ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            for _ in range(10_000):
+                hit = next((x for x in self.lines if key in x), None)
+                if hit is not None:
+                    return hit
+                left = deadline - time.monotonic()
+                assert left > 0 and self.proc.poll() is None or any(key in x for x in self.lines), (
+                    f"no {key!r} from the Java consumer within {timeout} s: {self.lines[-5:]}\n"
+                    f"{self.stderr[-3000:]}")
+                self._cond.wait(min(max(left, 0.01), 0.5))
+        raise AssertionError(f"no {key!r}")
+
+    def finish(self, timeout: float) -> list[dict]:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # this JVM only
+            self.proc.wait(timeout=30)
+            raise AssertionError(
+                f"the Java consumer did not finish within {timeout} s: {self.lines[-5:]}") from None
+        self._reader.join(10)
+        self._err.join(10)
+        assert self.proc.returncode == 0, self.stderr[-3000:]
+        assert self.lines and "done" in self.lines[-1], (self.lines[-5:], self.stderr[-3000:])
+        return self.lines
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._reader.join(10)
+
+
+def records_of(lines: list[dict]) -> list[dict]:
+    return [x for x in lines if "o" in x]
+
+
+def java_admin(java, bs: str, *args: str) -> dict:
+    from tests.integration.java_client import run_driver
+
+    r = run_driver(java[0], java[1], "ShareConsume", [bs, "admin", *args], timeout=90)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def final_offsets(java, bs: str, group: str) -> dict:
+    """Admin.listShareGroupOffsets: {"topic-p": [start offset, lag]}."""
+    return java_admin(java, bs, "offsets", group)["offsets"]
+
+
+def deliveries(records: list[dict]) -> dict[str, list[int]]:
+    """key -> the delivery counts it came with, in order."""
+    out: dict[str, list[int]] = {}
+    for x in records:
+        out.setdefault(x["k"], []).append(x["dc"])
+    return dict(sorted(out.items()))
+
+
+def keys_once(records: list[dict]) -> list[str]:
+    return sorted(x["k"] for x in records)
+
+
+def lag_zero(offsets: dict) -> bool:
+    return bool(offsets) and all(lag == 0 for _start, lag in offsets.values())
+
+
+# ---- 1. the Java client's KafkaShareConsumer -----------------------------------------------------
+
+@pytest.mark.parametrize("commit", ["sync", "async"])
+def test_java_implicit_acknowledgement(brokers, java, commit):
+    """Implicit acknowledgement, commitSync or commitAsync after every poll: each record once with
+    delivery count 1, and the group's share partitions end with nothing left (lag 0)."""
+    topic, group, n = uid("ji"), uid("g-ji"), 40
+
+    def scenario(bs):
+        setup(bs, topic, 2, n, [group])
+        got = records_of(JavaConsumer(java, bs, group, [topic], want=n, timeout_s=60, commit=commit)
+                         .finish(120))
+        offsets = final_offsets(java, bs, group)
+        return {"deliveries": deliveries(got), "lag_zero": lag_zero(offsets),
+                "partitions": sorted(offsets)}
+
+    facts = assert_same(on_both(brokers, scenario), f"Java implicit, commit {commit}")
+    assert facts["deliveries"] == {k: [1] for k in all_keys(n)}
+    assert facts["lag_zero"] and facts["partitions"] == [f"{topic}-0", f"{topic}-1"]
+
+
+def test_java_explicit_release_accept_and_reject(brokers, java):
+    """Explicit acknowledgement: offsets 0 mod 3 RELEASEd at their first delivery come again with
+    delivery count 2 and are ACCEPTed then; offsets 1 mod 3 REJECTed never come again."""
+    topic, group, n = uid("je"), uid("g-je"), 12
+
+    def scenario(bs):
+        setup(bs, topic, 1, n, [group])
+        c = JavaConsumer(java, bs, group, [topic], mode="explicit", want=n + n // 3, timeout_s=60,
+                         policy="mixed", idle_ms=3000)
+        got = records_of(c.finish(120))
+        offsets = final_offsets(java, bs, group)
+        return {"deliveries": {x: dc for x, dc in deliveries(got).items()}, "offsets": offsets}
+
+    facts = assert_same(on_both(brokers, scenario), "Java explicit RELEASE/REJECT/ACCEPT")
+    assert facts["deliveries"] == {f"k{i}": ([1, 2] if i % 3 == 0 else [1]) for i in range(n)}, facts
+    assert lag_zero(facts["offsets"])
+
+
+def test_java_three_consumers_in_a_group_and_a_second_group(brokers, java):
+    """Three KafkaShareConsumers in one group split the records (each once in the group, whichever
+    member got it); one consumer of a second group gets every record too."""
+    topic, ga, gb, n = uid("j3"), uid("g-j3a"), uid("g-j3b"), 90
+
+    def scenario(bs):
+        setup(bs, topic, 3, n, [ga, gb])
+        # a member stops 8 s after its first record (or at 60 s): the others joined meanwhile
+        members = [JavaConsumer(java, bs, ga, [topic], want=1, timeout_s=60, idle_ms=8000,
+                                commit=("async" if i == 1 else "sync")) for i in range(3)]
+        other = JavaConsumer(java, bs, gb, [topic], want=n, timeout_s=60)
+        got_a = [x for m in members for x in records_of(m.finish(150))]
+        got_b = records_of(other.finish(150))
+        return {"group_a": sorted(keys_once(got_a)), "group_a_counts": sorted({x["dc"] for x in got_a}),
+                "group_b": deliveries(got_b),
+                "lag_zero": [lag_zero(final_offsets(java, bs, g)) for g in (ga, gb)]}
+
+    facts = assert_same(on_both(brokers, scenario), "three Java consumers + a second group")
+    assert facts["group_a"] == all_keys(n), "each record exactly once in the shared group"
+    assert facts["group_a_counts"] == [1]
+    assert facts["group_b"] == {k: [1] for k in all_keys(n)}
+    assert facts["lag_zero"] == [True, True]
+
+
+def test_java_consumer_killed_mid_delivery(brokers, java):
+    """A KafkaShareConsumer acquires every record and is killed with SIGKILL before acknowledging:
+    its records come to the group's other member with delivery count 2 (Kafka releases a closed
+    connection's share session at once, ClientConnectionDisconnectListener; the group's lock is
+    short too, so a broker that only waited for it would still pass the facts but not the wait,
+    which is printed)."""
+    topic, group, n = uid("jk"), uid("g-jk"), 20
+
+    def scenario(bs):
+        setup(bs, topic, 1, n, [group], share_record_lock_duration_ms=str(LOCK_MS))
+        victim = JavaConsumer(java, bs, group, [topic], mode="explicit", want=n, timeout_s=120, policy="hold")
+        held = victim.wait_for("holding", 60)["holding"]
+        held_keys = keys_once(records_of(victim.lines))
+        survivor = JavaConsumer(java, bs, group, [topic], want=n, timeout_s=90, idle_ms=3000)
+        time.sleep(3)  # the survivor joins while the victim holds everything
+        t0 = time.monotonic()
+        victim.kill9()
+        survivor.wait_for("o", 80)
+        waited = time.monotonic() - t0
+        got = records_of(survivor.finish(150))
+        print(f"{bs}: the survivor's first record {waited:.1f} s after the kill")
+        return {"held": held, "held_keys": held_keys, "survivor": deliveries(got),
+                "lag_zero": lag_zero(final_offsets(java, bs, group))}
+
+    facts = assert_same(on_both(brokers, scenario), "kill -9 of a Java consumer")
+    assert facts["held"] == n and facts["held_keys"] == all_keys(n)
+    assert facts["survivor"] == {k: [2] for k in all_keys(n)}, "each held record again, its 2nd delivery"
+    assert facts["lag_zero"]
+
+
+# ---- 2. confluent-kafka's ShareConsumer ----------------------------------------------------------
+
+class RdkafkaLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def rd_consumer(bs: str, group: str, topics: list[str], explicit: bool = False,
+                log: RdkafkaLog | None = None) -> ShareConsumer:
+    conf = {"bootstrap.servers": bs, "group.id": group,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit"}
+    if log is not None:
+        logger = logging.getLogger(f"rdkafka-{uuid.uuid4().hex[:6]}")
+        logger.addHandler(log)
+        logger.setLevel(logging.DEBUG)
+        conf["logger"] = logger
+    c = ShareConsumer(conf)
+    c.subscribe(topics)
+    return c
+
+
+def rd_poll(c: ShareConsumer, want: int, timeout: float, idle: float = 0.0, on_message=None) -> list[dict]:
+    """Poll until ``want`` records came (then ``idle`` s more) or ``timeout`` passed."""
+    got: list[dict] = []
+    deadline = time.monotonic() + timeout
+    until = None
+    for _ in range(10_000):
+        now = time.monotonic()
+        if now > deadline or (until is not None and now > until):
+            break
+        for m in c.poll(0.3):
+            if m.error() is not None:
+                continue
+            got.append({"t": m.topic(), "p": m.partition(), "o": m.offset(), "dc": m.delivery_count(),
+                        "k": (m.key() or b"").decode()})
+            if on_message is not None:
+                on_message(c, m)
+        if until is None and len(got) >= want:
+            until = time.monotonic() + idle
+    return got
+
+
+def test_confluent_implicit_and_explicit(brokers, java):
+    """confluent-kafka's ShareConsumer: implicit acknowledgement in one group; explicit RELEASE
+    (then ACCEPT) / REJECT / ACCEPT in another, on the same records."""
+    topic, gi, ge, n = uid("ci"), uid("g-ci"), uid("g-ce"), 30
+
+    def mixed(c, m):
+        if m.offset() % 3 == 0 and m.delivery_count() == 1:
+            c.acknowledge(m, AcknowledgeType.RELEASE)
+        elif m.offset() % 3 == 1:
+            c.acknowledge(m, AcknowledgeType.REJECT)
+        else:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+
+    def scenario(bs):
+        setup(bs, topic, 1, n, [gi, ge])
+        out = {}
+        for group, explicit, want in ((gi, False, n), (ge, True, n + n // 3)):
+            c = rd_consumer(bs, group, [topic], explicit=explicit)
+            try:
+                got = rd_poll(c, want, 60, idle=3, on_message=mixed if explicit else None)
+                c.commit_sync(15)
+            finally:
+                c.close()
+            out[group == ge and "explicit" or "implicit"] = deliveries(got)
+            out[f"{group == ge and 'explicit' or 'implicit'}_lag_zero"] = lag_zero(final_offsets(java, bs, group))
+        return out
+
+    facts = assert_same(on_both(brokers, scenario), "confluent ShareConsumer")
+    assert facts["implicit"] == {k: [1] for k in all_keys(n)}
+    assert facts["explicit"] == {f"k{i}": ([1, 2] if i % 3 == 0 else [1]) for i in range(n)}
+    assert facts["implicit_lag_zero"] and facts["explicit_lag_zero"]
