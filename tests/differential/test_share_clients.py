@@ -643,31 +643,77 @@ def test_topic_deleted_and_recreated_under_a_running_consumer(request, java, cli
     assert facts["second"] == [(0, 0, "k100", 1), (0, 1, "k101", 1), (0, 2, "k102", 1)]
 
 
-def test_subscription_change(brokers, java):
-    """confluent ShareConsumer moves its subscription from one topic to another: it then gets the
-    second topic's records, and the first topic's later records stay for the group (lag)."""
+def assigned_topic_ids(bs: str, group: str) -> set[str]:
+    """The topic ids ShareGroupDescribe shows assigned to the group's members."""
+    from tests.reference.client import Connection, req
+
+    host, port = bs.rsplit(":", 1)
+    with Connection(host, int(port)) as conn:
+        r = conn.call(req(77, 1, group_ids=(group,), include_authorized_operations=False))
+    return {str(tp.topic_id) for m in r.groups[0].members for tp in m.assignment.topic_partitions}
+
+
+def topic_id(bs: str, topic: str) -> str:
+    from tests.reference.client import Connection, part, req
+
+    host, port = bs.rsplit(":", 1)
+    with Connection(host, int(port)) as conn:
+        md = conn.call(req(3, 12, topics=(part((3, 12), "MetadataRequestTopic", name=topic, topic_id=None),),
+                           allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return str(md.topics[0].topic_id)
+
+
+def wait_assigned(bs: str, group: str, topic: str, tick=lambda: time.sleep(0.2)) -> None:
+    want = {topic_id(bs, topic)}
+    deadline = time.monotonic() + 60
+    for _ in range(1000):
+        if assigned_topic_ids(bs, group) == want:
+            return
+        assert time.monotonic() < deadline, f"{group} is not assigned {topic} alone on {bs}"
+        tick()
+
+
+@pytest.mark.parametrize("client", ["confluent", "java"])
+def test_subscription_change(brokers, java, client):
+    """A share consumer moves its subscription from one topic to another: once the group has
+    assigned it the second topic alone, it gets the second topic's records, and the first topic's
+    later records stay for the group (its lag)."""
     t1, t2, group = uid("s1"), uid("s2"), uid("g-sub")
 
     def scenario(bs):
         setup(bs, t1, 1, 5, [group])
         create_topic(bs, t2, 1)
-        c = rd_consumer(bs, group, [t1])
-        try:
-            first = rd_poll(c, 5, 60)
-            c.commit_sync(15)
-            c.subscribe([t2])
-            rd_poll(c, 1, 3)  # the new subscription's heartbeat goes out
-            produce(bs, t1, 4, 1, start=5)
-            produce(bs, t2, 4, 1, start=10)
-            second = rd_poll(c, 4, 60, idle=3)
-            c.commit_sync(15)
-        finally:
-            c.close()
+        if client == "java":
+            c = JavaConsumer(java, bs, group, [t1], want=5, timeout_s=90, idle_ms=3000,
+                             policy=f"resubscribe:{t2}:4")
+            try:
+                c.wait_for("resubscribed", 60)
+                wait_assigned(bs, group, t2)
+                produce(bs, t1, 4, 1, start=5)
+                produce(bs, t2, 4, 1, start=10)
+            finally:
+                got = records_of(c.finish(150))
+            first, second = got[:5], got[5:]
+        else:
+            rc = rd_consumer(bs, group, [t1])
+            try:
+                first = rd_poll(rc, 5, 60)
+                rc.commit_sync(15)
+                rc.subscribe([t2])
+                extra: list[dict] = []
+                wait_assigned(bs, group, t2, tick=lambda: extra.extend(rd_poll(rc, 1, 0.3)))
+                assert extra == [], extra
+                produce(bs, t1, 4, 1, start=5)
+                produce(bs, t2, 4, 1, start=10)
+                second = rd_poll(rc, 4, 60, idle=3)
+                rc.commit_sync(15)
+            finally:
+                rc.close()
         offsets = final_offsets(java, bs, group)
         return {"first": [(x["t"], x["k"]) for x in first],
                 "second": sorted((x["t"], x["k"], x["dc"]) for x in second),
                 "lag": {tp: lag for tp, (_start, lag) in sorted(offsets.items())}}
 
-    facts = assert_same(on_both(brokers, scenario), "subscription change")
+    facts = assert_same(on_both(brokers, scenario), f"{client}: subscription change")
     assert facts["first"] == [(t1, f"k{i}") for i in range(5)]
     assert facts["second"] == [(t2, f"k{i}", 1) for i in range(10, 14)]

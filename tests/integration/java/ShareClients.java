@@ -10,6 +10,8 @@
 //                      and sleep (at most TIMEOUT_MS) without polling: the test kills it
 //            stall:MS  explicit: once WANT records came, stop polling for MS (past a short
 //                      max.poll.interval.ms), then ACCEPT them and commitSync, printing the outcome
+//            resubscribe:TOPIC:N  once WANT records came, subscribe to TOPIC alone, print
+//                      {"resubscribed": N}, and go on until N more came
 //     Polls until WANT records came or TIMEOUT_MS passed, then IDLE_MS more (what else comes),
 //     commits and closes. One JSON line per record {"t": TOPIC, "p": P, "o": O, "dc": N, "k": KEY},
 //     {"commit": {"t-p": "ok" | EXCEPTION}} per commitSync with acknowledgements, then {"done": N}.
@@ -37,6 +39,7 @@ public final class ShareClients {
         String bootstrap = args[0], group = args[1], mode = args[3], policy = args[6], commit = args[7];
         List<String> topics = Arrays.asList(args[2].split(","));
         int want = Integer.parseInt(args[4]);
+        boolean resubscribed = false;
         long timeoutMs = Long.parseLong(args[5]), idleMs = Long.parseLong(args[8]);
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
@@ -80,6 +83,14 @@ public final class ShareClients {
                     }
                 }
                 System.out.flush();
+                if (n >= want && !resubscribed && policy.startsWith("resubscribe:")) {
+                    String[] r = policy.split(":");
+                    c.subscribe(List.of(r[1]));
+                    resubscribed = true;
+                    want += Integer.parseInt(r[2]);
+                    System.out.println("{\"resubscribed\": " + n + "}");
+                    System.out.flush();
+                }
                 if (n >= want && idleUntil == Long.MAX_VALUE) {
                     idleUntil = System.currentTimeMillis() + idleMs;
                     if (policy.equals("hold")) {
