@@ -27,7 +27,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from minibroker.testing.broker import MiniBroker
@@ -220,15 +220,19 @@ def records_of(lines: list[dict]) -> list[dict]:
     return [x for x in lines if "o" in x]
 
 
-def members(bs: str, group: str) -> int:
-    """How many members ShareGroupDescribe lists (one broker: it is the group's coordinator)."""
+def describe(bs: str, group: str) -> tuple[str, int]:
+    """ShareGroupDescribe's (state, member count); one broker: it is the group's coordinator."""
     from tests.reference.client import Connection, req
 
     host, port = bs.rsplit(":", 1)
     with Connection(host, int(port)) as conn:
         r = conn.call(req(77, 1, group_ids=(group,), include_authorized_operations=False))
     g = r.groups[0]
-    return len(g.members) if g.error_code == 0 else 0
+    return (g.group_state, len(g.members)) if g.error_code == 0 else (g.error_code.name, 0)
+
+
+def members(bs: str, group: str) -> int:
+    return describe(bs, group)[1]
 
 
 def java_admin(java, bs: str, *args: str) -> dict:
@@ -390,9 +394,9 @@ class RdkafkaLog(logging.Handler):
 
 
 def rd_consumer(bs: str, group: str, topics: list[str], explicit: bool = False,
-                log: RdkafkaLog | None = None) -> ShareConsumer:
+                log: RdkafkaLog | None = None, extra: dict[str, str] | None = None) -> ShareConsumer:
     conf = {"bootstrap.servers": bs, "group.id": group,
-            "share.acknowledgement.mode": "explicit" if explicit else "implicit"}
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit", **(extra or {})}
     if log is not None:
         logger = logging.getLogger(f"rdkafka-{uuid.uuid4().hex[:6]}")
         logger.addHandler(log)
@@ -554,13 +558,12 @@ def test_java_consumer_past_max_poll_interval(brokers, java):
         c.wait_for("stalling", 60)
         t0 = time.monotonic()
         time.sleep(max_poll_ms / 1000 + 3)
-        during = java_admin(java, bs, "describe", group)
+        state, during = describe(bs, group)
         assert time.monotonic() - t0 < stall_ms / 1000, "the stall ended before the group was described"
         lines = c.finish(120)
-        after = java_admin(java, bs, "describe", group)
         return {"records": deliveries(records_of(lines)), "commits": [x["commit"] for x in lines if "commit" in x],
-                "members_during_stall": during["members"], "state_during_stall": during["state"],
-                "state_after": after["state"], "lag_zero": lag_zero(final_offsets(java, bs, group))}
+                "members_during_stall": during, "state_during_stall": state,
+                "state_after": describe(bs, group), "lag_zero": lag_zero(final_offsets(java, bs, group))}
 
     facts = assert_same(on_both(brokers, scenario), "Java consumer past max.poll.interval.ms")
     assert facts["members_during_stall"] == 0, facts
@@ -570,12 +573,56 @@ def test_java_consumer_past_max_poll_interval(brokers, java):
     assert facts["commits"] == [{f"{topic}-0": "ok"}] and facts["lag_zero"], facts
 
 
+def test_confluent_consumer_past_max_poll_interval(brokers, java):
+    """librdkafka's ShareConsumer past max.poll.interval.ms leaves its group too ("leaving group");
+    its explicit acknowledgements, sent after, still land on the share session (as on Kafka), and
+    its next poll raises _MAX_POLL_EXCEEDED."""
+    topic, group, n = uid("mr"), uid("g-mr"), 5
+    stall_s, max_poll_ms = 8, 4_000
+
+    def scenario(bs):
+        setup(bs, topic, 1, n, [group], share_record_lock_duration_ms=str(LOCK_MS + 15_000))
+        log = RdkafkaLog()
+        c = rd_consumer(bs, group, [topic], explicit=True, log=log, extra={"max.poll.interval.ms": str(max_poll_ms)})
+        raised = []
+        try:
+            msgs = []
+            deadline = time.monotonic() + 60
+            for _ in range(1000):
+                msgs += [m for m in c.poll(0.3) if m.error() is None]
+                if len(msgs) >= n or time.monotonic() > deadline:
+                    break
+            time.sleep(stall_s)
+            state, during = describe(bs, group)
+            for m in msgs:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            committed = c.commit_sync(15)
+            for _ in range(10):
+                try:
+                    c.poll(0.3)
+                except KafkaException as e:
+                    raised.append(e.args[0].name())
+                    break
+        finally:
+            c.close()
+        return {"received": sorted((m.offset(), m.delivery_count()) for m in msgs),
+                "members_during_stall": during, "state_during_stall": state,
+                "commit": sorted((f"{tp.topic}-{tp.partition}", tp.error is None) for tp in committed),
+                "raised": raised, "left": any("leaving group" in x for x in log.lines),
+                "lag_zero": lag_zero(final_offsets(java, bs, group))}
+
+    facts = assert_same(on_both(brokers, scenario), "confluent consumer past max.poll.interval.ms")
+    assert facts["received"] == [(i, 1) for i in range(n)] and facts["members_during_stall"] == 0, facts
+    assert facts["commit"] == [(f"{topic}-0", True)] and facts["lag_zero"], facts
+    assert facts["raised"] == ["_MAX_POLL_EXCEEDED"] and facts["left"], facts
+
+
 def recreate_topic(bs: str, topic: str, partitions: int) -> None:
     """Delete ``topic`` and create it again. Both brokers answer DeleteTopics once the topic is
     gone; a running consumer's Metadata request may auto-create it again before our CreateTopics
     (auto.create.topics.enable, on both), which then answers TOPIC_ALREADY_EXISTS: that topic is
     the new one too, and with ``partitions`` = num.partitions it looks the same either way."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
 
     assert partitions == settings.value("num_partitions")
     admin = AdminClient({"bootstrap.servers": bs})
