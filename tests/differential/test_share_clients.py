@@ -296,7 +296,7 @@ def test_java_explicit_release_accept_and_reject(brokers, java):
                          policy="mixed", idle_ms=3000)
         got = records_of(c.finish(120))
         offsets = final_offsets(java, bs, group)
-        return {"deliveries": {x: dc for x, dc in deliveries(got).items()}, "offsets": offsets}
+        return {"deliveries": deliveries(got), "offsets": offsets}
 
     facts = assert_same(on_both(brokers, scenario), "Java explicit RELEASE/REJECT/ACCEPT")
     assert facts["deliveries"] == {f"k{i}": ([1, 2] if i % 3 == 0 else [1]) for i in range(n)}, facts
@@ -444,15 +444,15 @@ def test_confluent_implicit_and_explicit(brokers, java):
     def scenario(bs):
         setup(bs, topic, 1, n, [gi, ge])
         out = {}
-        for group, explicit, want in ((gi, False, n), (ge, True, n + n // 3)):
+        for name, group, explicit, want in (("implicit", gi, False, n), ("explicit", ge, True, n + n // 3)):
             c = rd_consumer(bs, group, [topic], explicit=explicit)
             try:
                 got = rd_poll(c, want, 60, idle=3, on_message=mixed if explicit else None)
                 c.commit_sync(15)
             finally:
                 c.close()
-            out[group == ge and "explicit" or "implicit"] = deliveries(got)
-            out[f"{group == ge and 'explicit' or 'implicit'}_lag_zero"] = lag_zero(final_offsets(java, bs, group))
+            out[name] = deliveries(got)
+            out[f"{name}_lag_zero"] = lag_zero(final_offsets(java, bs, group))
         return out
 
     facts = assert_same(on_both(brokers, scenario), "confluent ShareConsumer")
