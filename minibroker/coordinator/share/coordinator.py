@@ -414,8 +414,11 @@ class ShareCoordinator:
             self._write_group_records(kw["group_id"], answer.records)
         if answer.initialize is not None:
             self._initialize(answer.initialize.group_id, answer.initialize.topics)
-        if answer.error_code == 0 and kw.get("member_epoch") == -1:
-            self._member_gone(kw["group_id"], kw["member_id"])
+        # A leave (epoch -1) leaves the member's share session alone, as in Kafka: sessions live in
+        # the broker's ShareSessionCache, not the group coordinator, and end only with an epoch -1
+        # ShareFetch/ShareAcknowledge or the connection's close (ShareSessionCache.java). Clients
+        # send their leave heartbeat and their final ShareAcknowledge at once (librdkafka's close),
+        # so ending the session here answered that acknowledgement SHARE_SESSION_NOT_FOUND.
         self._flush_group_records()
         self._arm()
         return answer
@@ -435,7 +438,8 @@ class ShareCoordinator:
                  partitions=sum(len(v) for v in done.values()))
 
     def _member_gone(self, group_id: str, member_id: str) -> None:
-        """A member left: its share session goes and what it holds is released."""
+        """A member closed its share session (epoch -1): the session goes and what it holds is
+        released."""
         try:
             session = self.sessions.release(group_id, member_id)
         except Exception:
