@@ -74,7 +74,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
     families: tuple[Any, ...] = (
         ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
                         notify_append=broker.notify_append,
-                        max_message_bytes=broker.max_message_bytes, crash=broker.crash_points,
+                        max_message_bytes=broker.max_message_bytes, record_rules=broker.record_rules,
+                        now_ms=broker.clock.wall_ms, crash=broker.crash_points,
                         cluster=cluster, timeline=broker.timeline, authz=authz),
         FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz),
         MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,

@@ -27,6 +27,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, cast
 
+from minibroker_protocol.record_checks import RecordRules
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, SHARE_GROUP_STATE_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
@@ -240,6 +241,17 @@ class Broker:
     def max_message_bytes(self, info) -> int:
         value = info.configs.get("max.message.bytes")
         return int(value) if value is not None else self.config.message_max_bytes
+
+    def record_rules(self, info) -> RecordRules:
+        """What LogValidator checks of each record of the topic: its message.timestamp.* configs
+        (the broker's log.message.timestamp.* when unset)."""
+        c = info.configs
+        return RecordRules(
+            timestamp_type=c.get("message.timestamp.type", self.config.log_message_timestamp_type),
+            before_max_ms=int(c.get("message.timestamp.before.max.ms",
+                                    self.config.log_message_timestamp_before_max_ms)),
+            after_max_ms=int(c.get("message.timestamp.after.max.ms",
+                                   self.config.log_message_timestamp_after_max_ms)))
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).last_stable_offset

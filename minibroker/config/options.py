@@ -83,6 +83,10 @@ class Config:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     message_max_bytes: int = 1_048_588
+    # Kafka's log.message.timestamp.* (the topics' message.timestamp.* defaults)
+    log_message_timestamp_type: str = "CreateTime"
+    log_message_timestamp_before_max_ms: int = 2**63 - 1
+    log_message_timestamp_after_max_ms: int = 2**63 - 1
     producer_id_expiration_ms: int = 86_400_000
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
@@ -209,6 +213,14 @@ def _bool(text) -> bool:
     if v in ("0", "false", "no", "off"):
         return False
     raise ValueError("not true or false")
+
+
+def _timestamp_type(text: str) -> str:
+    # ConfigDef.ValidString: the names as Kafka spells them, case and all
+    v = text.strip()
+    if v not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("must be CreateTime or LogAppendTime")
+    return v
 
 
 def _choice(*values: str) -> Callable[[str], str]:
@@ -446,6 +458,16 @@ OPTIONS: tuple[Option, ...] = (
            "group.consumer.assignment.interval.ms"),
     Option("--message-max-bytes", _int(0, INT32_MAX, " (Kafka's message.max.bytes)"),
            _D.message_max_bytes, "largest record batch accepted, Kafka's message.max.bytes"),
+    Option("--log-message-timestamp-type", _timestamp_type,
+           _D.log_message_timestamp_type,
+           "the default message.timestamp.type of topics: LogAppendTime stamps each batch with the "
+           "broker's time as it is appended, Kafka's log.message.timestamp.type"),
+    Option("--log-message-timestamp-before-max-ms", _int(0), _D.log_message_timestamp_before_max_ms,
+           "refuse records (INVALID_TIMESTAMP) whose CreateTime is more than this before the broker's "
+           "time, Kafka's log.message.timestamp.before.max.ms"),
+    Option("--log-message-timestamp-after-max-ms", _int(0), _D.log_message_timestamp_after_max_ms,
+           "refuse records (INVALID_TIMESTAMP) whose CreateTime is more than this after the broker's "
+           "time, Kafka's log.message.timestamp.after.max.ms"),
     Option("--max-request-bytes", _int(1, INT32_MAX), _D.max_request_bytes,
            "largest request frame accepted before the connection is closed, Kafka's "
            "socket.request.max.bytes"),
