@@ -244,14 +244,17 @@ class Broker:
 
     def record_rules(self, info) -> RecordRules:
         """What LogValidator checks of each record of the topic: its message.timestamp.* configs
-        (the broker's log.message.timestamp.* when unset)."""
+        (the broker's log.message.timestamp.* when unset) and whether it is compacted, where
+        every record needs a key (LogValidator.validateKey)."""
         c = info.configs
+        policy = c.get("cleanup.policy", "delete")
         return RecordRules(
             timestamp_type=c.get("message.timestamp.type", self.config.log_message_timestamp_type),
             before_max_ms=int(c.get("message.timestamp.before.max.ms",
                                     self.config.log_message_timestamp_before_max_ms)),
             after_max_ms=int(c.get("message.timestamp.after.max.ms",
-                                   self.config.log_message_timestamp_after_max_ms)))
+                                   self.config.log_message_timestamp_after_max_ms)),
+            compacted="compact" in [x.strip() for x in policy.split(",")])
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).last_stable_offset

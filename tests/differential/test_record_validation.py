@@ -195,3 +195,29 @@ def test_producer_log_append_time_refused(differential_pair, topics):
         assert answer["error"] == (32 if what == "lat" else 0), (what, answer)
         if what == "lat":
             assert "Producer should not set timestamp type to LogAppendTime" in answer["record_errors"][0][1]
+
+
+def test_compacted_topic_refuses_records_without_key(differential_pair, topics):
+    pair = differential_pair
+    now = int(time.time() * 1000)
+    for what in ("compacted", "compacted-lat"):
+        for codec in ("none", "gzip"):
+            blob = build_batch([(b"k", b"1"), (None, b"2"), (b"k", b"3"), (None, b"4"), (None, b"5"),
+                                (None, b"6")], compression=codec)
+            for version in (7, 8, 11):
+                answer, times = _both(pair, f"Produce v{version} {codec} keyless to {what}", topics[what], blob,
+                                      version)
+                assert answer["error"] == 87, answer  # INVALID_RECORD
+                assert times == [-1, -1], times
+                if version >= 8:
+                    assert [i for i, _ in answer["record_errors"]] == [1, 3, 4, 5], answer
+                    assert answer["record_errors"][0][1].startswith(
+                        "Compacted topic cannot accept message without key in topic partition"), answer
+    # keys everywhere: accepted; a tombstone (key, no value) is a keyed record
+    answer, _ = _both(pair, "Produce keyed to compacted", topics["compacted"],
+                      build_batch([(b"a", b"1"), (b"b", None)]))
+    assert answer["error"] == 0, answer
+    # one keyless record among none: index 0
+    single = build_batch([{"key": None, "value": b"x", "timestamp": now}])
+    answer, _ = _both(pair, "Produce one keyless record to compacted", topics["compacted"], single)
+    assert answer["error"] == 87 and [i for i, _ in answer["record_errors"]] == [0], answer

@@ -1,7 +1,9 @@
 """What LogValidator-style record checks look like to a real client (confluent-kafka / librdkafka):
 LogAppendTime from the broker default (log.message.timestamp.type) and from a topic config, read
 back as TIMESTAMP_LOG_APPEND_TIME with the broker's time, an idempotent compressed producer
-included; a topic that overrides the default back to CreateTime keeps the producer's times.
+included; a topic that overrides the default back to CreateTime keeps the producer's times;
+INVALID_TIMESTAMP from message.timestamp.before.max.ms; a compacted topic refusing a record
+without a key (INVALID_RECORD).
 The wire-level answers are compared with Kafka 4.4 in tests/differential/test_record_validation.py.
 """
 
@@ -29,7 +31,7 @@ def _produce(bootstrap: str, topic: str, items, **extra) -> list:
     reports: list = []
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **extra})
     for key, value, ts in items:
-        p.produce(topic, value=value, key=key, timestamp=ts,
+        p.produce(topic, value=value, key=key, timestamp=ts or 0,
                   on_delivery=lambda err, msg: reports.append(err if err is not None else msg))
     assert p.flush(30) == 0, "messages left undelivered after 30 s"
     return reports
@@ -86,3 +88,14 @@ def test_timestamp_bounds_refuse_with_invalid_timestamp(broker_factory, topic):
     assert isinstance(reports[0], KafkaError) and reports[0].code() == KafkaError.INVALID_TIMESTAMP, reports
     reports = _produce(boot, topic, [(b"k", b"fresh", now)])
     assert not isinstance(reports[0], KafkaError), reports
+
+
+def test_compacted_topic_refuses_keyless_records(broker_factory, topic):
+    mb = broker_factory()
+    boot = mb.bootstrap_servers
+    _create(boot, topic, {"cleanup.policy": "compact"})
+    reports = _produce(boot, topic, [(None, b"no key", None)], **{"linger.ms": 0, "retries": 0})
+    assert isinstance(reports[0], KafkaError) and reports[0].code() == KafkaError.INVALID_RECORD, reports
+    reports = _produce(boot, topic, [(b"k", b"keyed", None), (b"k", None, None)])
+    assert not any(isinstance(r, KafkaError) for r in reports), reports
+    assert [m.value() for m in _consume(boot, topic, 2)] == [b"keyed", None]
