@@ -219,12 +219,14 @@ class Broker:
         return info.name if info is not None else None
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     reason: str = "create_topics", replication_factor: int = 1):
+                     reason: str = "create_topics", replication_factor: int = 1,
+                     assignments: dict[int, list[int]] | None = None):
         # storage logs the creation with the topic id; the reason is only worth a debug line
         log.debug("topic.create", topic=name, reason=reason)
         info = self.logs.create_topic(name, partitions, configs or {})
         if self.cluster is not None:
             self.cluster.set_replication(name, replication_factor)
+            self.cluster.assign(name, assignments or {})
             self.cluster.observe(name, partitions)
         return info
 
@@ -264,10 +266,11 @@ class Broker:
         if plog is not None:
             plog.become_leader(epoch)
 
-    def add_partitions(self, name: str, count: int) -> None:
-        """CreatePartitions: the topic grows to ``count`` partitions."""
+    def add_partitions(self, name: str, count: int, assignments: dict[int, list[int]] | None = None) -> None:
+        """CreatePartitions: the topic grows to ``count`` partitions, with the replicas given."""
         self.logs.add_partitions(name, count)
         if self.cluster is not None:
+            self.cluster.assign(name, assignments or {})
             self.cluster.observe(name, count)
         log.info("topic.partitions_added", topic=name, partitions=count)
 
