@@ -41,11 +41,18 @@ class RecordRules:
     def log_append_time(self) -> bool:
         return self.timestamp_type == LOG_APPEND_TIME
 
-    def needs_records(self, header: BatchHeader) -> bool:
-        """Whether any check can refuse a record of this batch: only then are records decoded."""
+    def needs_records(self, header: BatchHeader, now_ms: int) -> bool:
+        """Whether any check can refuse a record of this batch: only then are records decoded.
+
+        message.timestamp.after.max.ms is finite by default (an hour since Kafka 4.0), so it is
+        judged from the header first: a batch whose maxTimestamp is within the bound is taken as
+        the producer wrote it. Kafka checks every record; a batch whose header understates its
+        records' timestamps is the one case told apart (no client writes one)."""
         if self.compacted or header.timestamp_type == 1:
             return True
-        return not self.log_append_time and (self.before_max_ms < LONG_MAX or self.after_max_ms < LONG_MAX)
+        if self.log_append_time:
+            return False
+        return self.before_max_ms < LONG_MAX or header.max_timestamp - now_ms > self.after_max_ms
 
 
 @dataclass(frozen=True, slots=True)

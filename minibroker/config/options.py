@@ -86,7 +86,7 @@ class Config:
     # Kafka's log.message.timestamp.* (the topics' message.timestamp.* defaults)
     log_message_timestamp_type: str = "CreateTime"
     log_message_timestamp_before_max_ms: int = 2**63 - 1
-    log_message_timestamp_after_max_ms: int = 2**63 - 1
+    log_message_timestamp_after_max_ms: int = 3_600_000  # Kafka 4.0's default (KIP-937)
     producer_id_expiration_ms: int = 86_400_000
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000

@@ -61,7 +61,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                        doc="LogAppendTime: the broker stamps each batch with its time as it is appended."),
         TopicConfigDef("message.timestamp.before.max.ms", LONG, _LONG_MAX, honoured=True,
                        broker_attr="log_message_timestamp_before_max_ms"),
-        TopicConfigDef("message.timestamp.after.max.ms", LONG, _LONG_MAX, honoured=True,
+        # one hour since Kafka 4.0 (KIP-937): a record from further in the future is refused
+        TopicConfigDef("message.timestamp.after.max.ms", LONG, "3600000", honoured=True,
                        broker_attr="log_message_timestamp_after_max_ms"),
         TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, "0.5", honoured=True),
         TopicConfigDef("min.compaction.lag.ms", LONG, "0", honoured=True),

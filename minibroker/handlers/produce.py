@@ -223,7 +223,7 @@ class ProduceHandlers:
                         "transactional batch for a partition not in the producer's transaction")
         rules = self.record_rules(info)
         now = self.now_ms()
-        if rules.needs_records(header):
+        if rules.needs_records(header, now):
             try:
                 refused = check_records(records, header, rules, now, f"{topic}-{p.index}")
             except InvalidBatch as e:

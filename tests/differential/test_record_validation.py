@@ -221,3 +221,17 @@ def test_compacted_topic_refuses_records_without_key(differential_pair, topics):
     single = build_batch([{"key": None, "value": b"x", "timestamp": now}])
     answer, _ = _both(pair, "Produce one keyless record to compacted", topics["compacted"], single)
     assert answer["error"] == 87 and [i for i, _ in answer["record_errors"]] == [0], answer
+
+
+def test_default_after_max_is_an_hour(differential_pair, topics):
+    """Kafka 4.0 made message.timestamp.after.max.ms an hour (KIP-937): a topic without the config
+    refuses a record from two hours ahead, and takes one from half an hour ahead."""
+    pair = differential_pair
+    now = int(time.time() * 1000)
+    blob = build_batch([{"value": b"soon", "timestamp": now + HOUR // 2},
+                        {"value": b"later", "timestamp": now + 2 * HOUR}])
+    answer, _ = _both(pair, "Produce two hours ahead to a default topic", topics["create"], blob)
+    assert answer["error"] == 32 and [i for i, _ in answer["record_errors"]] == [1], answer
+    answer, _ = _both(pair, "Produce half an hour ahead to a default topic", topics["create"],
+                      build_batch([{"value": b"soon", "timestamp": now + HOUR // 2}]))
+    assert answer["error"] == 0, answer
