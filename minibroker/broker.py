@@ -244,6 +244,10 @@ class Broker:
         value = info.configs.get("max.message.bytes")
         return int(value) if value is not None else self.config.message_max_bytes
 
+    def min_insync_replicas(self, info) -> int:
+        value = info.configs.get("min.insync.replicas")
+        return int(value) if value is not None else self.config.min_insync_replicas
+
     def record_rules(self, info) -> RecordRules:
         """What LogValidator checks of each record of the topic: its message.timestamp.* configs
         (the broker's log.message.timestamp.* when unset) and whether it is compacted, where

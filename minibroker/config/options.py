@@ -73,6 +73,7 @@ class Config:
     brokers: int = 1
     num_partitions: int = 1
     default_replication_factor: int = 1
+    min_insync_replicas: int = 1
     auto_create_topics: bool = True
     fsync: FsyncPolicy = FsyncPolicy("interval", 1000)
     segment_bytes: int = 1 << 30
@@ -389,6 +390,10 @@ OPTIONS: tuple[Option, ...] = (
            "replication factor of auto-created topics and of CreateTopics that ask for the "
            "default (-1), Kafka's default.replication.factor; with --brokers N, a factor above 1 "
            "lets their leaders move when a virtual broker stops"),
+    Option("--min-insync-replicas", _int(1, INT32_MAX, " (Kafka's min.insync.replicas)"),
+           _D.min_insync_replicas,
+           "replicas that must be in sync (virtual brokers up) for an acks=all write, else "
+           "NOT_ENOUGH_REPLICAS; capped at the partition's replication factor, Kafka's min.insync.replicas"),
     Option("--auto-create-topics", _bool, _D.auto_create_topics,
            "create unknown topics on Metadata requests, Kafka's auto.create.topics.enable",
            metavar="BOOL"),

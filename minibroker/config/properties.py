@@ -34,6 +34,7 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "num.partitions": Mapping("--num-partitions"),
     "default.replication.factor": Mapping("--default-replication-factor"),
     "auto.create.topics.enable": Mapping("--auto-create-topics"),
+    "min.insync.replicas": Mapping("--min-insync-replicas"),
     "log.flush.interval.ms": Mapping("--fsync"),
     "log.segment.bytes": Mapping("--segment-bytes"),
     "log.roll.ms": Mapping("--segment-ms"),

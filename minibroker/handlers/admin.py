@@ -326,7 +326,7 @@ class AdminHandlers:
             ("num.partitions", str(c.num_partitions), tc.INT),
             ("default.replication.factor", str(c.default_replication_factor), tc.INT),
             ("auto.create.topics.enable", str(c.auto_create_topics).lower(), tc.BOOLEAN),
-            ("min.insync.replicas", "1", tc.INT),
+            ("min.insync.replicas", str(c.min_insync_replicas), tc.INT),
             ("offsets.topic.replication.factor", "1", tc.SHORT),
             ("transaction.state.log.replication.factor", "1", tc.SHORT),
             ("transaction.state.log.min.isr", "1", tc.INT),

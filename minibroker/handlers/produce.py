@@ -52,6 +52,7 @@ class ProduceHandlers:
                  max_message_bytes: Callable[[TopicInfo], int],
                  record_rules: Callable[[TopicInfo], RecordRules] = lambda info: RecordRules(),
                  now_ms: Callable[[], int] | None = None,
+                 min_insync_replicas: Callable[[TopicInfo], int] = lambda info: 1,
                  crash: CrashPoints | None = None, cluster: Cluster | None = None,
                  timeline: Timeline = NO_TIMELINE, authz: Authz = OFF) -> None:
         self.logs = logs
@@ -70,6 +71,7 @@ class ProduceHandlers:
         self.record_rules = record_rules
         # the broker's clock (the control plane may drive it): LogAppendTime and CreateTime bounds
         self.now_ms = now_ms if now_ms is not None else _wall_ms
+        self.min_insync_replicas = min_insync_replicas
 
     def apis(self) -> list[Api]:
         # v12 is v11 whose transactional batches join their transaction implicitly
@@ -122,7 +124,7 @@ class ProduceHandlers:
                         res = (p.index, ErrorCode.not_leader_or_follower, -1, -1,
                                "This is not the correct leader for this partition.")
                     else:
-                        res = self._append(name, p, implicit_add=ctx.api_version >= 12)
+                        res = self._append(name, p, implicit_add=ctx.api_version >= 12, acks=acks)
                     if res[1] != ErrorCode.none:
                         any_error = True
                     parts.append(res)
@@ -162,6 +164,19 @@ class ProduceHandlers:
         return Response.of(ctx.correlation_id,
                            build(R, responses=tuple(topics), throttle_time=ZERO))
 
+    def _isr_short(self, topic: str, partition: int, info: TopicInfo) -> str | None:
+        """Partition.appendRecordsToLeader: an acks=all write needs min.insync.replicas in sync,
+        capped at the replication factor (effectiveMinIsr), or why it is short."""
+        if self.cluster is None:
+            return None  # one broker, one replica: the cap makes any min.insync.replicas 1
+        replicas = self.cluster.replicas(topic, partition)
+        min_isr = min(self.min_insync_replicas(info), len(replicas))
+        isr = self.cluster.isr(topic, partition)
+        if len(isr) >= min_isr:
+            return None
+        return (f"The size of the current ISR {_isr_text(isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {min_isr} for partition {topic}-{partition}")
+
     def _refused(self, ctx: RequestContext, req: wire.ProduceRequest) -> ErrorCode | None:
         """KafkaApis.handleProduceRequest: a request with transactional batches needs its
         transactional id and WRITE on it, or every partition answers
@@ -173,7 +188,8 @@ class ProduceHandlers:
             return None
         return ErrorCode.transactional_id_authorization_failed
 
-    def _append(self, topic: str, p: wire.ProducePartition, implicit_add: bool) -> PartitionResult:
+    def _append(self, topic: str, p: wire.ProducePartition, implicit_add: bool, acks: int = -1
+                ) -> PartitionResult:
         info = self.logs.topic(topic)
         if info is None or not 0 <= p.index < info.partitions:
             return (p.index, ErrorCode.unknown_topic_or_partition, -1, -1,
@@ -221,6 +237,12 @@ class ProduceHandlers:
                 # log start offset in the answer (-1), unlike producer-state errors.
                 return (p.index, error, -1, -1,
                         "transactional batch for a partition not in the producer's transaction")
+        short = self._isr_short(topic, p.index, info) if acks == -1 else None
+        if short is not None:
+            log.warning("produce.rejected", topic=topic, partition=p.index, reason="not_enough_replicas",
+                        detail=short)
+            # ReplicaManager answers it without a message (not a custom one), the log start offset told
+            return (p.index, ErrorCode.not_enough_replicas, -1, plog.log_start_offset, None)
         rules = self.record_rules(info)
         now = self.now_ms()
         if rules.needs_records(header, now):
@@ -263,6 +285,10 @@ class ProduceHandlers:
                                           epoch=header.producer_epoch, first_sequence=header.base_sequence,
                                           offset=appended.base_offset)
         return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None, None, append_time)
+
+
+def _isr_text(isr: list[int]) -> str:
+    return "Set(" + ", ".join(map(str, isr)) + ")"  # a Scala Set, as Kafka's message prints it
 
 
 def _wall_ms() -> int:
