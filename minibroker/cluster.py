@@ -169,6 +169,24 @@ class Cluster:
         # Moves and stops are what change a leader here; both are counted per partition.
         return self.epochs.get((topic, partition), 0)
 
+    def preferred_read_replica(self, topic: str, partition: int, client_rack: str,
+                               rack_of: Callable[[int], str | None]) -> int | None:
+        """KIP-392: the replica a consumer in ``client_rack`` should read from, None for the
+        leader. RackAwareReplicaSelector.select over the replicas that are up (Kafka's live
+        replicas holding the fetch offset: here every one, the data being one copy): the leader
+        if it is in the rack or none is, else one in the rack (ReplicaManager.findPreferredReadReplica
+        never names the leader itself)."""
+        leader = self.leader(topic, partition)
+        same = [n for n in self.isr(topic, partition) if rack_of(n) == client_rack]
+        if not same or leader in same:
+            return None
+        return same[0]
+
+    def serves_consumer(self, node: int | None, topic: str, partition: int) -> bool:
+        """Whether ``node`` may answer a consumer's Fetch v11+ (KIP-392): the leader or a
+        follower that is up (FetchParams.fetchOnlyLeader is false once client metadata is sent)."""
+        return node is None or node in self.isr(topic, partition)
+
     def not_leader(self, node: int | None, topic: str, partition: int) -> bool:
         """A partition request to ``node`` that Kafka would answer NOT_LEADER_OR_FOLLOWER."""
         return node is not None and self.leader(topic, partition) != node

@@ -74,6 +74,10 @@ class Config:
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
+    # Kafka's broker.rack: one rack for every virtual broker, or one each in node order
+    broker_rack: tuple[str, ...] = ()
+    # Kafka's replica.selector.class (KIP-392): "" (the leader serves consumers) or the rack-aware one
+    replica_selector_class: str = ""
     auto_create_topics: bool = True
     fsync: FsyncPolicy = FsyncPolicy("interval", 1000)
     segment_bytes: int = 1 << 30
@@ -154,6 +158,18 @@ class Config:
         return self.client_telemetry == "on" or (self.client_telemetry == "auto"
                                                  and self.control_listener is not None)
 
+    def rack_of(self, node: int) -> str | None:
+        """The broker.rack of a (virtual) broker, None without one."""
+        if not self.broker_rack:
+            return None
+        if len(self.broker_rack) == 1:
+            return self.broker_rack[0]
+        return self.broker_rack[node - self.node_id]
+
+    @property
+    def rack_aware(self) -> bool:
+        return self.replica_selector_class == RACK_AWARE_SELECTOR
+
     @property
     def node_ids(self) -> list[int]:
         """The node ids of this process's (virtual) brokers: --node-id and the --brokers after it."""
@@ -214,6 +230,25 @@ def _bool(text) -> bool:
     if v in ("0", "false", "no", "off"):
         return False
     raise ValueError("not true or false")
+
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+_SELECTORS = ("", RACK_AWARE_SELECTOR, "org.apache.kafka.common.replica.LeaderSelector")
+
+
+def _racks(text: str) -> tuple[str, ...]:
+    racks = tuple(r.strip() for r in text.split(",")) if text.strip() else ()
+    if any(not r for r in racks):
+        raise ValueError("an empty rack name")
+    return racks
+
+
+def _selector(text: str) -> str:
+    v = text.strip()
+    if v not in _SELECTORS:
+        raise ValueError(f"minibroker has {RACK_AWARE_SELECTOR} and "
+                         "org.apache.kafka.common.replica.LeaderSelector (the default)")
+    return "" if v.endswith(".LeaderSelector") else v
 
 
 def _timestamp_type(text: str) -> str:
@@ -394,6 +429,14 @@ OPTIONS: tuple[Option, ...] = (
            _D.min_insync_replicas,
            "replicas that must be in sync (virtual brokers up) for an acks=all write, else "
            "NOT_ENOUGH_REPLICAS; capped at the partition's replication factor, Kafka's min.insync.replicas"),
+    Option("--broker-rack", _racks, _D.broker_rack,
+           "the rack of the broker, or of each virtual broker in node order (comma-separated), "
+           "reported by Metadata and used by the rack-aware replica selector, Kafka's broker.rack",
+           metavar="RACK[,RACK...]"),
+    Option("--replica-selector-class", _selector, _D.replica_selector_class,
+           f"{RACK_AWARE_SELECTOR}: a Fetch from a consumer with a rack (client.rack) is pointed at "
+           "a replica in its rack (KIP-392 preferred read replica), and followers serve consumers; "
+           "Kafka's replica.selector.class", metavar="CLASS"),
     Option("--auto-create-topics", _bool, _D.auto_create_topics,
            "create unknown topics on Metadata requests, Kafka's auto.create.topics.enable",
            metavar="BOOL"),
@@ -752,6 +795,10 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
                 problems.append(f"--{name.replace('_', '-')} {values[name]}: Kafka {release} had no "
                                 f"such feature level; with --as-version {release} it is 0")
             values[name] = 0
+    racks = cast("tuple[str, ...]", values.get("broker_rack") or ())
+    if len(racks) > 1 and len(racks) != values.get("brokers", 1):
+        problems.append(f"--broker-rack: {len(racks)} racks for {values.get('brokers', 1)} broker(s); give "
+                        "one for all or one each")
     try:
         config = _build(values)
     except ListenerError as e:

@@ -35,6 +35,8 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "default.replication.factor": Mapping("--default-replication-factor"),
     "auto.create.topics.enable": Mapping("--auto-create-topics"),
     "min.insync.replicas": Mapping("--min-insync-replicas"),
+    "broker.rack": Mapping("--broker-rack"),
+    "replica.selector.class": Mapping("--replica-selector-class"),
     "log.flush.interval.ms": Mapping("--fsync"),
     "log.segment.bytes": Mapping("--segment-bytes"),
     "log.roll.ms": Mapping("--segment-ms"),
