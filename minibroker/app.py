@@ -100,7 +100,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                     offsets_partition_for=broker.offsets_partition_for, authz=authz),
         TxnAdminHandlers(coordinator=txn, logs=logs, authz=authz),
         GroupHandlers(groups=broker.group_coordinator, logs=logs, authz=authz,
-                      share=broker.share_coordinator),
+                      share=broker.share_coordinator, coordinator_node=coordinator_node),
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features,
                               authz=authz),
         FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
