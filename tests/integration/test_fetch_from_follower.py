@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from minibroker_protocol.records import build_batch
 from tests.reference.client import Connection, part, req
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
