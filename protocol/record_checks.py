@@ -41,18 +41,20 @@ class RecordRules:
     def log_append_time(self) -> bool:
         return self.timestamp_type == LOG_APPEND_TIME
 
-    def needs_records(self, header: BatchHeader, now_ms: int) -> bool:
+    def needs_records(self, header: BatchHeader, now_ms: int, latest_ms: int | None = None) -> bool:
         """Whether any check can refuse a record of this batch: only then are records decoded.
 
         message.timestamp.after.max.ms is finite by default (an hour since Kafka 4.0), so it is
         judged from the header first: a batch whose maxTimestamp is within the bound is taken as
         the producer wrote it. Kafka checks every record; a batch whose header understates its
-        records' timestamps is the one case told apart (no client writes one)."""
+        records' timestamps is the one case told apart (no client writes one). ``latest_ms``
+        (default ``now_ms``) is what "ahead" is measured from (see check_records)."""
         if self.compacted or header.timestamp_type == 1:
             return True
         if self.log_append_time:
             return False
-        return self.before_max_ms < LONG_MAX or header.max_timestamp - now_ms > self.after_max_ms
+        latest = now_ms if latest_ms is None else latest_ms
+        return self.before_max_ms < LONG_MAX or header.max_timestamp - latest > self.after_max_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +72,15 @@ def _java_long(v: int) -> int:
 
 
 def check_records(buf, header: BatchHeader, rules: RecordRules, now_ms: int,
-                  topic_partition: str) -> RecordErrors | None:
+                  topic_partition: str, latest_ms: int | None = None) -> RecordErrors | None:
     """LogValidator's record checks on the one batch in ``buf``; None when every record passes.
-    Raises protocol.batch.InvalidBatch (CORRUPT_MESSAGE) when the records do not decode."""
+    Raises protocol.batch.InvalidBatch (CORRUPT_MESSAGE) when the records do not decode.
+
+    ``latest_ms`` (default ``now_ms``) is the time a record may not be more than
+    message.timestamp.after.max.ms ahead of: a broker whose clock is held back (minibroker's
+    --clock virtual) passes the system time too, so clients stamping real time are not
+    refused as from the future once an hour of real time has gone by."""
+    latest = now_ms if latest_ms is None else latest_ms
     errors: list[tuple[ErrorCode, str]] = []
     indexed: list[tuple[int, str]] = []
     lat_batch = header.timestamp_type == 1
@@ -82,9 +90,9 @@ def check_records(buf, header: BatchHeader, rules: RecordRules, now_ms: int,
             error = (ErrorCode.invalid_record, "Compacted topic cannot accept message without key in "
                      f"topic partition {topic_partition}")
         elif not rules.log_append_time and record.timestamp != NO_TIMESTAMP:
-            diff = now_ms - record.timestamp
-            if diff > rules.before_max_ms or -diff > rules.after_max_ms:
-                low, high = _java_long(now_ms - rules.before_max_ms), _java_long(now_ms + rules.after_max_ms)
+            ts = record.timestamp
+            if now_ms - ts > rules.before_max_ms or ts - latest > rules.after_max_ms:
+                low, high = _java_long(now_ms - rules.before_max_ms), _java_long(latest + rules.after_max_ms)
                 error = (ErrorCode.invalid_timestamp,
                          f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
                          f"range. The timestamp should be within [{low}, {high}]")

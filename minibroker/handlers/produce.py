@@ -245,9 +245,11 @@ class ProduceHandlers:
             return (p.index, ErrorCode.not_enough_replicas, -1, plog.log_start_offset, None)
         rules = self.record_rules(info)
         now = self.now_ms()
-        if rules.needs_records(header, now):
+        # a clock held back by the control plane does not make real-time records future ones
+        latest = max(now, _wall_ms())
+        if rules.needs_records(header, now, latest):
             try:
-                refused = check_records(records, header, rules, now, f"{topic}-{p.index}")
+                refused = check_records(records, header, rules, now, f"{topic}-{p.index}", latest)
             except InvalidBatch as e:
                 log.warning("produce.rejected", topic=topic, partition=p.index, reason=e.error_code.name,
                             detail=e.message, size=len(records))
