@@ -192,6 +192,7 @@ class Broker:
         self.request_counts = RequestCounts()
         # Virtual brokers: each node's advertised (host, port), once its listener is bound.
         self.node_endpoints: dict[int, tuple[str, int]] = {}
+        self._record_rules: dict[str, tuple[object, RecordRules]] = {}
 
     @functools.cached_property
     def sasl_credentials(self):
@@ -251,8 +252,16 @@ class Broker:
     def record_rules(self, info) -> RecordRules:
         """What LogValidator checks of each record of the topic: its message.timestamp.* configs
         (the broker's log.message.timestamp.* when unset) and whether it is compacted, where
-        every record needs a key (LogValidator.validateKey)."""
-        c = info.configs
+        every record needs a key (LogValidator.validateKey). Asked at every append: kept while
+        the topic's configs are the same object (the catalog makes a new one when they change)."""
+        cached = self._record_rules.get(info.name)
+        if cached is not None and cached[0] is info.configs:
+            return cached[1]
+        rules = self._make_record_rules(info.configs)
+        self._record_rules[info.name] = (info.configs, rules)
+        return rules
+
+    def _make_record_rules(self, c) -> RecordRules:
         policy = c.get("cleanup.policy", "delete")
         return RecordRules(
             timestamp_type=c.get("message.timestamp.type", self.config.log_message_timestamp_type),
@@ -281,6 +290,7 @@ class Broker:
     def delete_topic(self, name: str) -> None:
         info = self.logs.topic(name)
         self.logs.delete_topic(name)
+        self._record_rules.pop(name, None)
         if info is not None:
             self.share_coordinator.topic_deleted(info.topic_id, name)
         if self.cluster is not None:

@@ -99,3 +99,21 @@ def test_compacted_topic_refuses_keyless_records(broker_factory, topic):
     reports = _produce(boot, topic, [(b"k", b"keyed", None), (b"k", None, None)])
     assert not any(isinstance(r, KafkaError) for r in reports), reports
     assert [m.value() for m in _consume(boot, topic, 2)] == [b"keyed", None]
+
+
+def test_altered_timestamp_type_applies_to_the_next_batch(broker_factory, topic):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    mb = broker_factory()
+    boot = mb.bootstrap_servers
+    _create(boot, topic, {})
+    old = int(time.time() * 1000) - HOUR_MS
+    (first,) = _produce(boot, topic, [(b"k", b"before", old)])
+    assert first.timestamp() == (confluent_kafka.TIMESTAMP_CREATE_TIME, old)
+    admin = AdminClient({"bootstrap.servers": boot})
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(timeout=30)
+    (second,) = _produce(boot, topic, [(b"k", b"after", old)])
+    assert second.timestamp()[0] == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and second.timestamp()[1] > old
