@@ -338,6 +338,15 @@ class AdminHandlers:
             ("log.flush.interval.ms", "0" if c.fsync.mode == "always" else
              str(c.fsync.interval_ms) if c.fsync.mode == "interval" else str(2**63 - 1), tc.LONG),
             ("message.max.bytes", str(c.message_max_bytes), tc.INT),
+            ("log.message.timestamp.type", c.log_message_timestamp_type, tc.STRING),
+            ("log.message.timestamp.before.max.ms", str(c.log_message_timestamp_before_max_ms), tc.LONG),
+            ("log.message.timestamp.after.max.ms", str(c.log_message_timestamp_after_max_ms), tc.LONG),
             ("socket.request.max.bytes", str(c.max_request_bytes), tc.INT),
         ]
+        # set in the broker's configuration only when given (else Kafka's default, null / none)
+        rack = c.rack_of(c.node_id)
+        if rack is not None:
+            rows.append(("broker.rack", rack, tc.STRING))
+        if c.replica_selector_class:
+            rows.append(("replica.selector.class", c.replica_selector_class, tc.CLASS))
         return ErrorCode.none, None, [(k, v, S, True, t, None) for k, v, t in rows]

@@ -49,6 +49,17 @@ def test_rack_reported(pair):
         assert [b.rack for b in dc.brokers] == ["rack-a"], (s.name, dc.brokers)
 
 
+def test_broker_configs(pair):
+    base = (32, 4)
+    keys = ("broker.rack", "replica.selector.class", "log.message.timestamp.type",
+            "log.message.timestamp.after.max.ms", "min.insync.replicas")
+    answers = pair.both(lambda s: req(32, 4, include_synonyms=False, include_documentation=False, resources=(
+        part(base, "DescribeConfigsResource", resource_type=4, resource_name="1", configuration_keys=keys),)))
+    values = [sorted((c.name, c.value) for r in a.results for c in r.configs) for a in answers]
+    assert values[0] == values[1], values
+    assert ("broker.rack", "rack-a") in values[0] and ("replica.selector.class", SELECTOR) in values[0], values
+
+
 def _fetch(topic: str, version: int, rack: str | None):
     base = (FETCH, version)
     fp = part(base, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=0,
