@@ -51,7 +51,7 @@ class FetchHandlers:
         # replica.selector.class is the rack-aware one: the broker.rack of each node (KIP-392)
         self.rack_of = rack_of
         self.authz = authz
-        self.cluster = cluster  # virtual brokers: only the leader serves a partition
+        self.cluster = cluster  # virtual brokers: the leader serves a partition (an up follower a consumer)
         # the fetch waiters: returns when one of the partitions is appended to, or at the timeout
         self.wait_for_append = wait_for_append
 
