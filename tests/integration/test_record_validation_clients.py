@@ -117,3 +117,32 @@ def test_altered_timestamp_type_applies_to_the_next_batch(broker_factory, topic)
         f.result(timeout=30)
     (second,) = _produce(boot, topic, [(b"k", b"after", old)])
     assert second.timestamp()[0] == confluent_kafka.TIMESTAMP_LOG_APPEND_TIME and second.timestamp()[1] > old
+
+
+def test_log_append_time_on_transactional_batches(broker_factory, topic):
+    mb = broker_factory()
+    boot = mb.bootstrap_servers
+    _create(boot, topic, {"message.timestamp.type": "LogAppendTime"})
+    old = int(time.time() * 1000) - HOUR_MS
+    p = Producer({"bootstrap.servers": boot, "transactional.id": f"tx-{topic}", "compression.type": "gzip"})
+    p.init_transactions(30)
+    for commit in (True, False, True):
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, key=b"k", value=b"%s-%d" % (b"c" if commit else b"a", i), timestamp=old)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"g-{topic}", "isolation.level": "read_committed",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < 10 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                got.append(m)
+    finally:
+        c.close()
+    assert [m.value() for m in got] == [b"c-%d" % i for i in range(5)] * 2
+    assert {m.timestamp()[0] for m in got} == {confluent_kafka.TIMESTAMP_LOG_APPEND_TIME}
+    assert all(m.timestamp()[1] > old + HOUR_MS // 2 for m in got)
