@@ -27,6 +27,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, cast
 
+from minibroker_protocol.record_checks import RecordRules
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, SHARE_GROUP_STATE_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
@@ -196,6 +197,7 @@ class Broker:
         self.request_counts = RequestCounts()
         # Virtual brokers: each node's advertised (host, port), once its listener is bound.
         self.node_endpoints: dict[int, tuple[str, int]] = {}
+        self._record_rules: dict[str, tuple[object, RecordRules]] = {}
 
     @functools.cached_property
     def sasl_credentials(self):
@@ -239,12 +241,14 @@ class Broker:
         return info.name if info is not None else None
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     reason: str = "create_topics", replication_factor: int = 1):
+                     reason: str = "create_topics", replication_factor: int = 1,
+                     assignments: dict[int, list[int]] | None = None):
         # storage logs the creation with the topic id; the reason is only worth a debug line
         log.debug("topic.create", topic=name, reason=reason)
         info = self.logs.create_topic(name, partitions, configs or {})
         if self.cluster is not None:
             self.cluster.set_replication(name, replication_factor)
+            self.cluster.assign(name, assignments or {})
             self.cluster.observe(name, partitions)
         return info
 
@@ -262,6 +266,32 @@ class Broker:
         value = info.configs.get("max.message.bytes")
         return int(value) if value is not None else self.config.message_max_bytes
 
+    def min_insync_replicas(self, info) -> int:
+        value = info.configs.get("min.insync.replicas")
+        return int(value) if value is not None else self.config.min_insync_replicas
+
+    def record_rules(self, info) -> RecordRules:
+        """What LogValidator checks of each record of the topic: its message.timestamp.* configs
+        (the broker's log.message.timestamp.* when unset) and whether it is compacted, where
+        every record needs a key (LogValidator.validateKey). Asked at every append: kept while
+        the topic's configs are the same object (the catalog makes a new one when they change)."""
+        cached = self._record_rules.get(info.name)
+        if cached is not None and cached[0] is info.configs:
+            return cached[1]
+        rules = self._make_record_rules(info.configs)
+        self._record_rules[info.name] = (info.configs, rules)
+        return rules
+
+    def _make_record_rules(self, c) -> RecordRules:
+        policy = c.get("cleanup.policy", "delete")
+        return RecordRules(
+            timestamp_type=c.get("message.timestamp.type", self.config.log_message_timestamp_type),
+            before_max_ms=int(c.get("message.timestamp.before.max.ms",
+                                    self.config.log_message_timestamp_before_max_ms)),
+            after_max_ms=int(c.get("message.timestamp.after.max.ms",
+                                   self.config.log_message_timestamp_after_max_ms)),
+            compacted="compact" in [x.strip() for x in policy.split(",")])
+
     def last_stable_offset(self, topic: str, partition: int) -> int:
         return self.get_log(topic, partition).last_stable_offset
 
@@ -270,16 +300,18 @@ class Broker:
         if plog is not None:
             plog.become_leader(epoch)
 
-    def add_partitions(self, name: str, count: int) -> None:
-        """CreatePartitions: the topic grows to ``count`` partitions."""
+    def add_partitions(self, name: str, count: int, assignments: dict[int, list[int]] | None = None) -> None:
+        """CreatePartitions: the topic grows to ``count`` partitions, with the replicas given."""
         self.logs.add_partitions(name, count)
         if self.cluster is not None:
+            self.cluster.assign(name, assignments or {})
             self.cluster.observe(name, count)
         log.info("topic.partitions_added", topic=name, partitions=count)
 
     def delete_topic(self, name: str) -> None:
         info = self.logs.topic(name)
         self.logs.delete_topic(name)
+        self._record_rules.pop(name, None)
         if info is not None:
             self.share_coordinator.topic_deleted(info.topic_id, name)
         if self.cluster is not None:

@@ -13,9 +13,10 @@ that reach a node which is not the leader (Produce, Fetch, ListOffsets) or not t
 from a Kafka cluster, and clients find the new one through Metadata / FindCoordinator.
 
 The data is one copy whatever the replication factor: a stopped node makes its partitions
-move, not their records disappear. Replication factors are kept in the data dir
-(``cluster.json``); leader moves and stopped nodes are not (a restart elects the preferred
-leaders again, as a whole Kafka cluster restarting would). No I/O here but that file.
+move, not their records disappear. Replication factors and the replica lists a client gave
+explicitly (CreateTopics / CreatePartitions assignments, reported as given, in their order)
+are kept in the data dir (``cluster.json``); leader moves and stopped nodes are not (a restart
+elects the preferred leaders again, as a whole Kafka cluster restarting would). No I/O here but that file.
 """
 
 from __future__ import annotations
@@ -63,6 +64,30 @@ def coordinator_key(api_key: int, request) -> tuple[int, str] | None:
     return None
 
 
+def manual_assignment_error(replicas, nodes, factor: int | None = None) -> str | None:
+    """Why a replica list a client named is refused (INVALID_REPLICA_ASSIGNMENT), or None: Kafka's
+    ReplicationControlManager.validateManualPartitionAssignment, its checks in its order."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    previous = None
+    for node in sorted(replicas):
+        if node not in nodes:
+            return (f"The manual partition assignment includes broker {node}, but no such broker is "
+                    "registered.")
+        if node == previous:
+            return f"The manual partition assignment includes the broker {node} more than once."
+        previous = node
+    if factor is not None and len(replicas) != factor:
+        return (f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but "
+                f"this is not consistent with previous partitions, which have {factor} replica(s).")
+    return None
+
+
+def all_fenced(partition: int) -> str:
+    return (f"All brokers specified in the manual partition assignment for partition {partition} are fenced "
+            "or in controlled shutdown.")
+
+
 class ClusterError(ValueError):
     """An operation the cluster cannot do; the message is one line."""
 
@@ -73,6 +98,8 @@ class Cluster:
     data_dir: Path | None = None
     up: set[int] = field(init=False)
     replication: dict[str, int] = field(default_factory=dict)
+    # replica lists given explicitly, per topic and partition (the rest are placed round-robin)
+    assigned: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     # leaders put elsewhere than the first in-sync replica (a move, or kept after a stop)
     moved: dict[tuple[str, int], int] = field(default_factory=dict)
     # the partitions whose leader changes are counted, and their leader epochs
@@ -87,8 +114,10 @@ class Cluster:
             try:
                 saved = json.loads((self.data_dir / STATE_FILE).read_text())
                 self.replication = {str(k): int(v) for k, v in saved.get("replication", {}).items()}
-            except (OSError, ValueError, AttributeError):
-                self.replication = {}
+                self.assigned = {str(t): {int(p): [int(n) for n in ids] for p, ids in parts.items()}
+                                 for t, parts in saved.get("assigned", {}).items()}
+            except (OSError, ValueError, AttributeError, TypeError):
+                self.replication, self.assigned = {}, {}
 
     @property
     def size(self) -> int:
@@ -101,14 +130,25 @@ class Cluster:
         self.replication[topic] = factor
         self._save()
 
+    def assign(self, topic: str, replicas: dict[int, list[int]]) -> None:
+        """Partitions whose replicas a client named (checked by the caller): kept as given."""
+        if not replicas:
+            return
+        self.assigned.setdefault(topic, {}).update({p: list(ids) for p, ids in replicas.items()})
+        self._save()
+
     def forget(self, topic: str) -> None:
-        if self.replication.pop(topic, None) is not None:
+        dropped = self.replication.pop(topic, None) is not None
+        if self.assigned.pop(topic, None) is not None or dropped:
             self._save()
         self.moved = {tp: n for tp, n in self.moved.items() if tp[0] != topic}
         self.known = {tp for tp in self.known if tp[0] != topic}
         self.epochs = {tp: e for tp, e in self.epochs.items() if tp[0] != topic}
 
     def replicas(self, topic: str, partition: int) -> list[int]:
+        given = self.assigned.get(topic)
+        if given is not None and partition in given:
+            return given[partition]
         factor = min(self.replication.get(topic, 1), self.size)
         # Kafka starts each topic's round-robin at a random broker; a hash keeps it stable here.
         start = (java_string_hash(topic) & 0x7FFFFFFF) + partition
@@ -128,6 +168,24 @@ class Cluster:
     def leader_epoch(self, topic: str, partition: int) -> int:
         # Moves and stops are what change a leader here; both are counted per partition.
         return self.epochs.get((topic, partition), 0)
+
+    def preferred_read_replica(self, topic: str, partition: int, client_rack: str,
+                               rack_of: Callable[[int], str | None]) -> int | None:
+        """KIP-392: the replica a consumer in ``client_rack`` should read from, None for the
+        leader. RackAwareReplicaSelector.select over the replicas that are up (Kafka's live
+        replicas holding the fetch offset: here every one, the data being one copy): the leader
+        if it is in the rack or none is, else one in the rack (ReplicaManager.findPreferredReadReplica
+        never names the leader itself)."""
+        leader = self.leader(topic, partition)
+        same = [n for n in self.isr(topic, partition) if rack_of(n) == client_rack]
+        if not same or leader in same:
+            return None
+        return same[0]
+
+    def serves_consumer(self, node: int | None, topic: str, partition: int) -> bool:
+        """Whether ``node`` may answer a consumer's Fetch v11+ (KIP-392): the leader or a
+        follower that is up (FetchParams.fetchOnlyLeader is false once client metadata is sent)."""
+        return node is None or node in self.isr(topic, partition)
 
     def not_leader(self, node: int | None, topic: str, partition: int) -> bool:
         """A partition request to ``node`` that Kafka would answer NOT_LEADER_OR_FOLLOWER."""
@@ -236,5 +294,7 @@ class Cluster:
             return
         path = self.data_dir / STATE_FILE
         tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"replication": self.replication}, sort_keys=True) + "\n")
+        assigned = {t: {str(p): ids for p, ids in parts.items()} for t, parts in self.assigned.items()}
+        state = {"replication": self.replication, "assigned": assigned}
+        tmp.write_text(json.dumps(state, sort_keys=True) + "\n")
         os.replace(tmp, path)

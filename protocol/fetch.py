@@ -34,6 +34,7 @@ class FetchPartition:
     log_start_offset: int = -1
     aborted: list[tuple[int, int]] | None = None  # (producer_id, first_offset)
     records: memoryview | bytes | None = None
+    preferred_read_replica: int = -1  # KIP-392: the replica a consumer should fetch from instead
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ def encode_fetch_response(
                     if flexible:
                         buf.append(0)
             if version >= 11:
-                buf += _I32.pack(-1)  # preferred_read_replica: none, we are the only replica
+                buf += _I32.pack(p.preferred_read_replica)
             records = p.records
             if records is None:
                 buf += b"\x00" if flexible else b"\xff\xff\xff\xff"

@@ -73,6 +73,11 @@ class Config:
     brokers: int = 1
     num_partitions: int = 1
     default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    # Kafka's broker.rack: one rack for every virtual broker, or one each in node order
+    broker_rack: tuple[str, ...] = ()
+    # Kafka's replica.selector.class (KIP-392): "" (the leader serves consumers) or the rack-aware one
+    replica_selector_class: str = ""
     auto_create_topics: bool = True
     fsync: FsyncPolicy = FsyncPolicy("interval", 1000)
     segment_bytes: int = 1 << 30
@@ -83,6 +88,10 @@ class Config:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     message_max_bytes: int = 1_048_588
+    # Kafka's log.message.timestamp.* (the topics' message.timestamp.* defaults)
+    log_message_timestamp_type: str = "CreateTime"
+    log_message_timestamp_before_max_ms: int = 2**63 - 1
+    log_message_timestamp_after_max_ms: int = 3_600_000  # Kafka 4.0's default (KIP-937)
     producer_id_expiration_ms: int = 86_400_000
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
@@ -154,6 +163,18 @@ class Config:
         return self.client_telemetry == "on" or (self.client_telemetry == "auto"
                                                  and self.control_listener is not None)
 
+    def rack_of(self, node: int) -> str | None:
+        """The broker.rack of a (virtual) broker, None without one."""
+        if not self.broker_rack:
+            return None
+        if len(self.broker_rack) == 1:
+            return self.broker_rack[0]
+        return self.broker_rack[node - self.node_id]
+
+    @property
+    def rack_aware(self) -> bool:
+        return self.replica_selector_class == RACK_AWARE_SELECTOR
+
     @property
     def node_ids(self) -> list[int]:
         """The node ids of this process's (virtual) brokers: --node-id and the --brokers after it."""
@@ -214,6 +235,33 @@ def _bool(text) -> bool:
     if v in ("0", "false", "no", "off"):
         return False
     raise ValueError("not true or false")
+
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+_SELECTORS = ("", RACK_AWARE_SELECTOR, "org.apache.kafka.common.replica.LeaderSelector")
+
+
+def _racks(text: str) -> tuple[str, ...]:
+    racks = tuple(r.strip() for r in text.split(",")) if text.strip() else ()
+    if any(not r for r in racks):
+        raise ValueError("an empty rack name")
+    return racks
+
+
+def _selector(text: str) -> str:
+    v = text.strip()
+    if v not in _SELECTORS:
+        raise ValueError(f"minibroker has {RACK_AWARE_SELECTOR} and "
+                         "org.apache.kafka.common.replica.LeaderSelector (the default)")
+    return "" if v.endswith(".LeaderSelector") else v
+
+
+def _timestamp_type(text: str) -> str:
+    # ConfigDef.ValidString: the names as Kafka spells them, case and all
+    v = text.strip()
+    if v not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("must be CreateTime or LogAppendTime")
+    return v
 
 
 def _choice(*values: str) -> Callable[[str], str]:
@@ -396,6 +444,18 @@ OPTIONS: tuple[Option, ...] = (
            "replication factor of auto-created topics and of CreateTopics that ask for the "
            "default (-1), Kafka's default.replication.factor; with --brokers N, a factor above 1 "
            "lets their leaders move when a virtual broker stops"),
+    Option("--min-insync-replicas", _int(1, INT32_MAX, " (Kafka's min.insync.replicas)"),
+           _D.min_insync_replicas,
+           "replicas that must be in sync (virtual brokers up) for an acks=all write, else "
+           "NOT_ENOUGH_REPLICAS; capped at the partition's replication factor, Kafka's min.insync.replicas"),
+    Option("--broker-rack", _racks, _D.broker_rack,
+           "the rack of the broker, or of each virtual broker in node order (comma-separated), "
+           "reported by Metadata and used by the rack-aware replica selector, Kafka's broker.rack",
+           metavar="RACK[,RACK...]"),
+    Option("--replica-selector-class", _selector, _D.replica_selector_class,
+           f"{RACK_AWARE_SELECTOR}: a Fetch from a consumer with a rack (client.rack) is pointed at "
+           "a replica in its rack (KIP-392 preferred read replica), and followers serve consumers; "
+           "Kafka's replica.selector.class", metavar="CLASS"),
     Option("--auto-create-topics", _bool, _D.auto_create_topics,
            "create unknown topics on Metadata requests, Kafka's auto.create.topics.enable",
            metavar="BOOL"),
@@ -465,6 +525,16 @@ OPTIONS: tuple[Option, ...] = (
            "group.consumer.assignment.interval.ms"),
     Option("--message-max-bytes", _int(0, INT32_MAX, " (Kafka's message.max.bytes)"),
            _D.message_max_bytes, "largest record batch accepted, Kafka's message.max.bytes"),
+    Option("--log-message-timestamp-type", _timestamp_type,
+           _D.log_message_timestamp_type,
+           "the default message.timestamp.type of topics: LogAppendTime stamps each batch with the "
+           "broker's time as it is appended, Kafka's log.message.timestamp.type"),
+    Option("--log-message-timestamp-before-max-ms", _int(0), _D.log_message_timestamp_before_max_ms,
+           "refuse records (INVALID_TIMESTAMP) whose CreateTime is more than this before the broker's "
+           "time, Kafka's log.message.timestamp.before.max.ms"),
+    Option("--log-message-timestamp-after-max-ms", _int(0), _D.log_message_timestamp_after_max_ms,
+           "refuse records (INVALID_TIMESTAMP) whose CreateTime is more than this after the broker's "
+           "time, Kafka's log.message.timestamp.after.max.ms"),
     Option("--max-request-bytes", _int(1, INT32_MAX), _D.max_request_bytes,
            "largest request frame accepted before the connection is closed, Kafka's "
            "socket.request.max.bytes"),
@@ -754,6 +824,10 @@ def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> L
                 problems.append(f"--{name.replace('_', '-')} {values[name]}: Kafka {release} had no "
                                 f"such feature level; with --as-version {release} it is 0")
             values[name] = 0
+    racks = cast("tuple[str, ...]", values.get("broker_rack") or ())
+    if len(racks) > 1 and len(racks) != values.get("brokers", 1):
+        problems.append(f"--broker-rack: {len(racks)} racks for {values.get('brokers', 1)} broker(s); give "
+                        "one for all or one each")
     try:
         config = _build(values)
     except ListenerError as e:

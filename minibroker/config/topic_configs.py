@@ -56,13 +56,19 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("max.compaction.lag.ms", LONG, _LONG_MAX, honoured=True),
         TopicConfigDef("max.message.bytes", INT, "1048588", honoured=True, broker_attr="message_max_bytes",
                        doc="Largest record batch accepted."),
-        TopicConfigDef("message.timestamp.type", STRING, "CreateTime", choices=("CreateTime",),
-                       doc="LogAppendTime is not supported yet."),
-        TopicConfigDef("message.timestamp.before.max.ms", LONG, _LONG_MAX),
-        TopicConfigDef("message.timestamp.after.max.ms", LONG, _LONG_MAX),
+        TopicConfigDef("message.timestamp.type", STRING, "CreateTime", honoured=True,
+                       broker_attr="log_message_timestamp_type", choices=("CreateTime", "LogAppendTime"),
+                       doc="LogAppendTime: the broker stamps each batch with its time as it is appended."),
+        TopicConfigDef("message.timestamp.before.max.ms", LONG, _LONG_MAX, honoured=True,
+                       broker_attr="log_message_timestamp_before_max_ms"),
+        # one hour since Kafka 4.0 (KIP-937): a record from further in the future is refused
+        TopicConfigDef("message.timestamp.after.max.ms", LONG, "3600000", honoured=True,
+                       broker_attr="log_message_timestamp_after_max_ms"),
         TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, "0.5", honoured=True),
         TopicConfigDef("min.compaction.lag.ms", LONG, "0", honoured=True),
-        TopicConfigDef("min.insync.replicas", INT, "1"),
+        TopicConfigDef("min.insync.replicas", INT, "1", honoured=True, broker_attr="min_insync_replicas",
+                       doc="acks=all writes need this many replicas in sync (virtual brokers up), "
+                           "capped at the replication factor."),
         TopicConfigDef("preallocate", BOOLEAN, "false"),
         TopicConfigDef("retention.bytes", LONG, "-1", honoured=True, broker_attr="retention_bytes"),
         TopicConfigDef("retention.ms", LONG, "604800000", honoured=True, broker_attr="retention_ms"),
@@ -91,6 +97,8 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: Not a number of type {kind}"
         if d.type == INT and not -(2**31) <= v < 2**31:
             return f"Invalid value {value} for configuration {name}: out of range"
+        if name == "min.insync.replicas" and v < 1:  # LogConfig: atLeast(1)
+            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
         if name == "segment.bytes" and v < 14:
             return f"Invalid value {value} for configuration segment.bytes: Value must be at least 14"
     elif d.type == BOOLEAN and value.lower() not in ("true", "false"):

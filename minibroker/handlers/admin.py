@@ -12,6 +12,7 @@ from minibroker_protocol.topics import is_internal, topic_name_error
 from minibroker_storage.manager import LogManager
 
 from ..client_metrics import configs as cmc
+from ..cluster import Cluster, all_fenced, manual_assignment_error
 from ..config import group_configs as gc
 from ..config import topic_configs as tc
 from ..config.options import Config
@@ -23,8 +24,10 @@ from .common import ZERO, CreateTopic, answers, response_cls
 class AdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config, create_topic: CreateTopic,
                  delete_topic: Callable[[str], None], client_metrics: Any = None,
-                 group_configs: gc.GroupConfigs | None = None, authz: Authz = OFF) -> None:
+                 group_configs: gc.GroupConfigs | None = None, authz: Authz = OFF,
+                 cluster: Cluster | None = None) -> None:
         self.logs = logs
+        self.cluster = cluster  # virtual brokers: a manual assignment needs a replica up
         self.group_configs = group_configs
         self.authz = authz
         self.client_metrics = client_metrics
@@ -68,8 +71,11 @@ class AdminHandlers:
             topic_id = None
             rf = self._replication_factor(t)
             if error == ErrorCode.none and not req.validate_only:
+                # the replicas as given, in their order: the first is the preferred leader
                 info = self.create_topic(t.name, partitions, configs, reason="create_topics",
-                                         replication_factor=rf)
+                                         replication_factor=rf,
+                                         assignments={a.partition_index: list(a.broker_ids)
+                                                      for a in t.assignments})
                 topic_id = info.topic_id
             ok = error == ErrorCode.none
             # ReplicationControlManager.createTopic: without DESCRIBE_CONFIGS neither the configs
@@ -107,18 +113,25 @@ class AdminHandlers:
                 return (ErrorCode.invalid_request,
                         "Both numPartitions or replicationFactor and replicasAssignments were set. "
                         "Both cannot be used at the same time.", -1)
-            indexes = sorted(a.partition_index for a in t.assignments)
-            if indexes != list(range(len(indexes))):
-                return ErrorCode.invalid_replica_assignment, "Partitions should be numbered 0 to N-1", -1
+            # ReplicationControlManager.createTopic, its checks in its order
             nodes = set(self.config.node_ids)
-            width = len(t.assignments[0].broker_ids)
+            seen: set[int] = set()
+            factor: int | None = None
             for a in t.assignments:
-                if not a.broker_ids or not set(a.broker_ids) <= nodes or len(a.broker_ids) != width \
-                        or len(set(a.broker_ids)) != len(a.broker_ids):
-                    return (ErrorCode.invalid_replica_assignment,
-                            f"Replica assignment {list(a.broker_ids)} must name distinct registered "
-                            f"brokers ({sorted(nodes)}), as many for every partition", -1)
-            partitions = len(indexes)
+                if a.partition_index in seen:
+                    return (ErrorCode.invalid_replica_assignment, "Found multiple manual partition "
+                            f"assignments for partition {a.partition_index}", -1)
+                why = manual_assignment_error(list(a.broker_ids), nodes, factor)
+                if why is None and self.cluster is not None and not set(a.broker_ids) & self.cluster.up:
+                    why = all_fenced(a.partition_index)
+                if why is not None:
+                    return ErrorCode.invalid_replica_assignment, why, -1
+                factor = len(a.broker_ids)
+                seen.add(a.partition_index)
+            if seen != set(range(len(seen))):
+                return (ErrorCode.invalid_replica_assignment,
+                        "partitions should be a consecutive 0-based integer sequence", -1)
+            partitions = len(seen)
         else:
             partitions = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
             if partitions <= 0:
@@ -313,7 +326,7 @@ class AdminHandlers:
             ("num.partitions", str(c.num_partitions), tc.INT),
             ("default.replication.factor", str(c.default_replication_factor), tc.INT),
             ("auto.create.topics.enable", str(c.auto_create_topics).lower(), tc.BOOLEAN),
-            ("min.insync.replicas", "1", tc.INT),
+            ("min.insync.replicas", str(c.min_insync_replicas), tc.INT),
             ("offsets.topic.replication.factor", "1", tc.SHORT),
             ("transaction.state.log.replication.factor", "1", tc.SHORT),
             ("transaction.state.log.min.isr", "1", tc.INT),
@@ -325,6 +338,15 @@ class AdminHandlers:
             ("log.flush.interval.ms", "0" if c.fsync.mode == "always" else
              str(c.fsync.interval_ms) if c.fsync.mode == "interval" else str(2**63 - 1), tc.LONG),
             ("message.max.bytes", str(c.message_max_bytes), tc.INT),
+            ("log.message.timestamp.type", c.log_message_timestamp_type, tc.STRING),
+            ("log.message.timestamp.before.max.ms", str(c.log_message_timestamp_before_max_ms), tc.LONG),
+            ("log.message.timestamp.after.max.ms", str(c.log_message_timestamp_after_max_ms), tc.LONG),
             ("socket.request.max.bytes", str(c.max_request_bytes), tc.INT),
         ]
+        # set in the broker's configuration only when given (else Kafka's default, null / none)
+        rack = c.rack_of(c.node_id)
+        if rack is not None:
+            rows.append(("broker.rack", rack, tc.STRING))
+        if c.replica_selector_class:
+            rows.append(("replica.selector.class", c.replica_selector_class, tc.CLASS))
         return ErrorCode.none, None, [(k, v, S, True, t, None) for k, v, t in rows]

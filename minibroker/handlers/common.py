@@ -61,7 +61,8 @@ class CreateTopic(Protocol):
     """Broker.create_topic: a topic made with the broker's defaults, logged with why."""
 
     def __call__(self, name: str, partitions: int, configs: dict[str, str] | None = ...,
-                 reason: str = ..., replication_factor: int = ...) -> TopicInfo: ...
+                 reason: str = ..., replication_factor: int = ...,
+                 assignments: dict[int, list[int]] | None = ...) -> TopicInfo: ...
 
 
 # The broker's own advertised (host, port), read per request: it is known only once the

@@ -46,12 +46,15 @@ class FetchHandlers:
     def __init__(self, *, logs: LogManager,
                  wait_for_append: Callable[[list[tuple[str, int]], float], Awaitable[None]],
                  cluster: Cluster | None = None, authz: Authz = OFF,
-                 quota_bytes: Callable[[RequestContext], int | None] | None = None) -> None:
+                 quota_bytes: Callable[[RequestContext], int | None] | None = None,
+                 rack_of: Callable[[int], str | None] | None = None) -> None:
         self.logs = logs
         # the most a consumer_byte_rate quota lets one answer carry (None: no quota)
         self.quota_bytes = quota_bytes
+        # replica.selector.class is the rack-aware one: the broker.rack of each node (KIP-392)
+        self.rack_of = rack_of
         self.authz = authz
-        self.cluster = cluster  # virtual brokers: only the leader serves a partition
+        self.cluster = cluster  # virtual brokers: the leader serves a partition (an up follower a consumer)
         # the fetch waiters: returns when one of the partitions is appended to, or at the timeout
         self.wait_for_append = wait_for_append
 
@@ -118,9 +121,37 @@ class FetchHandlers:
                         t.partitions))
         return out
 
+    def _placement(self, node: int | None, topic: str, p: Any, version: int, consumer: bool,
+                   rack: str) -> tuple[ErrorCode | None, int | None]:
+        """On virtual brokers: why this node may not answer for the partition, or the replica
+        the consumer should read from instead (KIP-392)."""
+        cluster = self.cluster
+        assert cluster is not None
+        if not cluster.not_leader(node, topic, p.partition):
+            if self.rack_of is not None and consumer and rack:
+                return None, cluster.preferred_read_replica(topic, p.partition, rack, self.rack_of)
+            return None, None
+        if version < 11 or not consumer or not cluster.serves_consumer(node, topic, p.partition):
+            return ErrorCode.not_leader_or_follower, None
+        # a follower reading for a consumer checks the leader epoch the consumer knows
+        # (Partition.fetchRecords -> getLocalLog's epoch check): a stale one learns of the new leader
+        asked, epoch = getattr(p, "current_leader_epoch", -1), cluster.leader_epoch(topic, p.partition)
+        if asked >= 0 and asked < epoch:
+            return ErrorCode.fenced_leader_epoch, None
+        if asked > epoch:
+            return ErrorCode.unknown_leader_epoch, None
+        return None, None
+
     def _read(self, req, version, node: int | None = None, readable: set[str] | None = None,
               cap: int | None = None):
         b = self.logs
+        # a consumer's Fetch (not a follower's), and its client.rack (v11+)
+        if version >= 15:
+            state = getattr(req, "replica_state", None)
+            consumer = getattr(state, "replica_id", -1) < 0
+        else:
+            consumer = getattr(req, "replica_id", -1) < 0
+        rack = (getattr(req, "rack_id", "") or "") if version >= 11 else ""
         committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
         remaining = req.max_bytes if version >= 3 else 2**31 - 1
         if cap is not None:
@@ -155,12 +186,23 @@ class FetchHandlers:
                     any_error = True
                     continue
                 ft.partitions.append(fp)
-                if self.cluster is not None and self.cluster.not_leader(node, info.name, p.partition):
-                    fp.error_code = ErrorCode.not_leader_or_follower
-                    fp.aborted, fp.records = [], b""
+                elsewhere = None
+                if self.cluster is not None:
+                    refused, elsewhere = self._placement(node, info.name, p, version, consumer, rack)
+                    if refused is not None:
+                        fp.error_code = refused
+                        fp.aborted, fp.records = [], b""
+                        any_error = True
+                        continue
+                plog = partition_log(b, info.name, p.partition)
+                if elsewhere is not None:
+                    # ReplicaManager.readFromLog: with a preferred read replica nothing is read, the
+                    # offsets are told, and the answer goes at once
+                    fp.high_watermark, fp.last_stable_offset = plog.high_watermark, plog.last_stable_offset
+                    fp.log_start_offset = plog.log_start_offset
+                    fp.preferred_read_replica, fp.records = elsewhere, b""
                     any_error = True
                     continue
-                plog = partition_log(b, info.name, p.partition)
                 hw = plog.high_watermark
                 lso = plog.last_stable_offset
                 fp.high_watermark = hw

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from minibroker_protocol.api_keys import ApiKey
@@ -11,6 +12,7 @@ from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 
+from ..cluster import connection_node
 from ..coordinator.group.coordinator import GroupCoordinator, GroupError, Offset
 from ..coordinator.share.coordinator import ShareCoordinator
 from ..coordinator.share.group import ShareGroupError
@@ -30,8 +32,11 @@ def _ms(td: datetime.timedelta) -> int:
 
 class GroupHandlers:
     def __init__(self, *, groups: GroupCoordinator, logs: LogManager, authz: Authz = OFF,
-                 share: ShareCoordinator | None = None) -> None:
+                 share: ShareCoordinator | None = None,
+                 coordinator_node: Callable[[int, str], int | None] | None = None) -> None:
         self.groups = groups
+        # virtual brokers: which node coordinates a group, so each lists only its own
+        self.coordinator_node = coordinator_node
         self.logs = logs
         # share groups live in their own coordinator; ListGroups, DescribeGroups and
         # DeleteGroups see them as Kafka's group coordinator does
@@ -373,7 +378,17 @@ class GroupHandlers:
         # KafkaApis.handleListGroupsRequest: DESCRIBE on the cluster lists all, otherwise the
         # groups the caller may DESCRIBE (neither denial logged)
         every = not self.authz.on or self.authz.cluster(ctx, Op.DESCRIBE, log_if_denied=False)
+        node = connection_node(ctx)
+
+        def elsewhere(group_id: str) -> bool:
+            # GroupCoordinator.listGroups: a broker lists the groups of the __consumer_offsets
+            # partitions it leads, so a client asking every broker sees each group once
+            return (self.coordinator_node is not None and node is not None
+                    and self.coordinator_node(0, group_id) != node)
+
         for g in self.groups.list_groups():
+            if elsewhere(g.group_id):
+                continue
             if not every and not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, g.group_id,
                                                     log_if_denied=False):
                 continue
@@ -386,6 +401,8 @@ class GroupHandlers:
                              protocol_type="consumer" if g.consumer is not None else g.protocol_type or "",
                              group_state=state, group_type=g.group_type))
         for gid, state in (self.share.share_groups() if self.share is not None else ()):
+            if elsewhere(gid):
+                continue
             if not every and not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, gid,
                                                     log_if_denied=False):
                 continue

@@ -17,6 +17,7 @@ from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.manager import LogManager
 
+from ..cluster import Cluster, all_fenced, manual_assignment_error
 from ..config.options import Config
 from .api import Api, RequestContext
 from .authz import OFF, Authz, Op
@@ -27,10 +28,11 @@ HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
 
 class LogAdminHandlers:
     def __init__(self, *, logs: LogManager, config: Config,
-                 add_partitions: Callable[[str, int], None], notify_append: Callable[[str, int], None],
+                 add_partitions: Callable[..., None], notify_append: Callable[[str, int], None],
                  not_leader: Callable[[RequestContext, str, int], bool] | None = None,
-                 authz: Authz = OFF) -> None:
+                 authz: Authz = OFF, cluster: Cluster | None = None) -> None:
         self.logs = logs
+        self.cluster = cluster  # virtual brokers: the replicas there are, up or stopped
         self.authz = authz
         self.config = config
         self.add_partitions = add_partitions
@@ -62,7 +64,10 @@ class LogAdminHandlers:
                 continue
             error, message = self._check_partitions(t, names)
             if error == ErrorCode.none and not req.validate_only:
-                self.add_partitions(t.name, t.count)
+                info = self.logs.topic(t.name)
+                first = info.partitions if info is not None else 0
+                given = {first + i: list(a.broker_ids) for i, a in enumerate(t.assignments or ())}
+                self.add_partitions(t.name, t.count, given)
             results.append(build(Result, name=t.name, error_code=error, error_message=message))
         return build(R, throttle_time=ZERO, results=tuple(results))
 
@@ -83,13 +88,16 @@ class LogAdminHandlers:
                 return (ErrorCode.invalid_replica_assignment,
                         f"Attempted to add {added} additional partition(s), but only "
                         f"{len(t.assignments)} assignment(s) were specified.")
+            # ReplicationControlManager.createPartitions: as many replicas as partition 0 has
             nodes = set(self.config.node_ids)
-            for a in t.assignments:
+            factor = len(self.cluster.replicas(t.name, 0)) if self.cluster is not None else 1
+            for i, a in enumerate(t.assignments):
                 ids = list(a.broker_ids)
-                if not ids or not set(ids) <= nodes or len(set(ids)) != len(ids):
-                    return (ErrorCode.invalid_replica_assignment,
-                            f"The manual partition assignment includes broker(s) that are not registered "
-                            f"or duplicates: {list(a.broker_ids)}")
+                why = manual_assignment_error(ids, nodes, factor)
+                if why is None and self.cluster is not None and not set(ids) & self.cluster.up:
+                    why = all_fenced(info.partitions + i)
+                if why is not None:
+                    return ErrorCode.invalid_replica_assignment, why
         return ErrorCode.none, None
 
     # -- DeleteRecords ------------------------------------------------------------------

@@ -185,7 +185,7 @@ class MetadataHandlers:
             R,
             throttle_time=ZERO,
             error_code=ErrorCode.none,  # v13 (KIP-1102): a top-level error, only for rebootstrap
-            brokers=tuple(build(Broker, node_id=n, host=h, port=pt, rack=None)
+            brokers=tuple(build(Broker, node_id=n, host=h, port=pt, rack=self.config.rack_of(n))
                           for n, (h, pt) in self._brokers(host, port)),
             cluster_id=self.cluster_id,
             controller_id=node if cluster is None else cluster.controller(),
@@ -313,7 +313,7 @@ class MetadataHandlers:
             endpoint_type=1, cluster_id=self.cluster_id,
             controller_id=self.config.node_id if self.cluster is None else self.cluster.controller(),
             # v2's include_fenced_brokers changes nothing: a stopped virtual broker is not listed.
-            brokers=tuple(build(B, broker_id=n, host=h, port=pt, rack=None, is_fenced=False)
+            brokers=tuple(build(B, broker_id=n, host=h, port=pt, rack=self.config.rack_of(n), is_fenced=False)
                           for n, (h, pt) in self._brokers(host, port)),
             cluster_authorized_operations=self._cluster_ops(ctx) if req.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,

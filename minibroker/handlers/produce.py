@@ -7,13 +7,21 @@ once from the request frame into the mmap.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from minibroker_protocol import produce as wire
 from minibroker_protocol.api_keys import ApiKey
-from minibroker_protocol.batch import InvalidBatch, first_batch_transactional, validate_produce_records
+from minibroker_protocol.batch import (
+    InvalidBatch,
+    first_batch_transactional,
+    read_header,
+    validate_produce_records,
+)
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
+from minibroker_protocol.record_checks import RecordErrors, RecordRules, check_records, stamp_log_append_time
 from minibroker_protocol.topics import is_internal
 from minibroker_storage.catalog import TopicInfo
 from minibroker_storage.errors import ProducerStateError, StorageError
@@ -29,8 +37,12 @@ from .common import ZERO, partition_log, response_cls
 
 log = get_logger("minibroker.produce")
 
-# What a partition's append answers: (index, error, base offset, log start offset, message).
-PartitionResult = tuple[int, ErrorCode, int, int, str | None]
+# What a partition's append answers: (index, error, base offset, log start offset, message),
+# then, when they were computed, the records the validator refused and the LogAppendTime given.
+PartitionResult = tuple[int, ErrorCode, int, int, str | None] | tuple[
+    int, ErrorCode, int, int, str | None, RecordErrors | None, int]
+NO_TIMESTAMP = -1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kio writes a datetime as its epoch milliseconds
 
 
 class ProduceHandlers:
@@ -38,6 +50,9 @@ class ProduceHandlers:
                  verify_produce: Callable[[int, int, str, int, bool], ErrorCode | None],
                  notify_append: Callable[[str, int], None],
                  max_message_bytes: Callable[[TopicInfo], int],
+                 record_rules: Callable[[TopicInfo], RecordRules] = lambda info: RecordRules(),
+                 now_ms: Callable[[], int] | None = None,
+                 min_insync_replicas: Callable[[TopicInfo], int] = lambda info: 1,
                  crash: CrashPoints | None = None, cluster: Cluster | None = None,
                  timeline: Timeline = NO_TIMELINE, authz: Authz = OFF) -> None:
         self.logs = logs
@@ -52,6 +67,11 @@ class ProduceHandlers:
         # wakes the fetch waiters of the partition
         self.notify_append = notify_append
         self.max_message_bytes = max_message_bytes
+        # the topic's message.timestamp.* and cleanup.policy, as LogValidator checks records
+        self.record_rules = record_rules
+        # the broker's clock (the control plane may drive it): LogAppendTime and CreateTime bounds
+        self.now_ms = now_ms if now_ms is not None else _wall_ms
+        self.min_insync_replicas = min_insync_replicas
 
     def apis(self) -> list[Api]:
         # v12 is v11 whose transactional batches join their transaction implicitly
@@ -104,7 +124,7 @@ class ProduceHandlers:
                         res = (p.index, ErrorCode.not_leader_or_follower, -1, -1,
                                "This is not the correct leader for this partition.")
                     else:
-                        res = self._append(name, p, implicit_add=ctx.api_version >= 12)
+                        res = self._append(name, p, implicit_add=ctx.api_version >= 12, acks=acks)
                     if res[1] != ErrorCode.none:
                         any_error = True
                     parts.append(res)
@@ -121,21 +141,41 @@ class ProduceHandlers:
         topics = []
         for t, parts in results:
             entries = []
-            for index, error, base_offset, log_start, message in parts:
+            for res in parts:
+                index, error, base_offset, log_start, message = res[:5]
+                rejected, append_time = (res[5], res[6]) if len(res) > 5 else (None, NO_TIMESTAMP)
                 # The code this request version understands (TRANSACTION_ABORTABLE since v11).
                 error = for_version(error, ApiKey.Produce, ctx.api_version)
                 record_errors: tuple[object, ...] = ()
-                if E is not None and error == ErrorCode.invalid_record:
+                if E is not None and rejected is not None:
+                    record_errors = tuple(build(E, batch_index=i, batch_index_error_message=m)
+                                          for i, m in rejected.records)
+                elif E is not None and error == ErrorCode.invalid_record:
                     record_errors = (build(E, batch_index=0, batch_index_error_message=message),)
                 entries.append(build(
                     P, index=index, error_code=error, base_offset=base_offset,
-                    log_append_time=None, log_start_offset=log_start,
+                    log_append_time=None if append_time == NO_TIMESTAMP else _EPOCH + timedelta(
+                        milliseconds=append_time),
+                    log_start_offset=log_start,
                     record_errors=record_errors,
                     error_message=message if error != ErrorCode.none else None,
                 ))
             topics.append(build(T, name=t.name, topic_id=t.topic_id, partition_responses=tuple(entries)))
         return Response.of(ctx.correlation_id,
                            build(R, responses=tuple(topics), throttle_time=ZERO))
+
+    def _isr_short(self, topic: str, partition: int, info: TopicInfo) -> str | None:
+        """Partition.appendRecordsToLeader: an acks=all write needs min.insync.replicas in sync,
+        capped at the replication factor (effectiveMinIsr), or why it is short."""
+        if self.cluster is None:
+            return None  # one broker, one replica: the cap makes any min.insync.replicas 1
+        replicas = self.cluster.replicas(topic, partition)
+        min_isr = min(self.min_insync_replicas(info), len(replicas))
+        isr = self.cluster.isr(topic, partition)
+        if len(isr) >= min_isr:
+            return None
+        return (f"The size of the current ISR {_isr_text(isr)} is insufficient to satisfy the min.isr "
+                f"requirement of {min_isr} for partition {topic}-{partition}")
 
     def _refused(self, ctx: RequestContext, req: wire.ProduceRequest) -> ErrorCode | None:
         """KafkaApis.handleProduceRequest: a request with transactional batches needs its
@@ -148,7 +188,8 @@ class ProduceHandlers:
             return None
         return ErrorCode.transactional_id_authorization_failed
 
-    def _append(self, topic: str, p: wire.ProducePartition, implicit_add: bool) -> PartitionResult:
+    def _append(self, topic: str, p: wire.ProducePartition, implicit_add: bool, acks: int = -1
+                ) -> PartitionResult:
         info = self.logs.topic(topic)
         if info is None or not 0 <= p.index < info.partitions:
             return (p.index, ErrorCode.unknown_topic_or_partition, -1, -1,
@@ -196,8 +237,38 @@ class ProduceHandlers:
                 # log start offset in the answer (-1), unlike producer-state errors.
                 return (p.index, error, -1, -1,
                         "transactional batch for a partition not in the producer's transaction")
+        short = self._isr_short(topic, p.index, info) if acks == -1 else None
+        if short is not None:
+            log.warning("produce.rejected", topic=topic, partition=p.index, reason="not_enough_replicas",
+                        detail=short)
+            # ReplicaManager answers it without a message (not a custom one), the log start offset told
+            return (p.index, ErrorCode.not_enough_replicas, -1, plog.log_start_offset, None)
+        rules = self.record_rules(info)
+        now = self.now_ms()
+        # a clock held back by the control plane does not make real-time records future ones
+        latest = max(now, _wall_ms())
+        if rules.needs_records(header, now, latest):
+            try:
+                refused = check_records(records, header, rules, now, f"{topic}-{p.index}", latest)
+            except InvalidBatch as e:
+                log.warning("produce.rejected", topic=topic, partition=p.index, reason=e.error_code.name,
+                            detail=e.message, size=len(records))
+                return (p.index, e.error_code, -1, plog.log_start_offset, e.message)
+            if refused is not None:
+                log.info("produce.rejected", topic=topic, partition=p.index, reason=refused.error_code.name,
+                         records=len(refused.records), first=refused.records[0][1])
+                return (p.index, refused.error_code, -1, plog.log_start_offset, refused.message, refused,
+                        NO_TIMESTAMP)
+        append_time = NO_TIMESTAMP
+        data: bytes | bytearray | memoryview = records
+        if rules.log_append_time:
+            # LogValidator: the broker's time in maxTimestamp and the attribute bit, whatever the
+            # producer put there; a compressed payload is left as it is
+            append_time = now
+            data = stamp_log_append_time(records, now)
+            header = read_header(data, 0)
         try:
-            appended = plog.append(records, header)
+            appended = plog.append(data, header)
         except ProducerStateError as e:
             log.warning("produce.rejected", topic=topic, **e.log_fields())
             self.timeline.record_producer(header.producer_id, "refused", api="Produce", topic=topic,
@@ -215,4 +286,12 @@ class ProduceHandlers:
             self.timeline.record_producer(header.producer_id, "duplicate", topic=topic, partition=p.index,
                                           epoch=header.producer_epoch, first_sequence=header.base_sequence,
                                           offset=appended.base_offset)
-        return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None)
+        return (p.index, ErrorCode.none, appended.base_offset, plog.log_start_offset, None, None, append_time)
+
+
+def _isr_text(isr: list[int]) -> str:
+    return "Set(" + ", ".join(map(str, isr)) + ")"  # a Scala Set, as Kafka's message prints it
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000

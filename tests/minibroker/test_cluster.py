@@ -71,3 +71,23 @@ def test_which_coordinator_a_request_needs():
     assert coordinator_key(ApiKey.TxnOffsetCommit, R(transactional_id="t", group_id="g")) == (0, "g")
     assert coordinator_key(ApiKey.OffsetFetch, R(groups=[R(group_id="g")])) == (0, "g")
     assert coordinator_key(ApiKey.Produce, R(transactional_id="t")) is None  # the partition leader's
+
+
+def test_explicit_assignments_kept_in_order_saved_and_forgotten(tmp_path):
+    from minibroker.cluster import manual_assignment_error
+
+    c = Cluster([1, 2, 3], data_dir=tmp_path)
+    c.set_replication("t", 2)
+    c.assign("t", {0: [3, 1], 1: [2, 3]})
+    assert c.replicas("t", 0) == [3, 1] and c.leader("t", 0) == 3
+    assert len(c.replicas("t", 2)) == 2  # a partition not assigned is placed round-robin
+    again = Cluster([1, 2, 3], data_dir=tmp_path)
+    assert again.replicas("t", 1) == [2, 3]
+    again.forget("t")
+    assert Cluster([1, 2, 3], data_dir=tmp_path).assigned == {}
+    # ReplicationControlManager.validateManualPartitionAssignment, in its order
+    assert manual_assignment_error([], {1}) is not None
+    assert "broker 9" in manual_assignment_error([9, 1], {1, 2})
+    assert "more than once" in manual_assignment_error([2, 2], {1, 2})
+    assert "2 replica(s)" in manual_assignment_error([1, 2], {1, 2}, factor=1)
+    assert manual_assignment_error([2, 1], {1, 2}, factor=2) is None

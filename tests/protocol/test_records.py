@@ -545,3 +545,21 @@ def test_cross_check_with_kio():
     assert [
         [(h.key.decode(), h.value) for h in r.headers] for r in kio_batch.records
     ] == [h for *_, h in items]
+
+
+def test_stamp_log_append_time_keeps_the_payload():
+    from minibroker_protocol.batch import crc_ok, read_header
+    from minibroker_protocol.record_checks import stamp_log_append_time
+
+    for codec in ("none", "gzip", "zstd"):
+        buf = build_batch([{"key": b"k", "value": b"v", "timestamp": 1000},
+                           {"key": None, "value": b"w", "timestamp": 1005}], compression=codec,
+                          producer_id=7, producer_epoch=1, base_sequence=3, transactional=True)
+        out = stamp_log_append_time(buf, 99_000)
+        before, after = read_header(buf), read_header(out)
+        assert crc_ok(out, after)
+        assert after.timestamp_type == 1 and after.max_timestamp == 99_000
+        assert after.base_timestamp == before.base_timestamp == 1000
+        assert after.attributes == before.attributes | 0x08 and after.is_transactional
+        assert bytes(out[61:]) == bytes(buf[61:])  # the records, compressed or not, untouched
+        assert [r.timestamp for r in decode_batch(out)] == [99_000, 99_000]
