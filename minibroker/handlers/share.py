@@ -437,8 +437,9 @@ class ShareHandlers:
                 code = ErrorCode.unsupported_version
             elif not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, gid):
                 code = ErrorCode.group_authorization_failed
-            elif gid not in self.share.groups.groups:
-                code = ErrorCode.group_id_not_found
+            # a group nobody made is not an error: Kafka asks its share coordinator's state
+            # summary, which knows no state for it (start offset -1), the same as a partition
+            # not yet initialized (GroupCoordinatorService.describeShareGroupOffsets)
             if code != ErrorCode.none:
                 out.append(build(G, group_id=gid, topics=(), error_code=code, error_message=None))
                 continue
@@ -457,15 +458,21 @@ class ShareHandlers:
                                                   error_code=ErrorCode.none, error_message=None)
                     if lag_field:
                         fields["lag"] = -1
-                    if info is None or p >= info.partitions:
+                    if info is None:
+                        # Kafka 4.4 answers an unknown topic like one without share state: no
+                        # error, TopicId zero, StartOffset -1, LeaderEpoch 0 (seen)
+                        fields["leader_epoch"] = 0
+                    elif p >= info.partitions:
                         fields["error_code"] = ErrorCode.unknown_topic_or_partition
                     elif not self.authz.allowed(ctx, Op.DESCRIBE, Res.TOPIC, name):
                         fields["error_code"] = ErrorCode.topic_authorization_failed
                     else:
                         start, done = self.share.start_offset(gid, info.topic_id, p)
                         fields["start_offset"] = start
+                        # the state summary's leader epoch: 0 also with no state yet (Kafka 4.4
+                        # answers StartOffset -1, LeaderEpoch 0 for an unknown group)
+                        fields["leader_epoch"] = 0
                         if start >= 0:
-                            fields["leader_epoch"] = 0
                             if lag_field:
                                 plog = partition_log(self.logs, name, p)
                                 fields["lag"] = max(plog.high_watermark - start - max(done, 0), 0)
@@ -494,7 +501,8 @@ class ShareHandlers:
                 code, msg = ErrorCode.none, None
                 if info is None or p.partition_index >= info.partitions:
                     code = ErrorCode.unknown_topic_or_partition
-                    msg = "The topic-partition does not exist."
+                    # Errors.UNKNOWN_TOPIC_OR_PARTITION.message(), as Kafka 4.4 answers
+                    msg = "This server does not host this topic-partition."
                 elif not self.authz.allowed(ctx, Op.READ, Res.TOPIC, t.topic_name):
                     code = ErrorCode.topic_authorization_failed
                 else:
@@ -540,14 +548,18 @@ class ShareHandlers:
             info = self.logs.topic(t.topic_name)
             code, msg = ErrorCode.none, None
             if info is None:
-                code, msg = ErrorCode.unknown_topic_or_partition, "The topic does not exist."
+                code, msg = (ErrorCode.unknown_topic_or_partition,
+                             "This server does not host this topic-partition.")  # as Kafka 4.4
             elif not self.authz.allowed(ctx, Op.READ, Res.TOPIC, t.topic_name):
                 code = ErrorCode.topic_authorization_failed
             elif not self.share.delete_offsets(req.group_id, info.topic_id, t.topic_name):
                 code, msg = (ErrorCode.unknown_topic_or_partition,
                              "There is no offset information to delete.")
+            # Kafka names the topic id only of a topic whose state it deletes (seen: zero for
+            # a topic with no offset information)
             rows.append(build(T, topic_name=t.topic_name,
-                              topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                              topic_id=info.topic_id if info is not None and code == ErrorCode.none
+                              else uuid.UUID(int=0),
                               error_code=code, error_message=msg))
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                      responses=tuple(rows))
