@@ -302,3 +302,109 @@ def test_offsets_apis_on_empty_and_active_groups(script):
            lambda side, r: sorted((x.group_id == s.group, x.error_code.name) for x in r.results))
     s.both("DescribeShareGroupOffsets after the group was deleted",
            lambda side: _offsets_request(s, (s.group,)), _reduce_offsets(s))
+
+
+RETRIABLE_TXN = {14, 15, 51}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS
+
+
+class _Txn:
+    """One transactional producer per side, by raw requests (transactions v1: explicit
+    AddPartitionsToTxn), writing to partition 0 of the script's topic."""
+
+    def __init__(self, s: Script) -> None:
+        self.s = s
+        self.txn_id = _uid("txn")
+        s.pair.find_coordinators(s.group, [self.txn_id])
+        self.pid: dict[str, int] = {}
+        self.epoch: dict[str, int] = {}
+        self.seq = 0
+        for side in s.pair.sides:
+            r = self._retry(side, lambda: req(INIT_PID, 4, transactional_id=self.txn_id,
+                                              transaction_timeout=datetime.timedelta(seconds=60),
+                                              producer_id=-1, producer_epoch=-1), lambda r: r.error_code)
+            self.pid[side.name], self.epoch[side.name] = r.producer_id, r.producer_epoch
+
+    @staticmethod
+    def _retry(side, make, code):
+        deadline = time.monotonic() + 30
+        for _ in range(300):
+            r = side.call(make())
+            c = int(code(r))
+            if c == 0:
+                return r
+            assert c in RETRIABLE_TXN and time.monotonic() < deadline, (side.name, r)
+            time.sleep(0.1)
+        raise AssertionError(f"{side.name}: still retrying")
+
+    def send(self, n: int) -> None:
+        """AddPartitionsToTxn (first time in each transaction is enough; Kafka accepts repeats)
+        then n records in one transactional batch."""
+        base = (ADD_PARTITIONS, 3)
+        for side in self.s.pair.sides:
+            self._retry(side, lambda side=side: req(
+                ADD_PARTITIONS, 3, v3_and_below_transactional_id=self.txn_id,
+                v3_and_below_producer_id=self.pid[side.name], v3_and_below_producer_epoch=self.epoch[side.name],
+                v3_and_below_topics=(part(base, "AddPartitionsToTxnTopic", name=self.s.topic, partitions=(0,)),)),
+                lambda r: max((p.partition_error_code for t in r.results_by_topic_v3_and_below
+                               for p in t.results_by_partition), default=0))
+            batch = build_batch([(None, b"t%d" % i) for i in range(n)], producer_id=self.pid[side.name],
+                                producer_epoch=self.epoch[side.name], base_sequence=self.seq, transactional=True)
+            pbase = (PRODUCE, 9)
+            r = side.call(req(PRODUCE, 9, transactional_id=self.txn_id, acks=-1,
+                              timeout=datetime.timedelta(seconds=10), topic_data=(part(
+                                  pbase, "TopicProduceData", name=self.s.topic, partition_data=(
+                                      part(pbase, "PartitionProduceData", index=0, records=batch),)),)))
+            assert r.responses[0].partition_responses[0].error_code == 0, (side.name, r)
+        self.seq += n
+
+    def end(self, commit: bool) -> None:
+        for side in self.s.pair.sides:
+            self._retry(side, lambda side=side: req(END_TXN, 3, transactional_id=self.txn_id,
+                                                    producer_id=self.pid[side.name],
+                                                    producer_epoch=self.epoch[side.name], committed=commit),
+                        lambda r: r.error_code)
+
+
+def _await_lso(s: Script, lso: int) -> None:
+    """Until both brokers' last stable offset of partition 0 is ``lso`` (Kafka writes the
+    markers after EndTxn answers)."""
+    base = (2, 7)
+    for side in s.pair.sides:
+        deadline = time.monotonic() + 30
+        for _ in range(300):
+            r = side.call(req(2, 7, replica_id=-1, isolation_level=1, topics=(part(
+                base, "ListOffsetsTopic", name=s.topic, partitions=(part(
+                    base, "ListOffsetsPartition", partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
+            if r.topics[0].partitions[0].offset == lso:
+                break
+            assert time.monotonic() < deadline, (side.name, r)
+            time.sleep(0.1)
+
+
+def test_read_committed_skips_aborted_and_stops_at_the_lso(script):
+    s = script()
+    _group_configs(s, share_isolation_level="read_committed")
+    m = _member()
+    epoch = _opened(s, m)
+    txn = _Txn(s)
+    s.produce(2)              # 0-1
+    txn.send(3)               # 2-4
+    txn.end(commit=True)      # marker 5
+    _await_lso(s, 6)
+    txn.send(2)               # 6-7
+    txn.end(commit=False)     # marker 8
+    _await_lso(s, 9)
+    txn.send(2)               # 9-10, left open
+    s.produce(1)              # 11, past the LSO (9)
+    s.fetch("committed and plain records up to the LSO; the aborted ones archived", m, epoch, max_wait_ms=2000)
+    s.fetch("nothing past the LSO", m, epoch + 1, max_wait_ms=500)
+    txn.end(commit=True)      # marker 12
+    _await_lso(s, 13)
+    s.fetch("the later commit is deliverable", m, epoch + 2, max_wait_ms=2000)
+    # Kafka hands the control batches' offsets out as acquired records (5, 8, 12 here): a
+    # client acknowledges them as gaps (type 0), as it finds no record there
+    s.ack("accept 0-4, gap 5 and 8", m, epoch + 3, {0: [(0, 5, [1, 1, 1, 1, 1, 0]), (8, 8, [0])]})
+    s.describe_offsets("after the first write")
+    s.ack("accept 9-11, gap 12", m, epoch + 4, {0: [(9, 12, [1, 1, 1, 0])]})
+    s.fetch("nothing more", m, epoch + 5)
+    s.describe_offsets("everything done with")
