@@ -149,6 +149,7 @@ class ShareCoordinator:
         self._lock_timers: dict[tuple[str, str, int], Deadline] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._stopping = False  # stop_serving: a shutdown's disconnects release nothing
 
     # ---- configuration -------------------------------------------------------------------
     def _int(self, group_id: str, name: str) -> int:
@@ -558,7 +559,16 @@ class ShareCoordinator:
     def release_session(self, group_id: str, member_id: str) -> None:
         self._member_gone(group_id, member_id)
 
+    def stop_serving(self) -> None:
+        """The broker is shutting down: the connections it closes now release nothing. Kafka
+        4.4 writes no share state for the sessions a clean shutdown drops (seen: the persisted
+        start offset after a SIGTERM restart is the one before it), so what a member held
+        comes back with its persisted delivery count, as after a crash."""
+        self._stopping = True
+
     def connection_closed(self, connection_id: str) -> None:
+        if self._stopping:
+            return
         session, _empty = self.sessions.on_disconnect(connection_id)
         if session is not None:
             log.info("share.session_closed_by_disconnect", group=session.group_id,

@@ -431,6 +431,10 @@ class SharePartition:
             prev_last = b.last_offset
         if sp._batches:
             sp.end_offset = sp._batches[-1].last
+        # past a terminal prefix at once, as maybeInitialize ends with
+        # maybeUpdateCachedStateAndOffsets (seen in the 4.4 bytecode): the next write carries
+        # the moved start offset
+        sp._move_start()
         return sp
 
     @property
