@@ -169,15 +169,31 @@ class ShareHandlers:
         except ShareSessionError as e:
             return Response.of(ctx.correlation_id, self._top_error(R, e.code, None, lock=False))
         is_renew = bool(getattr(req, "is_renew_ack", False))
-        acks = self._acknowledge_all(ctx, req, req.topics, is_renew)
         if context.close_after:
+            acks = self._acknowledge_all(ctx, req, req.topics, is_renew)
             return Response.of(ctx.correlation_id,
                                self._fetch_response(ctx, R, req, context, acks, {}, close=True))
+        # Kafka acknowledges and fetches in parallel: the records an acknowledgement moves stay
+        # in transition until its state write completes, and the fetch's first attempt runs
+        # before that (KafkaApis.handleShareFetchRequest; SharePartition skips batches with an
+        # ongoing state transition). So the first attempt sees the state before this request's
+        # acknowledgements (seen: a piggybacked RELEASE is not redelivered by the same answer
+        # while other records are available, a piggybacked ACCEPT frees no in-flight room for
+        # it); the answers are known first, the acknowledgements applied after it, and a
+        # waiting fetch is woken by them.
+        acks = self._acknowledge_all(ctx, req, req.topics, is_renew, check_only=True)
         results = self._acquire_all(ctx, req, context.partitions, is_renew)
+        applied = self._acknowledge_all(ctx, req, req.topics, is_renew,
+                                        only={k for k, (code, _m) in acks.items() if code == ErrorCode.none})
+        acks.update(applied)
         max_wait = _ms(req.max_wait)
         if (not is_renew and max_wait > 0 and not any(r[1] for r in results.values())
                 and not any(r[0] != ErrorCode.none for r in results.values())):
-            return self._long_poll(ctx, R, req, context, acks, max_wait, is_renew)
+            if applied:
+                results = self._acquire_all(ctx, req, context.partitions, is_renew)
+            if not any(r[1] for r in results.values()) and not any(
+                    r[0] != ErrorCode.none for r in results.values()):
+                return self._long_poll(ctx, R, req, context, acks, max_wait, is_renew)
         return Response.of(ctx.correlation_id, self._fetch_response(ctx, R, req, context, acks, results))
 
     async def _long_poll(self, ctx, R, req, context, acks, max_wait: int, is_renew: bool) -> Response:
@@ -257,9 +273,11 @@ class ShareHandlers:
             return ErrorCode.unknown_topic_or_partition, None
         return ErrorCode.none, view
 
-    def _acknowledge_all(self, ctx: RequestContext, req: Any, topics: Any,
-                         is_renew: bool) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
-        """Each partition's acknowledgement outcome, for those that carried any."""
+    def _acknowledge_all(self, ctx: RequestContext, req: Any, topics: Any, is_renew: bool, *,
+                         check_only: bool = False, only: set[tuple[str, int]] | None = None,
+                         ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Each partition's acknowledgement outcome, for those that carried any (``only``: just
+        these partitions; ``check_only``: the outcomes, nothing applied)."""
         out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         renew_supported = ctx.api_version >= 2
         for t in topics:
@@ -267,6 +285,8 @@ class ShareHandlers:
                 if not p.acknowledgement_batches:
                     continue
                 key = (str(t.topic_id), p.partition_index)
+                if only is not None and key not in only:
+                    continue
                 batches = [AckBatch(b.first_offset, b.last_offset, tuple(int(x) for x in b.acknowledge_types))
                            for b in p.acknowledgement_batches]
                 if not ack_batches_valid(batches, renew_supported=renew_supported, is_renew_ack=is_renew):
@@ -276,7 +296,8 @@ class ShareHandlers:
                 if view is None:
                     out[key] = (code, None)
                     continue
-                outcome = self.share.acknowledge(view, req.member_id, batches)
+                outcome = (self.share.check_acknowledge(view, req.member_id, batches) if check_only
+                           else self.share.acknowledge(view, req.member_id, batches))
                 if outcome.error is not None:
                     out[key] = (outcome.error.code, outcome.error.message)
                 else:

@@ -103,15 +103,19 @@ def test_in_flight_limit_delivers_a_backlog_in_chunks(script):
     _produce_batches(s, [40] * 6 + [150])  # 0-239 in batches of 40, then one batch of 150
     s.fetch("the first chunk", m, epoch, max_wait_ms=2000)
     s.fetch("at the limit nothing more is acquired", m, epoch + 1)
-    # Kafka applies piggybacked acknowledgements and fetches in parallel; a waiting fetch is
-    # woken by the acknowledgement, an immediate one may run before it
-    s.fetch("accept 0-79: the next chunk", m, epoch + 2, acks={0: [(0, 79, [1])]}, max_wait_ms=2000)
-    s.fetch("accept 80-119", m, epoch + 3, acks={0: [(80, 119, [1])]}, max_wait_ms=2000)
-    s.fetch("release 120-159: they come back within the limit", m, epoch + 4, acks={0: [(120, 159, [2])]},
+    # Kafka applies piggybacked acknowledgements and fetches in parallel: the fetch's first
+    # attempt runs while the acknowledgement's state write is in flight; a waiting fetch is
+    # woken when it completes
+    s.fetch("accept 0-39, no wait: the same answer has no room yet", m, epoch + 2, acks={0: [(0, 39, [1])]})
+    s.fetch("accept 40-79: the next chunk", m, epoch + 3, acks={0: [(40, 79, [1])]}, max_wait_ms=2000)
+    s.fetch("accept 80-119", m, epoch + 4, acks={0: [(80, 119, [1])]}, max_wait_ms=2000)
+    s.fetch("release 120-159", m, epoch + 5, acks={0: [(120, 159, [2])]}, max_wait_ms=2000)
+    s.fetch("at the limit again, the released ones inside the cached range still come back", m, epoch + 6,
             max_wait_ms=2000)
-    s.fetch("accept 120-239", m, epoch + 5, acks={0: [(120, 239, [1])]}, max_wait_ms=2000)
-    s.fetch("the rest", m, epoch + 6, max_wait_ms=2000)
-    s.describe_offsets("the backlog half done")
+    s.fetch("accept 120-239: the 150-record batch whole", m, epoch + 7, acks={0: [(120, 239, [1])]},
+            max_wait_ms=2000)
+    s.fetch("the rest", m, epoch + 8, max_wait_ms=500)
+    s.describe_offsets("the persisted start trails by one write")
 
 
 def test_redelivery_is_throttled_near_the_delivery_limit(script):
@@ -408,3 +412,18 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(script):
     s.ack("accept 9-11, gap 12", m, epoch + 4, {0: [(9, 12, [1, 1, 1, 0])]})
     s.fetch("nothing more", m, epoch + 5)
     s.describe_offsets("everything done with")
+
+
+def test_a_piggybacked_release_comes_back_in_a_later_answer(script):
+    """The fetch that carries a RELEASE acquires what else is available first: the released
+    records are still in their state transition when it runs (see the in-flight case)."""
+    s = script()
+    m = _member()
+    epoch = _opened(s, m)
+    s.produce(5)
+    s.fetch("deliver 0-4", m, epoch, max_wait_ms=2000)
+    s.produce(5)
+    s.fetch("release 0-4: 5-9 are delivered, not 0-4", m, epoch + 1, acks={0: [(0, 4, [2])]}, max_wait_ms=2000)
+    s.fetch("now 0-4 again, count 2", m, epoch + 2, max_wait_ms=2000)
+    s.fetch("release 5-9 with nothing else available: the waiting fetch gets them back", m, epoch + 3,
+            acks={0: [(5, 9, [2])]}, max_wait_ms=2000)

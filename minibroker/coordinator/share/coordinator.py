@@ -531,6 +531,10 @@ class ShareCoordinator:
         self._arm_lock(view)
         return acquired, raw if acquired.records else b""
 
+    def check_acknowledge(self, view: SharePartitionView, member: str, batches: list[AckBatch]) -> Outcome:
+        """The acknowledgement's answer, nothing changed, persisted or recorded."""
+        return view.sp.check_acknowledge(member, batches, self.clock.wall_ms())
+
     def acknowledge(self, view: SharePartitionView, member: str, batches: list[AckBatch]) -> Outcome:
         outcome = view.sp.acknowledge(member, batches, self.clock.wall_ms())
         self._after(view, outcome)
