@@ -174,6 +174,7 @@ def test_auto_offset_reset_latest_earliest_and_by_duration(script):
     _produce_batches(s, [3], timestamp_ms=two_hours_ago)  # 0-2: old
     _produce_batches(s, [2])  # 3-4: new
     results = {}
+    groups = {}
     for reset in ("latest", "earliest", "by_duration:PT1H", "by_duration:PT3H"):
         g = _another_group(s)
         _group_configs(g, share_auto_offset_reset=reset)
@@ -181,6 +182,13 @@ def test_auto_offset_reset_latest_earliest_and_by_duration(script):
         g.join_until_assigned(m, 1)
         results[reset] = _fetch_collect(g, m, (0, 1))
         g.describe_offsets(f"{reset}: after the first fetches")
+        groups[reset] = (g, m)
+    # a record produced now reaches the group that started at the end, and only it
+    _produce_batches(s, [1])  # 5
+    g, m = groups["latest"]
+    g.fetch("latest: the new record", m, 2, max_wait_ms=2000)
+    g, m = groups["earliest"]
+    g.fetch("earliest: the new record after 0-4 (still held)", m, 2, max_wait_ms=2000)
     # what each reset chose, in first offsets: the comparison above is the test, this its meaning
     assert [r[0][0] if r else None for r in results.values()] == [None, 0, 3, 0], results
 
@@ -256,6 +264,15 @@ def test_offsets_apis_on_empty_and_active_groups(script):
            lambda side: _offsets_request(s, (s.group,), topics=("T", nowhere), partitions=(0,)),
            _reduce_offsets(s))
     _delete(s, "DeleteShareGroupOffsets: an unknown topic", [nowhere])
+    classic = _uid("classic")
+    s.pair.find_coordinators(classic, [])
+    s.pair.join_group(classic, [s.topic])
+    s.both("DescribeShareGroupOffsets of a classic group", lambda side: _offsets_request(s, (classic,)),
+           lambda side, r: [(g.error_code.name, g.error_message, len(g.topics)) for g in r.groups])
+    other = copy.copy(s)
+    other.group = classic
+    _alter(other, "AlterShareGroupOffsets of a classic group", [("T", [(0, 0)])])
+    _delete(other, "DeleteShareGroupOffsets of a classic group", ["T"])
 
     m = _member()
     epoch = s.hb("a member joins", m, 0)[2]
