@@ -193,6 +193,7 @@ class RunningBroker:
             await self.control.close()
         for server in self.servers:
             server.close()
+        self.broker.share_coordinator.stop_serving()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()

@@ -169,15 +169,31 @@ class ShareHandlers:
         except ShareSessionError as e:
             return Response.of(ctx.correlation_id, self._top_error(R, e.code, None, lock=False))
         is_renew = bool(getattr(req, "is_renew_ack", False))
-        acks = self._acknowledge_all(ctx, req, req.topics, is_renew)
         if context.close_after:
+            acks = self._acknowledge_all(ctx, req, req.topics, is_renew)
             return Response.of(ctx.correlation_id,
                                self._fetch_response(ctx, R, req, context, acks, {}, close=True))
+        # Kafka acknowledges and fetches in parallel: the records an acknowledgement moves stay
+        # in transition until its state write completes, and the fetch's first attempt runs
+        # before that (KafkaApis.handleShareFetchRequest; SharePartition skips batches with an
+        # ongoing state transition). So the first attempt sees the state before this request's
+        # acknowledgements (seen: a piggybacked RELEASE is not redelivered by the same answer
+        # while other records are available, a piggybacked ACCEPT frees no in-flight room for
+        # it); the answers are known first, the acknowledgements applied after it, and a
+        # waiting fetch is woken by them.
+        acks = self._acknowledge_all(ctx, req, req.topics, is_renew, check_only=True)
         results = self._acquire_all(ctx, req, context.partitions, is_renew)
+        applied = self._acknowledge_all(ctx, req, req.topics, is_renew,
+                                        only={k for k, (code, _m) in acks.items() if code == ErrorCode.none})
+        acks.update(applied)
         max_wait = _ms(req.max_wait)
         if (not is_renew and max_wait > 0 and not any(r[1] for r in results.values())
                 and not any(r[0] != ErrorCode.none for r in results.values())):
-            return self._long_poll(ctx, R, req, context, acks, max_wait, is_renew)
+            if applied:
+                results = self._acquire_all(ctx, req, context.partitions, is_renew)
+            if not any(r[1] for r in results.values()) and not any(
+                    r[0] != ErrorCode.none for r in results.values()):
+                return self._long_poll(ctx, R, req, context, acks, max_wait, is_renew)
         return Response.of(ctx.correlation_id, self._fetch_response(ctx, R, req, context, acks, results))
 
     async def _long_poll(self, ctx, R, req, context, acks, max_wait: int, is_renew: bool) -> Response:
@@ -257,9 +273,11 @@ class ShareHandlers:
             return ErrorCode.unknown_topic_or_partition, None
         return ErrorCode.none, view
 
-    def _acknowledge_all(self, ctx: RequestContext, req: Any, topics: Any,
-                         is_renew: bool) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
-        """Each partition's acknowledgement outcome, for those that carried any."""
+    def _acknowledge_all(self, ctx: RequestContext, req: Any, topics: Any, is_renew: bool, *,
+                         check_only: bool = False, only: set[tuple[str, int]] | None = None,
+                         ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Each partition's acknowledgement outcome, for those that carried any (``only``: just
+        these partitions; ``check_only``: the outcomes, nothing applied)."""
         out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         renew_supported = ctx.api_version >= 2
         for t in topics:
@@ -267,6 +285,8 @@ class ShareHandlers:
                 if not p.acknowledgement_batches:
                     continue
                 key = (str(t.topic_id), p.partition_index)
+                if only is not None and key not in only:
+                    continue
                 batches = [AckBatch(b.first_offset, b.last_offset, tuple(int(x) for x in b.acknowledge_types))
                            for b in p.acknowledgement_batches]
                 if not ack_batches_valid(batches, renew_supported=renew_supported, is_renew_ack=is_renew):
@@ -276,7 +296,8 @@ class ShareHandlers:
                 if view is None:
                     out[key] = (code, None)
                     continue
-                outcome = self.share.acknowledge(view, req.member_id, batches)
+                outcome = (self.share.check_acknowledge(view, req.member_id, batches) if check_only
+                           else self.share.acknowledge(view, req.member_id, batches))
                 if outcome.error is not None:
                     out[key] = (outcome.error.code, outcome.error.message)
                 else:
@@ -437,8 +458,9 @@ class ShareHandlers:
                 code = ErrorCode.unsupported_version
             elif not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, gid):
                 code = ErrorCode.group_authorization_failed
-            elif gid not in self.share.groups.groups:
-                code = ErrorCode.group_id_not_found
+            # a group nobody made is not an error: Kafka asks its share coordinator's state
+            # summary, which knows no state for it (start offset -1), the same as a partition
+            # not yet initialized (GroupCoordinatorService.describeShareGroupOffsets)
             if code != ErrorCode.none:
                 out.append(build(G, group_id=gid, topics=(), error_code=code, error_message=None))
                 continue
@@ -457,15 +479,21 @@ class ShareHandlers:
                                                   error_code=ErrorCode.none, error_message=None)
                     if lag_field:
                         fields["lag"] = -1
-                    if info is None or p >= info.partitions:
+                    if info is None:
+                        # Kafka 4.4 answers an unknown topic like one without share state: no
+                        # error, TopicId zero, StartOffset -1, LeaderEpoch 0 (seen)
+                        fields["leader_epoch"] = 0
+                    elif p >= info.partitions:
                         fields["error_code"] = ErrorCode.unknown_topic_or_partition
                     elif not self.authz.allowed(ctx, Op.DESCRIBE, Res.TOPIC, name):
                         fields["error_code"] = ErrorCode.topic_authorization_failed
                     else:
                         start, done = self.share.start_offset(gid, info.topic_id, p)
                         fields["start_offset"] = start
+                        # the state summary's leader epoch: 0 also with no state yet (Kafka 4.4
+                        # answers StartOffset -1, LeaderEpoch 0 for an unknown group)
+                        fields["leader_epoch"] = 0
                         if start >= 0:
-                            fields["leader_epoch"] = 0
                             if lag_field:
                                 plog = partition_log(self.logs, name, p)
                                 fields["lag"] = max(plog.high_watermark - start - max(done, 0), 0)
@@ -494,7 +522,8 @@ class ShareHandlers:
                 code, msg = ErrorCode.none, None
                 if info is None or p.partition_index >= info.partitions:
                     code = ErrorCode.unknown_topic_or_partition
-                    msg = "The topic-partition does not exist."
+                    # Errors.UNKNOWN_TOPIC_OR_PARTITION.message(), as Kafka 4.4 answers
+                    msg = "This server does not host this topic-partition."
                 elif not self.authz.allowed(ctx, Op.READ, Res.TOPIC, t.topic_name):
                     code = ErrorCode.topic_authorization_failed
                 else:
@@ -540,14 +569,18 @@ class ShareHandlers:
             info = self.logs.topic(t.topic_name)
             code, msg = ErrorCode.none, None
             if info is None:
-                code, msg = ErrorCode.unknown_topic_or_partition, "The topic does not exist."
+                code, msg = (ErrorCode.unknown_topic_or_partition,
+                             "This server does not host this topic-partition.")  # as Kafka 4.4
             elif not self.authz.allowed(ctx, Op.READ, Res.TOPIC, t.topic_name):
                 code = ErrorCode.topic_authorization_failed
             elif not self.share.delete_offsets(req.group_id, info.topic_id, t.topic_name):
                 code, msg = (ErrorCode.unknown_topic_or_partition,
                              "There is no offset information to delete.")
+            # Kafka names the topic id only of a topic whose state it deletes (seen: zero for
+            # a topic with no offset information)
             rows.append(build(T, topic_name=t.topic_name,
-                              topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                              topic_id=info.topic_id if info is not None and code == ErrorCode.none
+                              else uuid.UUID(int=0),
                               error_code=code, error_message=msg))
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
                      responses=tuple(rows))

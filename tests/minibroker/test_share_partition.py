@@ -539,3 +539,37 @@ def test_history_tells_the_story_of_a_record():
         (Action.ACQUIRED, "C", 42_000, 3, 42_000 + LOCK, Q),
         (Action.ACCEPTED, "C", 43_000, 3, 42_000 + LOCK, K),
     ]
+
+
+def test_load_moves_past_a_terminal_prefix():
+    # maybeInitialize ends with maybeUpdateCachedStateAndOffsets (tests/differential/
+    # test_share_restart.py: the first write after a restart carries the moved start offset)
+    sp = SharePartition.load("g", "t", 0, 0, [StateBatch(0, 2, K, 1), StateBatch(3, 4, A, 1),
+                                              StateBatch(5, 6, X, 1)])
+    assert (sp.start_offset, sp.end_offset) == (3, 6)
+    assert acquire(sp, "m", log((0, 9))) == [(3, 4, 2), (7, 9, 1)]
+    assert ack(sp, "m", 3, 4, 1).update.start_offset == 3
+    done = SharePartition.load("g", "t", 0, 0, [StateBatch(0, 4, K, 1), StateBatch(5, 6, X, 2)])
+    assert (done.start_offset, done.end_offset, done.in_flight()) == (7, 7, [])
+
+
+def test_check_acknowledge_answers_as_acknowledge_and_changes_nothing():
+    sp = sp_with()
+    acquire(sp, "m", log((0, 9)))
+    before = sp.in_flight()
+    for batches in ([AckBatch(0, 4, (2,)), AckBatch(5, 9, (1,))],       # fine
+                    [AckBatch(0, 4, (1,)), AckBatch(50, 50, (1,))],     # past the acquired records
+                    [AckBatch(0, 1, (1, 3))]):                          # per offset, splits
+        checked = sp.check_acknowledge("m", batches, 1)
+        assert sp.in_flight() == before and sp.start_offset == 0
+        assert checked.update is None and checked.events == []
+        assert checked.error == sp_with_copy_error(batches)
+    assert sp.check_acknowledge("other", [AckBatch(0, 0, (1,))], 1).error.code == ErrorCode.invalid_record_state
+    assert ack(sp, "m", 0, 9, 1).error is None  # still all acquired by m
+
+
+def sp_with_copy_error(batches):
+    """The error a fresh partition in the same state answers when really acknowledging."""
+    sp = sp_with()
+    acquire(sp, "m", log((0, 9)))
+    return sp.acknowledge("m", batches, 1).error

@@ -103,6 +103,10 @@ class Persisted:
     snapshot_epoch: int = 0
     state_epoch: int = 0
     create_ms: int = 0
+    # the DeliveryCompleteCount the last write carried (the share partition's in-memory count of
+    # terminal records from the write's start offset on, SharePartition.deliveryCompleteCount);
+    # -1 when no write said, then counted from the batches
+    delivery_complete_count: int = -1
 
 
 @dataclass
@@ -157,6 +161,7 @@ class ShareCoordinator:
         # per __share_group_state partition: each live share partition's newest snapshot offset
         self._newest: dict[int, dict[tuple[str, uuid.UUID, int], int]] = {}
         self._prune_interval_ms = prune_interval_ms
+        self._stopping = False  # stop_serving: a shutdown's disconnects release nothing
 
     # ---- configuration -------------------------------------------------------------------
     def _int(self, group_id: str, name: str) -> int:
@@ -345,7 +350,8 @@ class ShareCoordinator:
                 value.start_offset,
                 tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                       for b in value.state_batches),
-                value.snapshot_epoch, value.state_epoch, value.create_timestamp)
+                value.snapshot_epoch, value.state_epoch, value.create_timestamp,
+                value.delivery_complete_count)
         elif isinstance(value, sl.ShareUpdateValue):
             # Written by Kafka, never by this broker: newer batches replace what they overlap.
             old = self.persisted.get(k)
@@ -354,7 +360,8 @@ class ShareCoordinator:
             merged = _overlay(old.batches, value.state_batches)
             self.persisted[k] = Persisted(value.start_offset if value.start_offset >= 0 else old.start_offset,
                                           tuple(b for b in merged if b.last_offset >= value.start_offset),
-                                          old.snapshot_epoch, old.state_epoch, old.create_ms)
+                                          old.snapshot_epoch, old.state_epoch, old.create_ms,
+                                          value.delivery_complete_count)
 
     # ---- writing __share_group_state --------------------------------------------------------
     def _write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
@@ -364,7 +371,7 @@ class ShareCoordinator:
         value = sl.ShareSnapshotValue(
             snapshot_epoch=state.snapshot_epoch, state_epoch=state.state_epoch, leader_epoch=0,
             start_offset=state.start_offset, create_timestamp=state.create_ms or now,
-            write_timestamp=now,
+            write_timestamp=now, delivery_complete_count=state.delivery_complete_count,
             state_batches=tuple(sl.StateBatch(b.first_offset, b.last_offset, int(b.delivery_state),
                                               b.delivery_count) for b in state.batches))
         batch = build_batch([{"key": sl.encode_state_key(key), "value": sl.encode_value(value)}])
@@ -403,8 +410,11 @@ class ShareCoordinator:
             if b.first_offset < start:
                 b = StateBatch(start, b.last_offset, b.delivery_state, b.delivery_count)
             kept.append(b)
+        # Kafka's write carries the partition's own count, which also covers records archived
+        # without a write of their own (aborted transactions: 6-7 in the read_committed case)
+        dcc = update.delivery_complete_count if update is not None else sp.delivery_complete_count()
         state = Persisted(start, tuple(kept), (old.snapshot_epoch + 1) if old else 1,
-                          old.state_epoch if old else 0, old.create_ms if old else 0)
+                          old.state_epoch if old else 0, old.create_ms if old else 0, dcc)
         self._write_state(sp.group_id, view.topic_id, sp.partition, state)
 
     # ---- ShareGroupHeartbeat ----------------------------------------------------------------
@@ -574,6 +584,10 @@ class ShareCoordinator:
         self._arm_lock(view)
         return acquired, raw if acquired.records else b""
 
+    def check_acknowledge(self, view: SharePartitionView, member: str, batches: list[AckBatch]) -> Outcome:
+        """The acknowledgement's answer, nothing changed, persisted or recorded."""
+        return view.sp.check_acknowledge(member, batches, self.clock.wall_ms())
+
     def acknowledge(self, view: SharePartitionView, member: str, batches: list[AckBatch]) -> Outcome:
         outcome = view.sp.acknowledge(member, batches, self.clock.wall_ms())
         self._after(view, outcome)
@@ -602,7 +616,16 @@ class ShareCoordinator:
     def release_session(self, group_id: str, member_id: str) -> None:
         self._member_gone(group_id, member_id)
 
+    def stop_serving(self) -> None:
+        """The broker is shutting down: the connections it closes now release nothing. Kafka
+        4.4 writes no share state for the sessions a clean shutdown drops (seen: the persisted
+        start offset after a SIGTERM restart is the one before it), so what a member held
+        comes back with its persisted delivery count, as after a crash."""
+        self._stopping = True
+
     def connection_closed(self, connection_id: str) -> None:
+        if self._stopping:
+            return
         session, _empty = self.sessions.on_disconnect(connection_id)
         if session is not None:
             log.info("share.session_closed_by_disconnect", group=session.group_id,
@@ -621,6 +644,8 @@ class ShareCoordinator:
         if persisted is None:
             return -1, -1
         start = persisted.start_offset
+        if persisted.delivery_complete_count >= 0:
+            return start, persisted.delivery_complete_count
         done = sum(b.last_offset - max(b.first_offset, start) + 1 for b in persisted.batches
                    if b.delivery_state in (sl.ACKNOWLEDGED, sl.ARCHIVED) and b.last_offset >= start)
         return start, done

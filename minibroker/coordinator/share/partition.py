@@ -431,6 +431,10 @@ class SharePartition:
             prev_last = b.last_offset
         if sp._batches:
             sp.end_offset = sp._batches[-1].last
+        # past a terminal prefix at once, as maybeInitialize ends with
+        # maybeUpdateCachedStateAndOffsets (seen in the 4.4 bytecode): the next write carries
+        # the moved start offset
+        sp._move_start()
         return sp
 
     @property
@@ -839,7 +843,13 @@ class SharePartition:
 
     # ------------------------------------------------------------------ acknowledge
 
-    def acknowledge(self, member: str, batches: Sequence[AckBatch], now_ms: int) -> Outcome:
+    def check_acknowledge(self, member: str, batches: Sequence[AckBatch], now_ms: int) -> Outcome:
+        """What :meth:`acknowledge` would answer, changing no record state (a batch may split,
+        as the acknowledgement itself would split it)."""
+        return self.acknowledge(member, batches, now_ms, dry_run=True)
+
+    def acknowledge(self, member: str, batches: Sequence[AckBatch], now_ms: int, *,
+                    dry_run: bool = False) -> Outcome:
         """SharePartition.acknowledge: every batch of the request or none. Batches entirely
         below the start offset are skipped silently (their records are already done with)."""
         undo: list[tuple[_State, _State]] = []
@@ -854,12 +864,13 @@ class SharePartition:
                 if ab.last_offset < self.start_offset:
                     continue
                 sub = self._sub_for_ack(ab)
-                self._ack_batch(member, ab, sub, now_ms, undo, persist, events)
+                self._ack_batch(member, ab, sub, now_ms, undo, persist, events, dry_run)
         except _Refused as refused:
-            for st, before in reversed(undo):
-                st.state, st.delivery_count, st.member, st.deadline_ms = (
-                    before.state, before.delivery_count, before.member, before.deadline_ms)
+            _roll_back(undo)
             return Outcome(error=refused.error)
+        if dry_run:
+            _roll_back(undo)
+            return Outcome()
         return self._commit(persist, events)
 
     def _sub_for_ack(self, ab: AckBatch) -> list[_Batch]:
@@ -879,7 +890,7 @@ class SharePartition:
 
     def _ack_batch(self, member: str, ab: AckBatch, sub: list[_Batch], now_ms: int,
                    undo: list[tuple[_State, _State]], persist: list[StateBatch],
-                   events: list[HistoryEvent]) -> None:
+                   events: list[HistoryEvent], dry_run: bool = False) -> None:
         """acknowledgeBatchRecords."""
         for b in sub:
             if b.last < self.start_offset:
@@ -910,19 +921,22 @@ class SharePartition:
                     if st.member != member:
                         raise _refuse_state(NOT_OWNER_OFFSET)
                     t = ab.types[o - ab.first_offset] if per_offset else ab.types[0]
-                    self._ack_one(member, o, o, st, t, now_ms, undo, persist, events)
+                    self._ack_one(member, o, o, st, t, now_ms, undo, persist, events, dry_run)
             else:
                 assert b.whole is not None
                 if b.whole.state is not RecordState.ACQUIRED:
                     raise _refuse_state(BATCH_NOT_ACQUIRED)
-                self._ack_one(member, b.first, b.last, b.whole, ab.types[0], now_ms, undo, persist, events)
+                self._ack_one(member, b.first, b.last, b.whole, ab.types[0], now_ms, undo, persist, events,
+                              dry_run)
 
     def _ack_one(self, member: str, first: int, last: int, st: _State, ack_type: int, now_ms: int,
                  undo: list[tuple[_State, _State]], persist: list[StateBatch],
-                 events: list[HistoryEvent]) -> None:
+                 events: list[HistoryEvent], dry_run: bool = False) -> None:
         if ack_type == AckType.RENEW:
             if not self.config.renew_enabled:
                 raise _refuse_state(RENEW_DISABLED)
+            if dry_run:
+                return
             # Kafka restarts the lock timer at once and a later refusal in the same request
             # does not undo it (only the persister batches roll back); nothing is persisted
             st.deadline_ms = now_ms + self.config.record_lock_duration_ms
@@ -1034,6 +1048,12 @@ class SharePartition:
         keep = [b for b in self._batches if b.last > last_done]
         self._batches = keep
         self._firsts = [b.first for b in keep]
+
+
+def _roll_back(undo: list[tuple[_State, _State]]) -> None:
+    for st, before in reversed(undo):
+        st.state, st.delivery_count, st.member, st.deadline_ms = (
+            before.state, before.delivery_count, before.member, before.deadline_ms)
 
 
 def _last_of_batch_holding(batches: Sequence[LogBatch], offset: int) -> int:
