@@ -39,6 +39,7 @@ from .handlers.metadata import MetadataHandlers
 from .handlers.produce import ProduceHandlers
 from .handlers.sasl import SaslHandlers
 from .handlers.share import ShareHandlers
+from .handlers.streams_group import StreamsGroupHandlers
 from .handlers.telemetry import TelemetryHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
@@ -100,6 +101,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                       share=broker.share_coordinator),
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features,
                               authz=authz),
+        StreamsGroupHandlers(groups=broker.group_coordinator, features=broker.features,
+                             authz=authz),
         FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
         AclHandlers(authorizer=broker.authorizer),
         ShareHandlers(share=broker.share_coordinator, logs=logs, features=broker.features,

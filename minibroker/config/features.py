@@ -24,7 +24,7 @@ from minibroker_storage.lazylog import get_logger
 log = get_logger("minibroker.features")
 
 __all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION",
-           "SHARE_VERSION", "SPECS",
+           "SHARE_VERSION", "STREAMS_VERSION", "SPECS",
            "UPGRADE", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"]
 
 # UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
@@ -47,7 +47,11 @@ GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
 # the reference); level 1 is share groups, level 2 adds the dead-letter queue, which share groups
 # here accept as configuration and do not act on.
 SHARE_VERSION = FeatureSpec("share.version", 0, 2, 2)
-SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION, SHARE_VERSION)
+# Kafka 4.4 finalizes streams.version 1 on a fresh cluster (seen on the reference): streams
+# groups (KIP-1071), StreamsGroupHeartbeat and StreamsGroupDescribe.
+STREAMS_VERSION = FeatureSpec("streams.version", 0, 1, 1)
+SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION, SHARE_VERSION,
+                                  STREAMS_VERSION)
 
 
 class FeatureError(ValueError):
@@ -166,6 +170,10 @@ class Features:
     @property
     def share_version(self) -> int:
         return self._levels[SHARE_VERSION.name]
+
+    @property
+    def streams_version(self) -> int:
+        return self._levels[STREAMS_VERSION.name]
 
 
 def load_features(config: Any, dry_run: bool = False) -> Features:
