@@ -69,3 +69,4 @@ class ApiKey(IntEnum):
     DescribeShareGroupOffsets = 90
     AlterShareGroupOffsets = 91
     DeleteShareGroupOffsets = 92
+    StreamsGroupTopologyDescriptionUpdate = 93

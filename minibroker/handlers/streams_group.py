@@ -1,8 +1,14 @@
-"""KIP-1071 streams groups on the wire: StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89).
+"""KIP-1071 streams groups on the wire: StreamsGroupHeartbeat (88) v0-1, StreamsGroupDescribe (89)
+v0-1 and StreamsGroupTopologyDescriptionUpdate (93) v0.
 
-Both work only while ``streams.version`` is finalized at 1 or above (Kafka 4.4 finalizes it on a
+They work only while ``streams.version`` is finalized at 1 or above (Kafka 4.4 finalizes it on a
 fresh cluster); below it every request is answered UNSUPPORTED_VERSION, as Kafka's
 KafkaApis.handleStreamsGroupHeartbeat does when the streams protocol is off.
+
+Topology descriptions (KIP-1331) are stored by a broker plugin Kafka 4.4 ships none of: as on the
+reference, a heartbeat v1 never asks for one (TopologyDescriptionRequired false), describe v1
+answers NOT_STORED (1) when asked, and 93 is answered UNSUPPORTED_VERSION "The broker has no
+streams group topology description plugin configured.".
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
 
 from ..config.features import Features
+from ..config.group_configs import STREAMS_ASSIGNORS
 from ..coordinator.group import streams_topology as st
 from ..coordinator.group.consumer_group import ConsumerGroupError
 from ..coordinator.group.coordinator import GroupCoordinator
@@ -28,6 +35,8 @@ from .common import AUTHORIZED_OPERATIONS_OMITTED, ZERO, answers, response_cls
 log = get_logger("minibroker.group")
 
 STREAMS_PROTOCOL_LEVEL = 1
+# StreamsGroupDescribeResponse.TopologyDescriptionStatus
+NOT_REQUESTED, NOT_STORED = 0, 1
 
 
 class StreamsGroupHandlers:
@@ -39,8 +48,9 @@ class StreamsGroupHandlers:
 
     def apis(self) -> list[Api]:
         return [
-            Api(ApiKey.StreamsGroupHeartbeat, 0, 0, self.heartbeat),
-            Api(ApiKey.StreamsGroupDescribe, 0, 0, self.describe),
+            Api(ApiKey.StreamsGroupHeartbeat, 0, 1, self.heartbeat),
+            Api(ApiKey.StreamsGroupDescribe, 0, 1, self.describe),
+            Api(ApiKey.StreamsGroupTopologyDescriptionUpdate, 0, 0, self.topology_description_update),
         ]
 
     def _enabled(self) -> bool:
@@ -89,8 +99,10 @@ class StreamsGroupHandlers:
             R, throttle_time=ZERO, error_code=ErrorCode.none, error_message=None,
             member_id=ans.member_id, member_epoch=ans.member_epoch,
             heartbeat_interval=datetime.timedelta(milliseconds=ans.heartbeat_interval_ms),
-            # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 answers 0 (seen on the reference)
-            acceptable_recovery_lag=0,
+            # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 answers 0 there (seen on the
+            # reference), the group's streams.acceptable.recovery.lag from v1
+            acceptable_recovery_lag=ans.acceptable_recovery_lag if ctx.api_version >= 1 else 0,
+            topology_description_required=False,
             task_offset_interval=datetime.timedelta(milliseconds=ans.task_offset_interval_ms),
             status=tuple(build(S, status_code=c, status_detail=d) for c, d in ans.statuses),
             active_tasks=_task_ids(R, ans.active), standby_tasks=_task_ids(R, ans.standby),
@@ -121,8 +133,28 @@ class StreamsGroupHandlers:
                              topology=_describe_topology(R, sg),
                              members=tuple(_describe_member(R, sg, m) for m in sorted(
                                  sg.members.values(), key=lambda m: m.member_id)),
-                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                             topology_description=None,
+                             topology_description_status=(
+                                 NOT_STORED if getattr(req, "include_topology_description", False)
+                                 else NOT_REQUESTED),
+                             assignor_name=STREAMS_ASSIGNORS[0]))
         return build(R, throttle_time=ZERO, groups=tuple(out + denied))
+
+    @answers
+    def topology_description_update(self, ctx: RequestContext, req: Any) -> Any:
+        R = response_cls(ctx)
+        if not self._enabled():
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_version,
+                         error_message=None)
+        if not self.authz.allowed(ctx, Op.READ, Res.GROUP, req.group_id):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.group_authorization_failed,
+                         error_message=None)
+        # Kafka 4.4 without a topology description plugin (its default) answers every push so,
+        # whatever the group, member or epoch (seen on the reference)
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.unsupported_version,
+                     error_message="The broker has no streams group topology description plugin "
+                                   "configured.")
 
 
 def _topology(t: Any) -> st.Topology:
@@ -223,6 +255,7 @@ def _describe_member(R: Any, sg: Any, m: Any) -> Any:
 def _refusal(R: Any, code: ErrorCode, message: str | None) -> Any:
     return build(R, throttle_time=ZERO, error_code=code, error_message=message, member_id="",
                  member_epoch=0, heartbeat_interval=ZERO, acceptable_recovery_lag=0,
+                 topology_description_required=False,
                  task_offset_interval=ZERO, status=None, active_tasks=None, standby_tasks=None,
                  warmup_tasks=None, endpoint_information_epoch=0, partitions_by_user_endpoint=None)
 
@@ -230,4 +263,5 @@ def _refusal(R: Any, code: ErrorCode, message: str | None) -> Any:
 def _missing(D: Any, gid: str, code: ErrorCode, message: str | None) -> Any:
     return build(D, error_code=code, error_message=message, group_id=gid, group_state="",
                  group_epoch=0, assignment_epoch=0, topology=None, members=(),
-                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, topology_description=None,
+                 topology_description_status=NOT_REQUESTED, assignor_name=None)

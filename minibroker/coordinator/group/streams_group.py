@@ -55,9 +55,10 @@ HEARTBEAT_INTERVAL = "streams.heartbeat.interval.ms"
 NUM_STANDBY = "streams.num.standby.replicas"
 INITIAL_DELAY = "streams.initial.rebalance.delay.ms"
 TASK_OFFSET_INTERVAL = "streams.task.offset.interval.ms"
+ACCEPTABLE_LAG = "streams.acceptable.recovery.lag"
 # Kafka 4.4's group.streams.* defaults, for a coordinator built without the broker's GroupConfigs
 DEFAULTS = {SESSION_TIMEOUT: 45_000, HEARTBEAT_INTERVAL: 5_000, NUM_STANDBY: 0,
-            INITIAL_DELAY: 3_000, TASK_OFFSET_INTERVAL: 60_000}
+            INITIAL_DELAY: 3_000, TASK_OFFSET_INTERVAL: 60_000, ACCEPTABLE_LAG: 10_000}
 
 # (name, partitions, replication factor, configs) -> None; may raise to refuse
 CreateTopic = Callable[[str, int, int, dict[str, str]], None]
@@ -92,6 +93,7 @@ class StreamsAnswer:
     member_epoch: int
     heartbeat_interval_ms: int
     task_offset_interval_ms: int
+    acceptable_recovery_lag: int
     statuses: tuple[tuple[int, str], ...]
     active: Tasks | None
     standby: Tasks | None
@@ -240,7 +242,8 @@ class StreamsGroups:
             endpoints = self._endpoints(sg)
         return StreamsAnswer(
             mid, after.member_epoch, self._group_config(gid, HEARTBEAT_INTERVAL),
-            self._group_config(gid, TASK_OFFSET_INTERVAL), tuple(statuses),
+            self._group_config(gid, TASK_OFFSET_INTERVAL), self._group_config(gid, ACCEPTABLE_LAG),
+            tuple(statuses),
             dict(after.active) if changed else None, dict(after.standby) if changed else None,
             dict(after.warmup) if changed else None, sg.endpoint_epoch, endpoints)
 
@@ -319,6 +322,15 @@ class StreamsGroups:
         g = self.groups.get(hb.group_id)
         sg = g.streams if g is not None else None
         if sg is None:
+            if g is not None and not g.members and g.consumer is None:
+                # The group's offsets outlived its membership (a restart: membership is not
+                # persisted). On Kafka the member would still be known and its leave succeed;
+                # Kafka Streams leaves this way to rejoin after a TaskMigratedException, and
+                # takes GROUP_ID_NOT_FOUND as fatal.
+                log.info("streams_group.member_left", group_id=hb.group_id,
+                         member_id=hb.member_id, reason="left a group without member state")
+                return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, 0, (), None, None, None,
+                                     0, None)
             raise ConsumerGroupError(ErrorCode.group_id_not_found,
                                      f"Streams group {hb.group_id} not found.")
         member = sg.members.get(hb.member_id)
@@ -332,7 +344,7 @@ class StreamsGroups:
                      member_id=member.member_id, instance_id=member.instance_id)
         else:
             self._fence(hb.group_id, sg, member, "left")
-        return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, (), None, None, None,
+        return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, 0, (), None, None, None,
                              sg.endpoint_epoch, None)
 
     def _fence(self, group_id: str, sg: StreamsGroupState, member: StreamsMember,
@@ -432,9 +444,9 @@ class StreamsGroups:
             return
         configured = sg.configured
         ready = configured is not None and configured.ready
-        if ready and delayed:
-            return  # ASSIGNMENT_DELAYED: the heartbeat after the delay assigns
-        tasks = configured.tasks if ready and configured is not None else {}
+        if delayed and sg.delay_bumped:
+            return  # within the initial delay the target moves once only (as on the reference)
+        tasks = configured.tasks if ready and configured is not None and not delayed else {}
         specs = [sa.MemberSpec(m.member_id, m.process_id,
                                sa.to_tasks(sg.target[m.member_id].active)
                                if m.member_id in sg.target else frozenset(),
@@ -443,6 +455,12 @@ class StreamsGroups:
                  for m in sg.members.values()]
         sg.target = sa.assign(specs, tasks, self._group_config(group_id, NUM_STANDBY))
         sg.assignment_epoch = sg.group_epoch
+        if delayed and ready and not sg.delay_bumped:
+            # Kafka 4.4 during the initial delay: members get an empty target at the join's
+            # epoch and the group moves one epoch on (Assigning, group epoch 2 / assignment 1 on
+            # the reference), so the first heartbeat after the delay computes the real one.
+            sg.group_epoch += 1
+            sg.delay_bumped = True
         if any(m.user_endpoint is not None for m in sg.members.values()):
             sg.endpoint_epoch += 1
         log.info("streams_group.target_assignment", group_id=group_id,

@@ -54,6 +54,7 @@ class StreamsGroupState:
     topics_fingerprint: int | None = None
     endpoint_epoch: int = 0
     shutdown_requested_by: str | None = None
+    delay_bumped: bool = False  # the initial delay's own epoch bump is done
     session: dict[str, Deadline] = field(default_factory=dict)
     rebalance: dict[str, Deadline] = field(default_factory=dict)
 
