@@ -64,6 +64,7 @@ class StreamsGroupHandlers:
         if not self.authz.allowed(ctx, Op.READ, Res.GROUP, req.group_id):
             # KafkaApis.handleStreamsGroupHeartbeat: READ on the group
             return _refusal(R, ErrorCode.group_authorization_failed, None)
+        # (a leave's and a refusal's lag is the field's default, -1, from v1: the reference)
         peer = ctx.connection.peer if ctx.connection is not None else None
         hb = StreamsHeartbeat(
             group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
@@ -253,10 +254,12 @@ def _describe_member(R: Any, sg: Any, m: Any) -> Any:
 
 
 def _refusal(R: Any, code: ErrorCode, message: str | None) -> Any:
+    # v0's legacy lag is 0, v1's lag its default -1; an empty status list (seen on the reference)
     return build(R, throttle_time=ZERO, error_code=code, error_message=message, member_id="",
-                 member_epoch=0, heartbeat_interval=ZERO, acceptable_recovery_lag=0,
+                 member_epoch=0, heartbeat_interval=ZERO,
+                 acceptable_recovery_lag=-1 if R.__version__ >= 1 else 0,
                  topology_description_required=False,
-                 task_offset_interval=ZERO, status=None, active_tasks=None, standby_tasks=None,
+                 task_offset_interval=ZERO, status=(), active_tasks=None, standby_tasks=None,
                  warmup_tasks=None, endpoint_information_epoch=0, partitions_by_user_endpoint=None)
 
 

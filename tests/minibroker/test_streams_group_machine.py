@@ -58,7 +58,9 @@ def hb(m, member, epoch=0, *, process="p1", owned=None, topology=TOPOLOGY, **kw)
     return m.streams_heartbeat(StreamsHeartbeat(
         group_id=kw.pop("group", "g"), member_id=member, member_epoch=epoch,
         rebalance_timeout_ms=30_000 if join else -1, topology=topology if join else None,
-        active=({} if join else owned), standby={} if join else None, warmup={} if join else None,
+        # the three task lists come together or not at all (Kafka refuses a mix)
+        active=({} if join else owned), standby={} if join or owned is not None else None,
+        warmup={} if join or owned is not None else None,
         process_id=process if join else None, **kw), client_id="c", client_host="/127.0.0.1")
 
 
@@ -170,6 +172,13 @@ def test_validation_and_fencing_messages(env):
     with pytest.raises(ConsumerGroupError) as e:
         hb(m, "zz", 1, owned=None)
     assert e.value.code == E.unknown_member_id
+    with pytest.raises(ConsumerGroupError) as e:
+        m.streams_heartbeat(StreamsHeartbeat(group_id="g", member_id="m1", member_epoch=1,
+                                             active={}, standby=None, warmup=None))
+    assert e.value.message == "If one task-type is non-null, all must be non-null."
+    with pytest.raises(ConsumerGroupError) as e:
+        hb(m, "m1", -3)
+    assert e.value.message == "MemberEpoch is -3, but must be greater than or equal to -2."
 
 
 def test_leave_bumps_epoch_and_offsets_follow_member_epochs(env):

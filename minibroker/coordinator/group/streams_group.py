@@ -128,6 +128,11 @@ class StreamsGroups:
             raise _invalid("RackId can't be empty.")
         if hb.member_id == "":
             raise _invalid("MemberId can't be empty.")
+        if hb.member_epoch < STATIC_LEAVE_EPOCH:
+            raise _invalid(f"MemberEpoch is {hb.member_epoch}, but must be greater than or equal "
+                           f"to -2.")
+        if len({hb.active is None, hb.standby is None, hb.warmup is None}) > 1:
+            raise _invalid("If one task-type is non-null, all must be non-null.")
         if hb.member_epoch == JOIN_EPOCH:
             if hb.rebalance_timeout_ms == -1:
                 raise _invalid("RebalanceTimeoutMs must be provided in first request.")
@@ -144,8 +149,6 @@ class StreamsGroups:
         elif hb.member_epoch == STATIC_LEAVE_EPOCH:
             if hb.instance_id is None:
                 raise _invalid("InstanceId can't be null.")
-        elif hb.member_epoch < LEAVE_EPOCH:
-            raise _invalid("MemberEpoch is invalid.")
 
     # -- StreamsGroupHeartbeat ---------------------------------------------------------------
     def heartbeat(self, hb: StreamsHeartbeat, *, client_id: str = "",
@@ -308,14 +311,14 @@ class StreamsGroups:
                 ErrorCode.fenced_member_epoch,
                 f"The streams group member has a greater member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                f"all its tasks and rejoin.")
+                f"all its partitions and rejoin.")  # sic, Kafka 4.4's words
         if epoch < member.member_epoch and (epoch != member.previous_epoch
                                             or not _subset(hb.active, member.active)):
             raise ConsumerGroupError(
                 ErrorCode.fenced_member_epoch,
                 f"The streams group member has a smaller member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                f"all its tasks and rejoin.")
+                f"all its partitions and rejoin.")  # sic, Kafka 4.4's words
         return member, False
 
     def _leave(self, hb: StreamsHeartbeat) -> StreamsAnswer:
@@ -329,7 +332,7 @@ class StreamsGroups:
                 # takes GROUP_ID_NOT_FOUND as fatal.
                 log.info("streams_group.member_left", group_id=hb.group_id,
                          member_id=hb.member_id, reason="left a group without member state")
-                return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, 0, (), None, None, None,
+                return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, -1, (), None, None, None,
                                      0, None)
             raise ConsumerGroupError(ErrorCode.group_id_not_found,
                                      f"Streams group {hb.group_id} not found.")
@@ -344,7 +347,7 @@ class StreamsGroups:
                      member_id=member.member_id, instance_id=member.instance_id)
         else:
             self._fence(hb.group_id, sg, member, "left")
-        return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, 0, (), None, None, None,
+        return StreamsAnswer(hb.member_id, hb.member_epoch, 0, 0, -1, (), None, None, None,
                              sg.endpoint_epoch, None)
 
     def _fence(self, group_id: str, sg: StreamsGroupState, member: StreamsMember,
@@ -455,7 +458,7 @@ class StreamsGroups:
                  for m in sg.members.values()]
         sg.target = sa.assign(specs, tasks, self._group_config(group_id, NUM_STANDBY))
         sg.assignment_epoch = sg.group_epoch
-        if delayed and ready and not sg.delay_bumped:
+        if delayed and not sg.delay_bumped:
             # Kafka 4.4 during the initial delay: members get an empty target at the join's
             # epoch and the group moves one epoch on (Assigning, group epoch 2 / assignment 1 on
             # the reference), so the first heartbeat after the delay computes the real one.

@@ -19,8 +19,10 @@ epoch) and *configures* it against the cluster's topics, as Kafka's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from ...core.java_hash import java_string_hash
 
 # StreamsGroupHeartbeatResponse.Status codes (StreamsGroupHeartbeatResponse.Status in Kafka)
 STALE_TOPOLOGY = 0
@@ -129,11 +131,27 @@ def configure(topology: Topology, partitions: Mapping[str, int]) -> Configured:
             if t.name not in partitions:
                 out.missing_internal[t.name] = (n, t.replication_factor, dict(t.configs))
     if out.missing_internal:
+        # Kafka joins the names of a HashSet<String> (seen on the reference: the order follows
+        # the names, not the topology)
         out.statuses.append((MISSING_INTERNAL_TOPICS, "Internal topics are missing: "
-                             + ", ".join(out.missing_internal)))
+                             + ", ".join(java_hash_set_order(out.missing_internal))))
     return out
 
 
 def _explicit(topology: Topology, name: str) -> bool:
     return any(t.name == name and t.partitions > 0
                for s in topology.subtopologies for t in s.repartition_source_topics)
+
+
+def java_hash_set_order(items: Iterable[str]) -> tuple[str, ...]:
+    """The iteration order of a java.util.HashSet<String> holding these strings: by bucket of the
+    spread hash in the smallest table that holds them, insertion order within a bucket."""
+    names = list(dict.fromkeys(items))
+    n = 16
+    while len(names) > n * 3 // 4:
+        n *= 2
+
+    def bucket(s: str) -> int:
+        h = java_string_hash(s) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (n - 1)
+    return tuple(sorted(names, key=bucket))

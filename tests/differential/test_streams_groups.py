@@ -1,0 +1,247 @@
+"""Streams groups (KIP-1071) as Kafka 4.4 answers them: the same raw StreamsGroupHeartbeat (88),
+StreamsGroupDescribe (89) and StreamsGroupTopologyDescriptionUpdate (93) requests to the
+reference Kafka and to minibroker, answer by answer.
+
+Answers are reduced to what a client reads: error codes and messages, member epochs, intervals,
+statuses (code and detail), tasks, topology as described. Member and process ids are the test's
+own, so the same on both sides; topic names are made per test with a prefix both share.
+
+Epochs are compared where both brokers move them by the same rule (join, the initial delay,
+internal topic creation); the assignment arrives after ``streams.initial.rebalance.delay.ms``
+(3 s, Kafka's default on both), so a test heartbeats each side until its tasks arrive (bounded)
+and compares where both ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+import uuid
+
+import pytest
+
+from minibroker_protocol.build import build, nested
+from minibroker_protocol.codec import request_type
+from tests.reference.client import req
+
+HEARTBEAT, DESCRIBE, DESCRIPTION_UPDATE = 88, 89, 93
+
+
+def _uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class Script:
+    def __init__(self, pair, version: int = 1, partitions: int = 2) -> None:
+        self.pair = pair
+        self.version = version
+        self.app = _uid("sapp")
+        self.source = f"{self.app}-in"
+        pair.create_topics([self.source], partitions)
+        pair.find_coordinators(self.app, [])
+        self.process = str(uuid.uuid4())
+
+    def both(self, what: str, make, reduce):
+        answers = [reduce(self.call(s, make(s))) for s in self.pair.sides]
+        k, m = answers
+        assert k == m, f"{what}:\n  Kafka:      {k}\n  minibroker: {m}"
+        return k
+
+    @staticmethod
+    def call(s, entity):
+        """One request; a coordinator still loading (Kafka, just after __consumer_offsets
+        was made) is asked again, bounded."""
+        for _ in range(40):
+            r = s.call(entity)
+            if getattr(r, "error_code", None) is None or r.error_code.name not in (
+                    "coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"):
+                return r
+            time.sleep(0.5)
+        return r
+
+    def n(self, cls_name: str, /, **kw):
+        return build(nested(request_type(HEARTBEAT, self.version), cls_name), **kw)
+
+    def topology(self, *, changelog: bool = True, source: str | None = None, epoch: int = 0):
+        src = source or self.source
+        info = self.n("TopicInfo", name=f"{self.app}-store-changelog", partitions=0,
+                      replication_factor=0,
+                      topic_configs=(self.n("KeyValue", key="cleanup.policy", value="compact"),))
+        return self.n("Topology", epoch=epoch, subtopologies=(
+            self.n("Subtopology", subtopology_id="0", source_topics=(src,), source_topic_regex=(),
+                   state_changelog_topics=(info,) if changelog else (),
+                   repartition_sink_topics=(f"{self.app}-rep",), repartition_source_topics=(),
+                   copartition_groups=()),
+            self.n("Subtopology", subtopology_id="1", source_topics=(), source_topic_regex=(),
+                   state_changelog_topics=(),
+                   repartition_sink_topics=(), copartition_groups=(),
+                   repartition_source_topics=(self.n("TopicInfo", name=f"{self.app}-rep",
+                                                     partitions=0, replication_factor=0,
+                                                     topic_configs=()),)),
+        ))
+
+    def hb_request(self, member: str, epoch: int, *, group: str | None = None, topology=None,
+                   owned=None, rebalance_ms: int | None = None, process: str | None = None,
+                   instance: str | None = None):
+        join = epoch == 0
+        tasks = () if join else None
+        others = () if join else None
+        if owned is not None:
+            tasks = tuple(self.n("TaskIds", subtopology_id=s, partitions=tuple(ps))
+                          for s, ps in owned)
+            others = ()
+        return req(HEARTBEAT, self.version, group_id=self.app if group is None else group,
+                   member_id=member, member_epoch=epoch, endpoint_information_epoch=0,
+                   instance_id=instance,
+                   rebalance_timeout=datetime.timedelta(
+                       milliseconds=rebalance_ms if rebalance_ms is not None
+                       else (30_000 if join else -1)),
+                   topology=topology, active_tasks=tasks,
+                   standby_tasks=others, warmup_tasks=others,
+                   process_id=(process or self.process) if join else None, user_endpoint=None,
+                   client_tags=() if join else None, task_offsets=None, task_end_offsets=None,
+                   shutdown_application=False)
+
+    @staticmethod
+    def hb_reduce(r):
+        def tasks(ts):
+            return None if ts is None else sorted((t.subtopology_id, sorted(t.partitions)) for t in ts)
+        return (r.error_code.name, r.error_message, r.member_epoch,
+                int(r.heartbeat_interval.total_seconds() * 1000),
+                int(r.task_offset_interval.total_seconds() * 1000),
+                int(r.acceptable_recovery_lag),
+                getattr(r, "topology_description_required", None),
+                None if r.status is None else [(s.status_code, s.status_detail) for s in r.status],
+                tasks(r.active_tasks), tasks(r.standby_tasks), tasks(r.warmup_tasks),
+                r.endpoint_information_epoch)
+
+    def hb(self, what: str, member: str, epoch: int = 0, **kw):
+        return self.both(what, lambda s: self.hb_request(member, epoch, **kw), self.hb_reduce)
+
+    def until_assigned(self, member: str, epoch: int, want_tasks: int) -> tuple:
+        """Heartbeat each side until its member holds ``want_tasks`` active tasks; compare the
+        answers that brought them."""
+        final = []
+        for s in self.pair.sides:
+            e = epoch
+            owned: list = []
+            deadline = time.monotonic() + 20
+            for _ in range(100):
+                r = self.call(s, self.hb_request(member, e, owned=owned))
+                assert r.error_code == 0, (s.name, r.error_code.name, r.error_message)
+                e = r.member_epoch
+                if r.active_tasks is not None:
+                    owned = [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks]
+                    if sum(len(t.partitions) for t in r.active_tasks) == want_tasks:
+                        final.append(self.hb_reduce(r))
+                        break
+                assert time.monotonic() < deadline, f"{s.name}: no tasks within 20 s"
+                time.sleep(0.5)
+        assert final[0] == final[1], f"the assignment:\n  Kafka:      {final[0]}\n  minibroker: {final[1]}"
+        return final[0]
+
+    def describe(self, what: str, groups: tuple[str, ...], *, include_description: bool = True):
+        def make(s):
+            return req(DESCRIBE, self.version, group_ids=groups, include_authorized_operations=False,
+                       include_topology_description=include_description)
+
+        def reduce(r):
+            def a(x):
+                return [sorted((t.subtopology_id, sorted(t.partitions)) for t in ts)
+                        for ts in (x.active_tasks, x.standby_tasks, x.warmup_tasks)]
+            out = []
+            for g in r.groups:
+                topo = None if g.topology is None else (g.topology.epoch, [
+                    (st.subtopology_id, list(st.source_topics), list(st.repartition_sink_topics),
+                     [(i.name, i.partitions, i.replication_factor,
+                       [(kv.key, kv.value) for kv in i.topic_configs]) for i in st.state_changelog_topics],
+                     [(i.name, i.partitions, i.replication_factor) for i in st.repartition_source_topics])
+                    for st in g.topology.subtopologies])
+                members = [(m.member_id, m.member_epoch, m.instance_id, m.rack_id, m.client_host,
+                            m.topology_epoch, m.process_id, a(m.assignment), a(m.target_assignment),
+                            m.is_classic) for m in sorted(g.members, key=lambda m: m.member_id)]
+                out.append((g.error_code.name, g.error_message, g.group_id, g.group_state,
+                            g.group_epoch, g.assignment_epoch, topo, members,
+                            getattr(g, "topology_description_status", None),
+                            getattr(g, "assignor_name", None)))
+            return out
+
+        return self.both(what, make, reduce)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_join_internal_topics_delay_assignment_describe_leave(differential_pair, version):
+    sc = Script(differential_pair, version)
+    m = str(uuid.uuid4())
+    first = sc.hb("join", m, 0, topology=sc.topology())
+    assert first[0] == "none" and first[2] == 1 and first[8] == []
+    assert [c for c, _ in first[7]] == [5, 3]  # ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPICS
+    final = sc.until_assigned(m, first[2], 4)
+    assert final[8] == [("0", [0, 1]), ("1", [0, 1])] and final[7] == []
+    desc = sc.describe("describe", (sc.app, "no-such-streams-group"))
+    assert desc[0][3] == "Stable" and desc[1][0] == "group_id_not_found"
+    sc.describe("describe without the topology description", (sc.app,), include_description=False)
+    # the internal topics exist on both, with the computed partition counts
+    for s in differential_pair.sides:
+        md = s.call(req(3, 12, topics=None, allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False))
+        counts = {t.name: len(t.partitions) for t in md.topics}
+        assert counts.get(f"{sc.app}-store-changelog") == 2, (s.name, counts)
+        assert counts.get(f"{sc.app}-rep") == 2, (s.name, counts)
+    sc.hb("leave", m, -1)
+    sc.describe("describe after the leave", (sc.app,))
+
+
+def test_refusals(differential_pair):
+    sc = Script(differential_pair, 1)
+    m = str(uuid.uuid4())
+    sc.hb("empty group id", m, 0, group="", topology=sc.topology())
+    sc.hb("null topology on join", m, 0, topology=None)
+    sc.hb("missing rebalance timeout", m, 0, topology=sc.topology(), rebalance_ms=-1)
+    sc.hb("unknown group, epoch 1", m, 1)
+    sc.hb("bad epoch", m, -3, topology=sc.topology())
+    first = sc.hb("join", m, 0, topology=sc.topology())
+    sc.hb("unknown member", str(uuid.uuid4()), first[2])
+    sc.hb("epoch ahead", m, first[2] + 5)
+    sc.hb("leave of an unknown member", str(uuid.uuid4()), -1)
+    sc.both("active tasks without standby and warm-up tasks",
+            lambda s: dataclasses.replace(sc.hb_request(m, first[2], owned=[]), standby_tasks=None),
+            sc.hb_reduce)
+
+
+def test_missing_source_topic(differential_pair):
+    sc = Script(differential_pair, 1)
+    m = str(uuid.uuid4())
+    missing = f"{sc.app}-nowhere"
+    first = sc.hb("join with a missing source", m, 0, topology=sc.topology(source=missing))
+    assert (1, f"Source topics {missing} are missing.") in first[7]
+    sc.describe("describe not ready", (sc.app,))
+
+
+def test_topology_description_update_and_listing(differential_pair):
+    sc = Script(differential_pair, 1)
+    m = str(uuid.uuid4())
+    first = sc.hb("join", m, 0, topology=sc.topology())
+    Q = request_type(DESCRIPTION_UPDATE, 0)
+    node = build(nested(Q, "TopologyDescriptionNode"), name="KSTREAM-SOURCE-0000000000",
+                 node_type=1, source_topics=(sc.source,), sink_topic=None, stores=(),
+                 successors=())
+    desc = build(nested(Q, "TopologyDescription"), global_stores=(), subtopologies=(
+        build(nested(Q, "TopologyDescriptionSubtopology"), subtopology_id="0", nodes=(node,)),))
+    for member, epoch in ((m, 0), ("someone-else", 0), (m, 7)):
+        sc.both(f"93 from {member} at epoch {epoch}",
+                lambda s, member=member, epoch=epoch: build(
+                    Q, group_id=sc.app, member_id=member, topology_epoch=epoch,
+                    topology_description=desc),
+                lambda r: (r.error_code.name, r.error_message))
+    sc.both("ListGroups v5 of streams groups",
+            lambda s: req(16, 5, states_filter=(), types_filter=("streams",)),
+            lambda r: [(g.protocol_type, g.group_state, g.group_type) for g in r.groups
+                       if g.group_id == sc.app])
+    sc.both("DescribeGroups v5 of a streams group",
+            lambda s: req(15, 5, groups=(sc.app,), include_authorized_operations=False),
+            lambda r: [(g.error_code.name, g.group_state, g.protocol_type, len(g.members))
+                       for g in r.groups])
+    sc.hb("leave", m, -1)
+    assert first[2] == 1
