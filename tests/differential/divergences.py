@@ -105,12 +105,28 @@ def applicable(api_key: int) -> list[Divergence]:
 
 
 # ApiVersions' features (KIP-584): minibroker lists only the features it implements —
-# metadata.version, kraft.version, share.version, streams.version and
-# eligible.leader.replicas.version describe KRaft, share groups, Streams groups and ELR,
-# which a single-process broker without those APIs does not have, and a client that saw them
-# finalized would assume APIs that are not there. tests/differential/test_features.py compares
-# the finalized levels of these features and checks the others are absent.
-FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version")
+# metadata.version, kraft.version, share.version and eligible.leader.replicas.version describe
+# KRaft, share groups and ELR, which a single-process broker without those APIs does not have,
+# and a client that saw them finalized would assume APIs that are not there.
+# tests/differential/test_features.py compares the finalized levels of these features and checks
+# the others are absent. streams.version (KIP-1071 streams groups) is served: finalized 1, as Kafka
+# 4.4 finalizes it.
+FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version", "streams.version")
+#
+# KIP-1071 streams groups (tests/differential/test_streams_groups.py compares the rest exactly):
+# - Membership and topology are not written to __consumer_offsets (Kafka writes the
+#   StreamsGroup* records): after a restart a member's heartbeat is answered UNKNOWN_MEMBER_ID and
+#   Kafka Streams rejoins at epoch 0 with its topology; a leave into such a group succeeds (on
+#   Kafka the member would still be known).
+# - The sticky task assignor walks members (by member id) and tasks (by subtopology, partition)
+#   in sorted order; Kafka's StickyTaskAssignor walks hash maps and weighs process capacity.
+#   Balance and stickiness are the same; which member gets which task may differ in groups of
+#   several members, so the differential scripts compare placements of one member only.
+# - Group epochs move by the same rules as on Kafka (join, the initial delay's bump, the internal
+#   topics' creation); Kafka may bump once per created topic when its metadata image sees them
+#   one by one, so a test compares epochs only where both are determined.
+# - Topology descriptions (KIP-1331, API 93) need a broker plugin Kafka 4.4 ships none of; both
+#   brokers answer as Kafka 4.4 without one.
 #
 # KIP-848 consumer groups (tests/differential/test_consumer_groups.py compares the rest exactly):
 # - Membership is not written to __consumer_offsets (Kafka writes ConsumerGroupMetadata, member,
