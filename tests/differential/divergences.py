@@ -120,8 +120,9 @@ FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version", "streams.v
 #   Kafka the member would still be known).
 # - The sticky task assignor walks members (by member id) and tasks (by subtopology, partition)
 #   in sorted order; Kafka's StickyTaskAssignor walks hash maps and weighs process capacity.
-#   Balance and stickiness are the same; which member gets which task may differ in groups of
-#   several members, so the differential scripts compare placements of one member only.
+#   Balance (overall and per subtopology) and stickiness are the same, and a second member's
+#   join places tasks as Kafka does (test_offsets_delete_groups_and_a_second_member); in larger
+#   groups which member gets which task may differ.
 # - Group epochs move by the same rules as on Kafka (join, the initial delay's bump, the internal
 #   topics' creation); Kafka may bump once per created topic when its metadata image sees them
 #   one by one, so a test compares epochs only where both are determined.

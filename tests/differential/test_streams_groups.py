@@ -23,7 +23,7 @@ import pytest
 
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.codec import request_type
-from tests.reference.client import req
+from tests.reference.client import part, req
 
 HEARTBEAT, DESCRIBE, DESCRIPTION_UPDATE = 88, 89, 93
 
@@ -245,3 +245,56 @@ def test_topology_description_update_and_listing(differential_pair):
                        for g in r.groups])
     sc.hb("leave", m, -1)
     assert first[2] == 1
+
+
+def test_offsets_delete_groups_and_a_second_member(differential_pair):
+    """OffsetCommit v9 / OffsetFetch v9 at the member's epoch (StreamsGroup.validateOffsetCommit),
+    DeleteGroups of a group with members, a second member of another process: its first answer,
+    the first member's revocation, and the group's state after both settle."""
+    sc = Script(differential_pair, 1)
+    m1, m2 = "member-one-" + uuid.uuid4().hex[:6], "member-two-" + uuid.uuid4().hex[:6]
+    first = sc.hb("join", m1, 0, topology=sc.topology())
+    final = sc.until_assigned(m1, first[2], 4)
+    epoch = final[2]
+
+    def commit(member, e, v=9):
+        return req(8, v, group_id=sc.app, generation_id_or_member_epoch=e, generation_id=e,
+                   member_id=member, group_instance_id=None, retention_time_ms=-1, topics=(
+                       part((8, v), "OffsetCommitRequestTopic", name=sc.source, partitions=(
+                           part((8, v), "OffsetCommitRequestPartition", partition_index=0,
+                                committed_offset=0, committed_leader_epoch=-1,
+                                committed_metadata=""),)),))
+
+    def commit_reduce(r):
+        return [(t.name, p.partition_index, p.error_code.name) for t in r.topics for p in t.partitions]
+
+    sc.both("commit at the member's epoch", lambda s: commit(m1, epoch), commit_reduce)
+    sc.both("commit at a stale epoch", lambda s: commit(m1, epoch - 1), commit_reduce)
+    sc.both("commit by a stranger", lambda s: commit("stranger", epoch), commit_reduce)
+    sc.both("commit v7 by the member", lambda s: commit(m1, epoch, 7), commit_reduce)
+
+    def fetch(member, e):
+        return req(9, 9, groups=(part((9, 9), "OffsetFetchRequestGroup", group_id=sc.app,
+                                      member_id=member, member_epoch=e, topics=None),),
+                   require_stable=False)
+
+    def fetch_reduce(r):
+        return [(g.error_code.name, [(t.name, [(p.partition_index, p.committed_offset)
+                                              for p in t.partitions]) for t in g.topics])
+                for g in r.groups]
+
+    sc.both("fetch at the member's epoch", lambda s: fetch(m1, epoch), fetch_reduce)
+    sc.both("fetch at a stale epoch", lambda s: fetch(m1, epoch - 1), fetch_reduce)
+    sc.both("delete a group with members", lambda s: req(42, 2, groups_names=(sc.app,)),
+            lambda r: [(x.group_id, x.error_code.name) for x in r.results])
+    second = sc.hb("a second member joins", m2, 0, topology=sc.topology(),
+                   process=str(uuid.uuid4()))
+    assert second[8] == []  # what it gets is still the first member's
+    time.sleep(1.2)  # past streams.assignment.interval.ms (1 s): the next heartbeat assigns
+    second = sc.hb("the second member after the assignment interval", m2, second[2], owned=[])
+    owned = [(t[0], t[1]) for t in final[8]]
+    revoking = sc.hb("the first member is told to revoke", m1, epoch, owned=owned)
+    assert revoking[2] == epoch and sum(len(p) for _s, p in revoking[8]) == 2
+    sc.hb("the first member revoked", m1, epoch, owned=revoking[8])
+    sc.describe("describe while the second member catches up", (sc.app,))
+    sc.hb("the first member leaves", m1, revoking[2] if revoking[2] != epoch else epoch + 1)

@@ -5,9 +5,10 @@ A task is (subtopology id, partition). Members of the same Kafka Streams process
 thread) share a process id; a process's capacity is its number of members. Active tasks:
 
 1. each task stays with the member that held it in the previous target, while that member is
-   below its fair share (tasks / members, rounded up);
-2. the rest go, in task order, to the least loaded member (ties: the member whose process holds
-   the fewest tasks, then the member id), so threads and processes stay balanced.
+   below its fair share (tasks / members, rounded up), overall and of the task's subtopology;
+2. the rest go, in task order, to the member holding the fewest tasks of that subtopology, then
+   the fewest in all (ties: the member whose process holds the fewest tasks, then the member
+   id), so subtopologies, threads and processes stay balanced.
 
 Standby tasks (``streams.num.standby.replicas``): each task gets that many standbys on
 *other* processes than its active one (a standby on the same process protects nothing), kept
@@ -61,18 +62,27 @@ def assign(members: list[MemberSpec], tasks_per_subtopology: Mapping[str, int],
     process_of = {m.member_id: m.process_id for m in members}
     process_load: dict[str, int] = {m.process_id: 0 for m in members}
     quota = math.ceil(len(all_tasks) / len(members)) if all_tasks else 0
+    # each subtopology's tasks spread too (seen on Kafka 4.4: two members of a two-subtopology
+    # group hold one task of each, not both tasks of one)
+    sub_quota = {s: math.ceil(n / len(members)) for s, n in tasks_per_subtopology.items()}
     owner: dict[Task, str] = {}
     valid = set(all_tasks)
+
+    def in_sub(mid: str, s: str) -> int:
+        return sum(1 for t in active[mid] if t[0] == s)
+
     for m in members:
         for t in sorted(m.previous_active):
-            if t in valid and t not in owner and len(active[m.member_id]) < quota:
+            if (t in valid and t not in owner and len(active[m.member_id]) < quota
+                    and in_sub(m.member_id, t[0]) < sub_quota[t[0]]):
                 owner[t] = m.member_id
                 active[m.member_id].add(t)
                 process_load[m.process_id] += 1
     for t in all_tasks:
         if t in owner:
             continue
-        mid = min(active, key=lambda k: (len(active[k]), process_load[process_of[k]], k))
+        mid = min(active, key=lambda k: (in_sub(k, t[0]), len(active[k]),
+                                         process_load[process_of[k]], k))
         owner[t] = mid
         active[mid].add(t)
         process_load[process_of[mid]] += 1

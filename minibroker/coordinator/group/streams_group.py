@@ -56,9 +56,11 @@ NUM_STANDBY = "streams.num.standby.replicas"
 INITIAL_DELAY = "streams.initial.rebalance.delay.ms"
 TASK_OFFSET_INTERVAL = "streams.task.offset.interval.ms"
 ACCEPTABLE_LAG = "streams.acceptable.recovery.lag"
+ASSIGNMENT_INTERVAL = "streams.assignment.interval.ms"
 # Kafka 4.4's group.streams.* defaults, for a coordinator built without the broker's GroupConfigs
 DEFAULTS = {SESSION_TIMEOUT: 45_000, HEARTBEAT_INTERVAL: 5_000, NUM_STANDBY: 0,
-            INITIAL_DELAY: 3_000, TASK_OFFSET_INTERVAL: 60_000, ACCEPTABLE_LAG: 10_000}
+            INITIAL_DELAY: 3_000, TASK_OFFSET_INTERVAL: 60_000, ACCEPTABLE_LAG: 10_000,
+            ASSIGNMENT_INTERVAL: 1_000}
 
 # (name, partitions, replication factor, configs) -> None; may raise to refuse
 CreateTopic = Callable[[str, int, int, dict[str, str]], None]
@@ -214,7 +216,9 @@ class StreamsGroups:
         if delayed:
             statuses.insert(0, (st.ASSIGNMENT_DELAYED,
                                 "Assignment delayed due to the configured initial rebalance delay."))
-        self._maybe_assign(gid, sg, delayed)
+        if not self._maybe_assign(gid, sg, delayed, now) and not delayed:
+            statuses.insert(0, (st.ASSIGNMENT_DELAYED,
+                                "Assignment delayed due to the configured assignment interval."))
         if hb.shutdown_application and sg.shutdown_requested_by is None:
             sg.shutdown_requested_by = mid
             log.info("streams_group.shutdown_requested", group_id=gid, member_id=mid)
@@ -442,13 +446,19 @@ class StreamsGroups:
             log.info("streams_group.internal_topic_created", group_id=group_id, topic=name,
                      partitions=partitions)
 
-    def _maybe_assign(self, group_id: str, sg: StreamsGroupState, delayed: bool) -> None:
+    def _maybe_assign(self, group_id: str, sg: StreamsGroupState, delayed: bool,
+                      now: int) -> bool:
+        """Compute the target when the group epoch moved on; False when the assignment
+        interval holds it back (streams.assignment.interval.ms, as Kafka 4.4)."""
         if sg.group_epoch <= sg.assignment_epoch:
-            return
+            return True
         configured = sg.configured
         ready = configured is not None and configured.ready
         if delayed and sg.delay_bumped:
-            return  # within the initial delay the target moves once only (as on the reference)
+            return True  # within the initial delay the target moves once only (the reference)
+        if (not delayed and sg.last_assignment_ms is not None
+                and now - sg.last_assignment_ms < self._group_config(group_id, ASSIGNMENT_INTERVAL)):
+            return False
         tasks = configured.tasks if ready and configured is not None and not delayed else {}
         specs = [sa.MemberSpec(m.member_id, m.process_id,
                                sa.to_tasks(sg.target[m.member_id].active)
@@ -458,6 +468,8 @@ class StreamsGroups:
                  for m in sg.members.values()]
         sg.target = sa.assign(specs, tasks, self._group_config(group_id, NUM_STANDBY))
         sg.assignment_epoch = sg.group_epoch
+        if tasks:
+            sg.last_assignment_ms = now
         if delayed and not sg.delay_bumped:
             # Kafka 4.4 during the initial delay: members get an empty target at the join's
             # epoch and the group moves one epoch on (Assigning, group epoch 2 / assignment 1 on
@@ -470,6 +482,7 @@ class StreamsGroups:
                  assignment_epoch=sg.assignment_epoch,
                  members={mid: {"active": _show(a.active), "standby": _show(a.standby)}
                           for mid, a in sg.target.items()})
+        return True
 
     def _reconcile(self, sg: StreamsGroupState, m: StreamsMember,
                    owned: Tasks | None) -> StreamsMember:

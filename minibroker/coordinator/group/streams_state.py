@@ -54,6 +54,7 @@ class StreamsGroupState:
     topics_fingerprint: int | None = None
     endpoint_epoch: int = 0
     shutdown_requested_by: str | None = None
+    last_assignment_ms: int | None = None  # when a target with tasks was last computed
     delay_bumped: bool = False  # the initial delay's own epoch bump is done
     session: dict[str, Deadline] = field(default_factory=dict)
     rebalance: dict[str, Deadline] = field(default_factory=dict)
@@ -66,10 +67,18 @@ class StreamsGroupState:
             return "NotReady"
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
-        if any(m.member_epoch != self.assignment_epoch or m.state != "STABLE"
-               for m in self.members.values()):
+        if any(not self.reconciled(m) for m in self.members.values()):
             return "Reconciling"
         return "Stable"
+
+    def reconciled(self, m: StreamsMember) -> bool:
+        """At the assignment epoch, nothing left to revoke and nothing still to get from
+        another member (Kafka's UNRELEASED_TASKS counts as reconciling, seen on the reference)."""
+        if m.member_epoch != self.assignment_epoch or m.state != "STABLE":
+            return False
+        target = self.target.get(m.member_id)
+        wanted = sa.to_tasks(target.active) if target is not None else frozenset()
+        return sa.to_tasks(m.active) == wanted
 
     def active_holder(self, task: sa.Task, but: str) -> str | None:
         """Another member that holds the active task, or is still revoking it."""
