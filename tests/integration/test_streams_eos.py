@@ -273,3 +273,71 @@ def test_streams_protocol_exactly_once_on_minibroker_and_kafka(broker_factory, k
         names = set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).topics)
         for app in apps:
             assert {f"{app}-by-region-repartition", f"{app}-sums-changelog"} <= names, (bootstrap, app)
+
+
+@pytest.mark.timeout(300)
+def test_streams_protocol_two_instances_share_the_tasks(broker_factory, tmp_path):
+    """Two instances of the app (two threads each: four members of two processes) with
+    group.protocol=streams, the second started while the first already runs: the coordinator moves
+    half the tasks to it (revoked first by their owners), both process events, and the output is
+    still every update once."""
+    b = broker_factory([])
+    bootstrap = b.bootstrap_servers
+    tc, classes = streams_app.toolchain()
+    app = f"two-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(f"{app}-users", 1, 1), NewTopic(f"{app}-events", 4, 1),
+                                  NewTopic(f"{app}-totals", 3, 1)]).values():
+        f.result(20)
+    t0 = base_timestamp()
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for u in range(USERS):
+        p.produce(f"{app}-users", key=f"u{u}", value=region(u), timestamp=t0 - 1000)
+    assert p.flush(20) == 0
+    log = tmp_path / f"{app}.log"
+    first = streams_app.start(tc, classes, bootstrap, app, tmp_path / "s1", "i1", log, "streams")
+    procs = [first]
+    totals = Totals(bootstrap, f"{app}-totals", 3)
+    try:
+        half = EVENTS // 2
+        for i in range(EVENTS):
+            if i == half:
+                assert p.flush(60) == 0
+                totals.wait_for(half, 120, "the first half, one instance", first, log)
+                procs.append(streams_app.start(tc, classes, bootstrap, app, tmp_path / "s2", "i2", log,
+                                               "streams"))
+            k, v, ts = event(i, t0)
+            p.produce(f"{app}-events", key=k, value=v, timestamp=ts)
+            if i % 300 == 299:
+                p.poll(0)
+                time.sleep(300 / RATE)
+        assert p.flush(60) == 0
+        totals.wait_for(EVENTS, 180, "all updates, two instances", first, log)
+        totals.poll(1.5)
+        # both processes hold active tasks (StreamsGroupDescribe, raw)
+        from tests.reference.client import Connection, req
+        host, port = bootstrap.rsplit(":", 1)
+        deadline = time.monotonic() + 60
+        while True:
+            with Connection(host, int(port)) as conn:
+                g = conn.call(req(89, 0, group_ids=(app,), include_authorized_operations=False)).groups[0]
+            holders = {m.process_id for m in g.members if m.assignment.active_tasks}
+            if len(holders) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert len(holders) == 2 and len(g.members) == 4, g
+        assert all(proc.poll() is None for proc in procs), log.read_text()[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+        totals.c.close()
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for _p, _o, key, value in sorted(totals.records):
+        by_key[key].append(value)
+    check_exactly_once(by_key, t0)

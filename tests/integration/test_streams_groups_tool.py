@@ -46,11 +46,28 @@ def _drive(bootstrap: str, app: str, member: str, process: str) -> None:
     """Create the source topic, join, heartbeat until the member holds its 4 tasks (bounded)."""
     host, port = bootstrap.rsplit(":", 1)
     with Connection(host, int(port)) as c:
+        # the internal topics too: Kafka may bump the group epoch once per topic it creates,
+        # as its metadata image sees them (tests/differential/divergences.py)
         CT = request_type(19, 7)
-        c.call(build(CT, topics=(build(nested(CT, "CreatableTopic"), name=f"{app}-in",
-                                       num_partitions=2, replication_factor=1, assignments=(),
-                                       configs=()),),
-                     timeout=datetime.timedelta(seconds=10), validate_only=False))
+        c.call(build(CT, topics=tuple(
+            build(nested(CT, "CreatableTopic"), name=f"{app}-{suffix}", num_partitions=2,
+                  replication_factor=1, assignments=(), configs=())
+            for suffix in ("in", "store-changelog", "rep")),
+            timeout=datetime.timedelta(seconds=10), validate_only=False))
+        # and known with their leaders before the join (else Kafka's coordinator sees them
+        # after it and moves the epoch once more)
+        names = {f"{app}-{suffix}" for suffix in ("in", "store-changelog", "rep")}
+        deadline = time.monotonic() + 30
+        while True:
+            md = c.call(req(3, 12, topics=None, allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False))
+            ready = {t.name for t in md.topics if t.name in names and len(t.partitions) == 2
+                     and all(p.leader_id >= 0 for p in t.partitions)}
+            if ready == names:
+                break
+            assert time.monotonic() < deadline, f"{bootstrap}: topics not ready: {ready}"
+            time.sleep(0.2)
+        time.sleep(1)  # the coordinator's metadata image follows the broker's
         # Kafka makes __consumer_offsets on the first FindCoordinator
         c.call(req(10, 4, key_type=0, coordinator_keys=(app,)))
         epoch, owned = 0, None
