@@ -214,6 +214,11 @@ def test_refusals(differential_pair):
     sc.hb("unknown member", str(uuid.uuid4()), first[2])
     sc.hb("epoch ahead", m, first[2] + 5)
     sc.hb("leave of an unknown member", str(uuid.uuid4()), -1)
+    sc.hb("another topology epoch", str(uuid.uuid4()), 0, topology=sc.topology(epoch=1))
+    # (its statuses depend on whether Kafka's metadata shows the internal topics yet)
+    sc.both("the group's topology epoch",
+            lambda s: sc.hb_request(str(uuid.uuid4()), 0, topology=sc.topology()),
+            lambda r: (r.error_code.name, r.error_message))
     sc.both("active tasks without standby and warm-up tasks",
             lambda s: dataclasses.replace(sc.hb_request(m, first[2], owned=[]), standby_tasks=None),
             sc.hb_reduce)
@@ -308,3 +313,17 @@ def test_offsets_delete_groups_and_a_second_member(differential_pair):
     sc.hb("the first member revoked", m1, epoch, owned=revoking[8])
     sc.describe("describe while the second member catches up", (sc.app,))
     sc.hb("the first member leaves", m1, revoking[2] if revoking[2] != epoch else epoch + 1)
+
+
+def test_shutdown_application(differential_pair):
+    """A member asks the whole application to shut down (SHUTDOWN_APPLICATION): every member's
+    next heartbeat carries the status."""
+    sc = Script(differential_pair, 1, internal_topics_exist=True)
+    a, b = "member-a-" + uuid.uuid4().hex[:6], "member-b-" + uuid.uuid4().hex[:6]
+    ea = sc.hb("a joins", a, 0, topology=sc.topology())[2]
+    eb = sc.hb("b joins", b, 0, topology=sc.topology())[2]
+    sc.both("a asks for a shutdown",
+            lambda s: dataclasses.replace(sc.hb_request(a, ea), shutdown_application=True),
+            sc.hb_reduce)
+    sc.hb("b hears of it", b, eb)
+    sc.hb("a hears of it again", a, ea)

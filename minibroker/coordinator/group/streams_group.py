@@ -8,7 +8,8 @@ the task assignment. It works like the KIP-848 consumer groups (:mod:`.consumer_
 tasks in place of partitions (Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``):
 
 * the **group epoch** moves when a member joins or leaves (or is fenced), when the topology is
-  first set or replaced by a newer topology epoch, and when the topics make the configured
+  first set (a group with members refuses another topology epoch: "Topology updates are not
+  supported yet.", as Kafka 4.4), and when the topics make the configured
   topology (:mod:`.streams_topology`) come out differently — checked at each heartbeat after a
   topic changed;
 * the **assignment epoch** catches up when the sticky task assignor (:mod:`.streams_assignor`)
@@ -163,12 +164,17 @@ class StreamsGroups:
         now = self.clock.wall_ms()
         if new_group:
             sg.created_ms = now
+        if (hb.topology is not None and sg.topology is not None and sg.members
+                and hb.topology.epoch != sg.topology.epoch):
+            # Kafka 4.4 (seen on the reference): a group keeps the topology it was made with
+            raise _invalid("Topology updates are not supported yet.")
         member, is_new = self._member_for(gid, sg, hb)
         statuses: list[tuple[int, str]] = []
         bump = new_group or is_new
         topology_changed = False
         if hb.topology is not None:
-            if sg.topology is None or hb.topology.epoch > sg.topology.epoch:
+            if sg.topology is None or hb.topology.epoch != sg.topology.epoch:
+                # a new group, or an empty one taking a new topology
                 topology_changed = sg.topology != hb.topology
                 sg.topology = hb.topology
             topology_epoch = hb.topology.epoch
@@ -195,10 +201,6 @@ class StreamsGroups:
         if updated.instance_id is not None:
             sg.static[updated.instance_id] = mid
         assert sg.topology is not None
-        if topology_epoch < sg.topology.epoch:
-            statuses.append((st.STALE_TOPOLOGY,
-                             f"The member's topology epoch {topology_epoch} is behind the group's "
-                             f"topology epoch {sg.topology.epoch}."))
         if self._reconfigure(gid, sg, force=topology_changed or new_group):
             bump = True
         if bump:
@@ -224,8 +226,8 @@ class StreamsGroups:
             log.info("streams_group.shutdown_requested", group_id=gid, member_id=mid)
         if sg.shutdown_requested_by is not None:
             statuses.append((st.SHUTDOWN_APPLICATION,
-                             f"Streams group {gid} is shutting down as requested by member "
-                             f"{sg.shutdown_requested_by}."))
+                             f"Streams group member {sg.shutdown_requested_by} encountered a fatal "
+                             f"error and requested a shutdown for the entire application."))
         before = sg.members[mid]
         after = self._reconcile(sg, before, hb.active)
         if after is not before:
