@@ -327,3 +327,45 @@ def test_shutdown_application(differential_pair):
             sc.hb_reduce)
     sc.hb("b hears of it", b, eb)
     sc.hb("a hears of it again", a, ea)
+
+
+def test_user_endpoints(differential_pair):
+    """Members with an application.server endpoint (interactive queries): the endpoint
+    information epoch and the partitions each endpoint serves, as the heartbeat answers them."""
+    sc = Script(differential_pair, 1, internal_topics_exist=True)
+    m = "member-e-" + uuid.uuid4().hex[:6]
+
+    def with_endpoint(member, epoch, info_epoch=0, owned=None):
+        r = sc.hb_request(member, epoch, owned=owned)
+        fields = {"endpoint_information_epoch": info_epoch}
+        if epoch == 0:
+            fields["user_endpoint"] = sc.n("Endpoint", host="app-host", port=8080)
+        return dataclasses.replace(r, topology=sc.topology() if epoch == 0 else None, **fields)
+
+    def reduce(r):
+        eps = None if r.partitions_by_user_endpoint is None else [
+            (e.user_endpoint.host, e.user_endpoint.port,
+             sorted((t.topic, sorted(t.partitions)) for t in e.active_partitions),
+             sorted((t.topic, sorted(t.partitions)) for t in e.standby_partitions))
+            for e in r.partitions_by_user_endpoint]
+        return sc.hb_reduce(r) + (eps,)
+
+    first = sc.both("join with an endpoint", lambda s: with_endpoint(m, 0), reduce)
+    answers = []
+    for s in differential_pair.sides:
+        e, info, owned = first[2], first[11], None
+        deadline = time.monotonic() + 20
+        for _ in range(60):
+            r = sc.call(s, with_endpoint(m, e, info, owned))
+            assert r.error_code == 0, (s.name, r.error_message)
+            e, info = r.member_epoch, r.endpoint_information_epoch
+            if r.active_tasks is not None:
+                owned = [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks]
+            if r.partitions_by_user_endpoint and owned:
+                answers.append(reduce(r))
+                break
+            assert time.monotonic() < deadline, f"{s.name}: no endpoint partitions within 20 s"
+            time.sleep(0.5)
+    assert answers[0] == answers[1], f"endpoints:\n  Kafka:      {answers[0]}\n  minibroker: {answers[1]}"
+    sc.both("the same endpoint epoch again", lambda s: with_endpoint(m, answers[0][2], answers[0][11]),
+            reduce)

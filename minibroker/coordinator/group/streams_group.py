@@ -247,7 +247,7 @@ class StreamsGroups:
                    != (member.active, member.standby, member.warmup))
         endpoints = None
         if any(m.user_endpoint is not None for m in sg.members.values()) and (
-                hb.endpoint_information_epoch != sg.endpoint_epoch):
+                hb.member_epoch == JOIN_EPOCH or hb.endpoint_information_epoch != sg.endpoint_epoch):
             endpoints = self._endpoints(sg)
         return StreamsAnswer(
             mid, after.member_epoch, self._group_config(gid, HEARTBEAT_INTERVAL),
@@ -478,7 +478,7 @@ class StreamsGroups:
             # the reference), so the first heartbeat after the delay computes the real one.
             sg.group_epoch += 1
             sg.delay_bumped = True
-        if any(m.user_endpoint is not None for m in sg.members.values()):
+        if tasks and any(m.user_endpoint is not None for m in sg.members.values()):
             sg.endpoint_epoch += 1
         log.info("streams_group.target_assignment", group_id=group_id,
                  assignment_epoch=sg.assignment_epoch,
