@@ -10,7 +10,7 @@ thread) share a process id; a process's capacity is its number of members. Activ
    the fewest in all (ties: the member whose process holds the fewest tasks, then the member
    id), so subtopologies, threads and processes stay balanced.
 
-Standby tasks (``streams.num.standby.replicas``): each task gets that many standbys on
+Standby tasks (``streams.num.standby.replicas``): each task with state gets that many standbys on
 *other* processes than its active one (a standby on the same process protects nothing), kept
 where they were when possible, else on the least loaded process. No warm-up tasks: Kafka's
 sticky assignor makes none either.
@@ -53,7 +53,9 @@ def from_tasks(tasks: set[Task] | frozenset[Task]) -> dict[str, frozenset[int]]:
 
 
 def assign(members: list[MemberSpec], tasks_per_subtopology: Mapping[str, int],
-           num_standby: int = 0) -> dict[str, TaskAssignment]:
+           num_standby: int = 0, stateful: frozenset[str] | None = None) -> dict[str, TaskAssignment]:
+    """``stateful``: the subtopologies with state (changelog topics); only their tasks get
+    standbys (seen on Kafka 4.4: a stateless task has nothing to keep warm). None: all."""
     if not members:
         return {}
     members = sorted(members, key=lambda m: m.member_id)
@@ -95,6 +97,8 @@ def assign(members: list[MemberSpec], tasks_per_subtopology: Mapping[str, int],
             by_process.setdefault(m.process_id, []).append(m.member_id)
         previous = {m.member_id: m.previous_standby for m in members}
         for t in all_tasks:
+            if stateful is not None and t[0] not in stateful:
+                continue
             used = {process_of[owner[t]]}
             for _ in range(num_standby):
                 candidates = [mid for mid in active if process_of[mid] not in used]

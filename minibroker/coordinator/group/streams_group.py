@@ -468,7 +468,9 @@ class StreamsGroups:
                                sa.to_tasks(sg.target[m.member_id].standby)
                                if m.member_id in sg.target else frozenset())
                  for m in sg.members.values()]
-        sg.target = sa.assign(specs, tasks, self._group_config(group_id, NUM_STANDBY))
+        stateful = frozenset(s.subtopology_id for s in sg.topology.subtopologies
+                             if s.state_changelog_topics) if sg.topology is not None else None
+        sg.target = sa.assign(specs, tasks, self._group_config(group_id, NUM_STANDBY), stateful)
         sg.assignment_epoch = sg.group_epoch
         if tasks:
             sg.last_assignment_ms = now
