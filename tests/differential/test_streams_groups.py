@@ -200,6 +200,9 @@ def test_join_internal_topics_delay_assignment_describe_leave(differential_pair,
         assert counts.get(f"{sc.app}-rep") == 2, (s.name, counts)
     sc.hb("leave", m, -1)
     sc.describe("describe after the leave", (sc.app,))
+    sc.both("delete the empty group", lambda s: req(42, 2, groups_names=(sc.app,)),
+            lambda r: [(x.group_id, x.error_code.name) for x in r.results])
+    sc.describe("describe after the delete", (sc.app,))
 
 
 def test_refusals(differential_pair):
@@ -253,10 +256,11 @@ def test_topology_description_update_and_listing(differential_pair):
             lambda s: req(16, 5, states_filter=(), types_filter=("streams",)),
             lambda r: [(g.protocol_type, g.group_state, g.group_type) for g in r.groups
                        if g.group_id == sc.app])
-    sc.both("DescribeGroups v5 of a streams group",
-            lambda s: req(15, 5, groups=(sc.app,), include_authorized_operations=False),
-            lambda r: [(g.error_code.name, g.group_state, g.protocol_type, len(g.members))
-                       for g in r.groups])
+    for v in (5, 6):
+        sc.both(f"DescribeGroups v{v} of a streams group",
+                lambda s, v=v: req(15, v, groups=(sc.app,), include_authorized_operations=False),
+                lambda r: [(g.error_code.name, getattr(g, "error_message", None), g.group_state,
+                            g.protocol_type, len(g.members)) for g in r.groups])
     sc.hb("leave", m, -1)
     assert first[2] == 1
 
