@@ -261,6 +261,20 @@ def test_topology_description_update_and_listing(differential_pair):
                 lambda s, v=v: req(15, v, groups=(sc.app,), include_authorized_operations=False),
                 lambda r: [(g.error_code.name, getattr(g, "error_message", None), g.group_state,
                             g.protocol_type, len(g.members)) for g in r.groups])
+    sc.both("a KIP-848 consumer's heartbeat into the streams group",
+            lambda s: req(68, 1, group_id=sc.app, member_id="consumer-" + m[:8], member_epoch=0,
+                          instance_id=None, rack_id=None,
+                          rebalance_timeout=datetime.timedelta(seconds=30),
+                          subscribed_topic_names=(sc.source,), subscribed_topic_regex=None,
+                          server_assignor=None, topic_partitions=()),
+            lambda r: (r.error_code.name, r.error_message))
+    sc.both("a classic JoinGroup into the streams group",
+            lambda s: req(11, 9, group_id=sc.app, session_timeout=datetime.timedelta(seconds=30),
+                          rebalance_timeout=datetime.timedelta(seconds=30), member_id="",
+                          group_instance_id=None, protocol_type="consumer",
+                          protocols=(part((11, 9), "JoinGroupRequestProtocol", name="range",
+                                          metadata=b""),), reason=None),
+            lambda r: r.error_code.name)
     sc.hb("leave", m, -1)
     assert first[2] == 1
 
