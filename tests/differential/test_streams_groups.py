@@ -437,3 +437,43 @@ def test_standby_replicas_from_the_group_config(differential_pair):
         return sorted(out)
     assert shape(held["kafka"]) == shape(held["minibroker"]), held
     assert all(ok for _a, ok in shape(held["kafka"])), held
+
+
+@pytest.mark.timeout(180)
+def test_session_timeout_fences_a_silent_member(differential_pair):
+    """A member that stops heartbeating is fenced after streams.session.timeout.ms (45 s, the
+    smallest Kafka 4.4 allows); the one left gets every task. One wait serves both brokers."""
+    sc = Script(differential_pair, 1, internal_topics_exist=True)
+    a, b = "member-a-" + uuid.uuid4().hex[:6], "member-b-" + uuid.uuid4().hex[:6]
+    ea = sc.hb("a joins", a, 0, topology=sc.topology())[2]
+    eb = sc.hb("b joins", b, 0, topology=sc.topology(), process=str(uuid.uuid4()))[2]
+    epochs = {s.name: ea for s in differential_pair.sides}
+    owned: dict[str, list] = {s.name: [] for s in differential_pair.sides}
+    until = time.monotonic() + 50
+    for _ in range(40):  # only a heartbeats, every 2 s for 50 s
+        for s in differential_pair.sides:
+            r = sc.call(s, sc.hb_request(a, epochs[s.name], owned=owned[s.name]))
+            assert r.error_code == 0, (s.name, r.error_message)
+            epochs[s.name] = r.member_epoch
+            if r.active_tasks is not None:
+                owned[s.name] = [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks]
+        if time.monotonic() > until:
+            break
+        time.sleep(2)
+    for s in differential_pair.sides:
+        g = sc.call(s, req(DESCRIBE, 1, group_ids=(sc.app,), include_authorized_operations=False,
+                           include_topology_description=False)).groups[0]
+        assert [m.member_id for m in g.members] == [a], (s.name, g)
+    sc.hb("b, fenced, heartbeats", b, eb)
+    # the member left gets every task, on both
+    for s in differential_pair.sides:
+        for _ in range(40):
+            if sum(len(p) for _s, p in owned[s.name]) == 4:
+                break
+            r = sc.call(s, sc.hb_request(a, epochs[s.name], owned=owned[s.name]))
+            assert r.error_code == 0, (s.name, r.error_message)
+            epochs[s.name] = r.member_epoch
+            if r.active_tasks is not None:
+                owned[s.name] = [(t.subtopology_id, list(t.partitions)) for t in r.active_tasks]
+            time.sleep(0.5)
+        assert sorted(owned[s.name]) == [("0", [0, 1]), ("1", [0, 1])], (s.name, owned)
