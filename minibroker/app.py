@@ -40,6 +40,7 @@ from .handlers.produce import ProduceHandlers
 from .handlers.quotas import QuotaEnforcer, QuotaHandlers
 from .handlers.sasl import SaslHandlers
 from .handlers.share import ShareHandlers
+from .handlers.streams_group import StreamsGroupHandlers
 from .handlers.telemetry import TelemetryHandlers
 from .handlers.tokens import TokenHandlers
 from .handlers.txn import TxnHandlers
@@ -109,6 +110,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                       share=broker.share_coordinator, coordinator_node=coordinator_node),
         ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features,
                               authz=authz),
+        StreamsGroupHandlers(groups=broker.group_coordinator, features=broker.features,
+                             authz=authz),
         FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
         AclHandlers(authorizer=broker.authorizer),
         ShareHandlers(share=broker.share_coordinator, logs=logs, features=broker.features,

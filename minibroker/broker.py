@@ -143,7 +143,8 @@ class Broker:
                 session_timeout_ms=config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 assignment_interval_ms=config.group_consumer_assignment_interval_ms),
-            group_config=self.group_configs.group_int)
+            group_config=self.group_configs.group_int,
+            create_topic=self._create_streams_internal_topic)
         if crash_points.snapshot_records is not None:
             self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
         # share groups: membership records in __consumer_offsets (through the group
@@ -251,6 +252,17 @@ class Broker:
             self.cluster.assign(name, assignments or {})
             self.cluster.observe(name, partitions)
         return info
+
+    def _create_streams_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                       configs: dict[str, str]) -> None:
+        """A streams group's repartition or changelog topic, created by its coordinator
+        (Kafka's GroupCoordinatorService through AutoTopicCreationManager); replication factor
+        0 means the broker's default."""
+        if self.topic(name) is not None:
+            return
+        self.create_topic(name, partitions, configs, reason="streams_internal_topic",
+                          replication_factor=replication_factor
+                          or self.config.default_replication_factor)
 
     # -- internal topics -------------------------------------------------------------
     def existing_log(self, topic: str, partition: int):

@@ -70,6 +70,9 @@ class ApiKey(IntEnum):
     ShareGroupDescribe = 77
     ShareFetch = 78
     ShareAcknowledge = 79
+    StreamsGroupHeartbeat = 88
+    StreamsGroupDescribe = 89
     DescribeShareGroupOffsets = 90
     AlterShareGroupOffsets = 91
     DeleteShareGroupOffsets = 92
+    StreamsGroupTopologyDescriptionUpdate = 93

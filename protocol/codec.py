@@ -12,7 +12,7 @@ from functools import cache
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from . import guard
+from . import guard, schemas
 from .api_keys import ApiKey
 from .header import response_header
 
@@ -23,16 +23,23 @@ class DecodeError(Exception):
 
 @cache
 def request_type(api_key: int, version: int):
-    """The kio request class, or None when kio has no such key/version."""
+    """The kio request class (kio's, else one of :mod:`.schemas` for what kio 0.6.5 lacks), or
+    None when there is no such key/version."""
     try:
         return load_request_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):
-        return None
+        return schemas.load(api_key, version, request=True)
 
 
 @cache
 def response_type(api_key: int, version: int):
-    return load_response_schema(api_key, version)
+    try:
+        return load_response_schema(api_key, version)
+    except (UnknownAPIKey, UnknownEntity):
+        cls = schemas.load(api_key, version, request=False)
+        if cls is None:
+            raise
+        return cls
 
 
 @cache

@@ -25,7 +25,7 @@ from minibroker_storage.lazylog import get_logger
 log = get_logger("minibroker.features")
 
 __all__ = ["FeatureSpec", "Features", "FeatureError", "TRANSACTION_VERSION", "GROUP_VERSION",
-           "SHARE_VERSION", "SPECS",
+           "SHARE_VERSION", "STREAMS_VERSION", "SPECS",
            "UPGRADE", "SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"]
 
 # UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
@@ -51,7 +51,11 @@ GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
 # write dead-letter queues, so it supports and finalizes 1, the level at which Kafka too keeps the
 # errors.deadletterqueue.* group configs but acts on none (tests/differential/divergences.py).
 SHARE_VERSION = FeatureSpec("share.version", 0, 1, 1)
-SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION, SHARE_VERSION)
+# Kafka 4.4 finalizes streams.version 1 on a fresh cluster (seen on the reference): streams
+# groups (KIP-1071), StreamsGroupHeartbeat and StreamsGroupDescribe.
+STREAMS_VERSION = FeatureSpec("streams.version", 0, 1, 1)
+SPECS: tuple[FeatureSpec, ...] = (TRANSACTION_VERSION, GROUP_VERSION, SHARE_VERSION,
+                                  STREAMS_VERSION)
 
 
 class FeatureError(ValueError):
@@ -170,6 +174,10 @@ class Features:
     @property
     def share_version(self) -> int:
         return self._levels[SHARE_VERSION.name]
+
+    @property
+    def streams_version(self) -> int:
+        return self._levels[STREAMS_VERSION.name]
 
 
 def load_features(config: Any, dry_run: bool = False) -> Features:

@@ -29,8 +29,8 @@ DYNAMIC_GROUP_CONFIG = 8  # DescribeConfigs config_source of a group's own value
 
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 
-# The streams assignors a broker registers (group.streams.assignors); minibroker serves no
-# streams groups, so Kafka's default list.
+# The streams assignors a broker registers (group.streams.assignors): Kafka's default list, the
+# one assignor minibroker's streams groups have (coordinator/group/streams_assignor.py).
 STREAMS_ASSIGNORS = ("sticky",)
 
 _RESET_DOC = (

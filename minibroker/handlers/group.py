@@ -392,13 +392,16 @@ class GroupHandlers:
             if not every and not self.authz.allowed(ctx, Op.DESCRIBE, Res.GROUP, g.group_id,
                                                     log_if_denied=False):
                 continue
-            state = g.consumer.state if g.consumer is not None else g.state
+            state = (g.streams.state if g.streams is not None
+                     else g.consumer.state if g.consumer is not None else g.state)
             if states and state.lower() not in states:
                 continue
             if types and g.group_type not in types:
                 continue
             out.append(build(L, group_id=g.group_id,
-                             protocol_type="consumer" if g.consumer is not None else g.protocol_type or "",
+                             # seen on Kafka 4.4: a streams group's protocol type is "streams"
+                             protocol_type=("streams" if g.streams is not None else "consumer"
+                                            if g.consumer is not None else g.protocol_type or ""),
                              group_state=state, group_type=g.group_type))
         for gid, state in (self.share.share_groups() if self.share is not None else ()):
             if elsewhere(gid):
@@ -428,7 +431,7 @@ class GroupHandlers:
                                     members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
                 continue
             g = self.groups.groups.get(gid)
-            if g is None or g.consumer is not None:
+            if g is None or g.consumer is not None or g.streams is not None:
                 # v6 (KIP-1043) says so; older versions describe an unknown group as Dead.
                 missing = ctx.api_version >= 6
                 other = g is not None or (self.share is not None and gid in self.share.groups.groups)

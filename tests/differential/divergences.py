@@ -105,18 +105,36 @@ def applicable(api_key: int) -> list[Divergence]:
 
 
 # ApiVersions' features (KIP-584): minibroker lists only the features it implements —
-# metadata.version, kraft.version, streams.version and eligible.leader.replicas.version
-# describe KRaft, Streams groups and ELR, which a single-process broker without those APIs does
+# metadata.version, kraft.version and eligible.leader.replicas.version
+# describe KRaft and ELR, which a single-process broker without those APIs does
 # not have, and a client that saw them finalized would assume APIs that are not there.
 # tests/differential/test_features.py compares the finalized levels of these features and
 # checks the others are absent (share.version: test_share_version.py too).
-FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version", "share.version")
+# streams.version (KIP-1071 streams groups) is served: finalized 1, as Kafka 4.4 finalizes it.
+FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version", "share.version",
+                              "streams.version")
 # ...up to these levels, below Kafka 4.4's: share.version 2 is KIP-1191's dead-letter queues
 # (ShareVersion.supportsShareGroupDLQ), which minibroker does not write; it supports and
 # finalizes share.version 1 (minibroker/config/features.py). Where Kafka finalizes a level above
 # the cap, minibroker's finalized level is the cap; UpdateFeatures to a level above it is refused
 # ("only supports versions 0-1").
 FEATURE_LEVEL_CAPS = {"share.version": 1}
+#
+# KIP-1071 streams groups (tests/differential/test_streams_groups.py compares the rest exactly):
+# - Membership and topology are not written to __consumer_offsets (Kafka writes the
+#   StreamsGroup* records): after a restart a member's heartbeat is answered UNKNOWN_MEMBER_ID and
+#   Kafka Streams rejoins at epoch 0 with its topology; a leave into such a group succeeds (on
+#   Kafka the member would still be known).
+# - The sticky task assignor walks members (by member id) and tasks (by subtopology, partition)
+#   in sorted order; Kafka's StickyTaskAssignor walks hash maps and weighs process capacity.
+#   Balance (overall and per subtopology) and stickiness are the same, and a second member's
+#   join places tasks as Kafka does (test_offsets_delete_groups_and_a_second_member); in larger
+#   groups which member gets which task may differ.
+# - Group epochs move by the same rules as on Kafka (join, the initial delay's bump, the internal
+#   topics' creation); Kafka may bump once per created topic when its metadata image sees them
+#   one by one, so a test compares epochs only where both are determined.
+# - Topology descriptions (KIP-1331, API 93) need a broker plugin Kafka 4.4 ships none of; both
+#   brokers answer as Kafka 4.4 without one.
 #
 # KIP-848 consumer groups (tests/differential/test_consumer_groups.py compares the rest exactly):
 # - Membership is not written to __consumer_offsets (Kafka writes ConsumerGroupMetadata, member,

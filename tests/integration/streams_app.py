@@ -62,13 +62,14 @@ def toolchain() -> tuple[JavaToolchain, Path]:
 
 
 def start(tc: JavaToolchain, classes: Path, bootstrap: str, app: str, state_dir: Path, instance: str,
-          log: Path) -> subprocess.Popen:
-    """The app as its own JVM, output to ``log``; stop it with SIGKILL or SIGTERM (by its PID)."""
+          log: Path, protocol: str = "classic") -> subprocess.Popen:
+    """The app as its own JVM, output to ``log``; stop it with SIGKILL or SIGTERM (by its PID).
+    ``protocol``: the group protocol, ``classic`` or ``streams`` (KIP-1071)."""
     out = open(log, "a")
     try:
         return subprocess.Popen([tc.java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                                  "-cp", tc.classpath(classes), "EosStreamsApp", bootstrap, app, str(state_dir),
-                                 instance], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 instance, protocol], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ})
     finally:
         out.close()

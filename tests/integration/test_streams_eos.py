@@ -115,9 +115,10 @@ def repartition_starts(bootstrap: str, topic: str, within: float) -> list[int]:
 
 
 def run_pipeline(bootstrap: str, tmp, t0: int, restart_broker=None,
-                 kills=(0.25, 0.5)) -> dict[str, list[int]]:
+                 kills=(0.25, 0.5), protocol: str = "classic") -> dict[str, list[int]]:
     """Run the app over the events with a SIGKILL at each fraction of ``kills`` (and a broker
-    restart when given); the committed output as {key: [running sums in output order]}."""
+    restart when given); the committed output as {key: [running sums in output order]}.
+    ``protocol``: the app's group.protocol, ``classic`` or ``streams`` (KIP-1071)."""
     tc, classes = streams_app.toolchain()
     app = f"eos-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -159,7 +160,8 @@ def run_pipeline(bootstrap: str, tmp, t0: int, restart_broker=None,
         # Each start on an empty state dir, as a container restarted without a volume: the
         # window store is restored from its changelog topic (and RocksDB never reopens files a
         # SIGKILL left mid-write).
-        return streams_app.start(tc, classes, bootstrap, app, tmp / f"{app}-state-{len(procs)}", "eos-app", log)
+        return streams_app.start(tc, classes, bootstrap, app, tmp / f"{app}-state-{len(procs)}", "eos-app", log,
+                                 protocol)
     procs: list = []
     procs.append(start())
     feeder = threading.Thread(target=produce_events, daemon=True)
@@ -176,7 +178,9 @@ def run_pipeline(bootstrap: str, tmp, t0: int, restart_broker=None,
         tail.set()
         feeder.join(120)
         assert not feeder.is_alive(), "the producer did not finish"
-        totals.wait_for(EVENTS, 180, "all updates", procs[-1], log)
+        # with the streams protocol a killed (dynamic) member's tasks move only when its
+        # 45 s session expires
+        totals.wait_for(EVENTS, 240, "all updates", procs[-1], log)
         totals.poll(1.5)  # a repeated update, if any, would arrive now
         starts = repartition_starts(bootstrap, f"{app}-by-region-repartition", 30)
     finally:
@@ -228,3 +232,112 @@ def test_streams_exactly_once_v2_on_minibroker_and_kafka(broker_factory, kafka_r
     check_exactly_once(mini, t0)
     check_exactly_once(kafka, t0)
     assert {k: v[-1] for k, v in mini.items()} == {k: v[-1] for k, v in kafka.items()}
+
+
+@pytest.mark.timeout(900)
+def test_streams_protocol_exactly_once_on_minibroker_and_kafka(broker_factory, kafka_reference, tmp_path):
+    """The same application with group.protocol=streams (KIP-1071): the broker creates the
+    repartition and changelog topics and assigns the tasks (StreamsGroupHeartbeat). On
+    minibroker the app is killed with SIGKILL once and the broker killed and restarted (its
+    streams group membership is not persisted: the members rejoin); on Kafka the app is killed
+    once. The app runs without static membership there (see EosStreamsApp.java), so each kill
+    costs a 45 s session timeout before the killed instance's tasks move."""
+    b = broker_factory(["--transaction-abort-check-interval-ms", "200"])
+
+    def restart_broker():
+        b.kill9()
+        b.start()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        t0 = base_timestamp()
+        kafka_run = pool.submit(run_pipeline, kafka_reference.bootstrap_servers, tmp_path, t0, None, (0.4,),
+                                "streams")
+        mini = run_pipeline(b.bootstrap_servers, tmp_path, t0, restart_broker, (0.4,), "streams")
+        kafka = kafka_run.result(timeout=600)
+    check_exactly_once(mini, t0)
+    check_exactly_once(kafka, t0)
+    assert {k: v[-1] for k, v in mini.items()} == {k: v[-1] for k, v in kafka.items()}
+    # the group is a streams group on both (ListGroups v5, raw: librdkafka's admin lists only
+    # classic and consumer groups), with the topology's internal topics
+    from tests.reference.client import Connection, req
+
+    for bootstrap in (b.bootstrap_servers, kafka_reference.bootstrap_servers):
+        host, port = bootstrap.rsplit(":", 1)
+        with Connection(host, int(port)) as conn:
+            listed = conn.call(req(16, 5, states_filter=(), types_filter=("streams",)))
+        apps = {g.group_id for g in listed.groups
+                if g.group_id.startswith("eos-") and g.protocol_type == "streams"}
+        assert apps, (bootstrap, listed)
+        names = set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).topics)
+        for app in apps:
+            assert {f"{app}-by-region-repartition", f"{app}-sums-changelog"} <= names, (bootstrap, app)
+
+
+@pytest.mark.timeout(300)
+def test_streams_protocol_two_instances_share_the_tasks(broker_factory, tmp_path):
+    """Two instances of the app (two threads each: four members of two processes) with
+    group.protocol=streams, the second started while the first already runs: the coordinator moves
+    half the tasks to it (revoked first by their owners), both process events, and the output is
+    still every update once."""
+    b = broker_factory([])
+    bootstrap = b.bootstrap_servers
+    tc, classes = streams_app.toolchain()
+    app = f"two-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(f"{app}-users", 1, 1), NewTopic(f"{app}-events", 4, 1),
+                                  NewTopic(f"{app}-totals", 3, 1)]).values():
+        f.result(20)
+    t0 = base_timestamp()
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for u in range(USERS):
+        p.produce(f"{app}-users", key=f"u{u}", value=region(u), timestamp=t0 - 1000)
+    assert p.flush(20) == 0
+    log = tmp_path / f"{app}.log"
+    first = streams_app.start(tc, classes, bootstrap, app, tmp_path / "s1", "i1", log, "streams")
+    procs = [first]
+    totals = Totals(bootstrap, f"{app}-totals", 3)
+    try:
+        half = EVENTS // 2
+        for i in range(EVENTS):
+            if i == half:
+                assert p.flush(60) == 0
+                totals.wait_for(half, 120, "the first half, one instance", first, log)
+                procs.append(streams_app.start(tc, classes, bootstrap, app, tmp_path / "s2", "i2", log,
+                                               "streams"))
+            k, v, ts = event(i, t0)
+            p.produce(f"{app}-events", key=k, value=v, timestamp=ts)
+            if i % 300 == 299:
+                p.poll(0)
+                time.sleep(300 / RATE)
+        assert p.flush(60) == 0
+        totals.wait_for(EVENTS, 180, "all updates, two instances", first, log)
+        totals.poll(1.5)
+        # both processes hold active tasks (StreamsGroupDescribe, raw)
+        from tests.reference.client import Connection, req
+        host, port = bootstrap.rsplit(":", 1)
+        deadline = time.monotonic() + 60
+        while True:
+            with Connection(host, int(port)) as conn:
+                g = conn.call(req(89, 0, group_ids=(app,), include_authorized_operations=False)).groups[0]
+            holders = {m.process_id for m in g.members if m.assignment.active_tasks}
+            if len(holders) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert len(holders) == 2 and len(g.members) == 4, g
+        assert all(proc.poll() is None for proc in procs), log.read_text()[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+        totals.c.close()
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for _p, _o, key, value in sorted(totals.records):
+        by_key[key].append(value)
+    check_exactly_once(by_key, t0)

@@ -124,7 +124,7 @@ def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
     asked = load_features(_config(tmp_path, tv=1))
     assert (asked.transaction_version, asked.epoch) == (1, 2)
     assert feature_levels.load(tmp_path) == ({"transaction.version": 1, "group.version": 1,
-                                              "share.version": 1}, 2)
+                                              "share.version": 1, "streams.version": 1}, 2)
 
 
 def test_an_unreadable_or_foreign_levels_file_falls_back_to_defaults(tmp_path):

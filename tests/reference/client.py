@@ -10,11 +10,10 @@ from __future__ import annotations
 import socket
 import struct
 
-from kio.index import load_request_schema
 from kio.serial import entity_reader
 
 from minibroker_protocol.build import build, nested
-from minibroker_protocol.codec import encode_request, is_flexible_response, response_type
+from minibroker_protocol.codec import encode_request, is_flexible_response, request_type, response_type
 
 API_VERSIONS = 18
 
@@ -24,13 +23,14 @@ class ConnectionClosed(Exception):
 
 
 def req(key: int, version: int, /, **fields):
-    """A request entity of ``key``/``version`` from the fields that version has."""
-    return build(load_request_schema(key, version), **fields)
+    """A request entity of ``key``/``version`` from the fields that version has (kio's schema, or
+    the project's where kio has none: minibroker_protocol.schemas)."""
+    return build(request_type(key, version), **fields)
 
 
 def part(api: tuple[int, int], name: str, /, **fields):
     """A nested entity (e.g. ``"AddPartitionsToTxnTopic"``) of request ``api`` = (key, version)."""
-    return build(nested(load_request_schema(*api), name), **fields)
+    return build(nested(request_type(*api), name), **fields)
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:

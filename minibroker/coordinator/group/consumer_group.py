@@ -291,7 +291,10 @@ class ConsumerGroups:
         g = self.groups.get(group_id)
         if g is not None and g.consumer is not None:
             return g, g.consumer, False
-        if g is not None and (g.members or g.state not in (GroupState.EMPTY,)):
+        if g is not None and (g.members or g.state not in (GroupState.EMPTY,)
+                              or g.streams is not None):
+            # a streams group, even empty, stays one (Kafka 4.4, tests/differential/
+            # test_streams_groups.py)
             raise ConsumerGroupError(ErrorCode.group_id_not_found,
                                      f"Group {group_id} is not a consumer group.")
         if not create:

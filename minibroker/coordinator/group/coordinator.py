@@ -66,6 +66,7 @@ from .model import Group, GroupError, Member, Offset
 from .offsets import VerifyProduce
 from .state import GroupState
 from .store import SNAPSHOT_FILE, BrokerOffsetsTopic, OffsetsTopic
+from .streams_group import CreateTopic, StreamsAnswer, StreamsGroups, StreamsHeartbeat
 
 __all__ = ["GroupCoordinator", "GroupError", "GroupState", "Group", "Member", "Offset"]
 
@@ -78,7 +79,8 @@ class GroupCoordinator:
                  verify_produce: VerifyProduce | None = None, clock: Clock = SYSTEM_CLOCK,
                  initial_rebalance_delay_ms: int = 3000, topics: Topics | None = None,
                  consumer_settings: ConsumerGroupSettings | None = None,
-                 group_config: GroupConfigLookup | None = None) -> None:
+                 group_config: GroupConfigLookup | None = None,
+                 create_topic: CreateTopic | None = None) -> None:
         if broker is not None:
             # The older call, GroupCoordinator(broker, ...): take the collaborators from it.
             offsets_topic, data_dir, verify_produce, topics = _from_broker(broker)
@@ -89,7 +91,7 @@ class GroupCoordinator:
                                     verify_produce=verify_produce,
                                     initial_rebalance_delay_ms=initial_rebalance_delay_ms,
                                     topics=topics, consumer_settings=consumer_settings,
-                                    group_config=group_config)
+                                    group_config=group_config, create_topic=create_topic)
         self._waiting: dict[tuple[str, Member], asyncio.Future] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
@@ -240,6 +242,17 @@ class GroupCoordinator:
     def consumer_heartbeat(self, **kw) -> HeartbeatAnswer:
         try:
             return self.machine.consumer_heartbeat(**kw)
+        finally:
+            self._settle()
+
+    # -- KIP-1071 streams groups ----------------------------------------------------------
+    @property
+    def streams(self) -> StreamsGroups:
+        return self.machine.streams
+
+    def streams_heartbeat(self, hb: StreamsHeartbeat, **kw) -> StreamsAnswer:
+        try:
+            return self.machine.streams_heartbeat(hb, **kw)
         finally:
             self._settle()
 

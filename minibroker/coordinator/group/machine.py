@@ -30,6 +30,7 @@ from .model import Group, Member, Offset
 from .offsets import Offsets, VerifyProduce
 from .state import GroupState, transition
 from .store import GroupStore, OffsetsTopic
+from .streams_group import CreateTopic, StreamsAnswer, StreamsGroups, StreamsHeartbeat
 
 log = get_logger("minibroker.group")
 
@@ -40,7 +41,8 @@ class GroupMachine:
                  verify_produce: VerifyProduce | None = None,
                  initial_rebalance_delay_ms: int = 3000, topics: Topics | None = None,
                  consumer_settings: ConsumerGroupSettings | None = None,
-                 group_config: GroupConfigLookup | None = None) -> None:
+                 group_config: GroupConfigLookup | None = None,
+                 create_topic: CreateTopic | None = None) -> None:
         self.groups: dict[str, Group] = {}  # shared by the parts below, never replaced
         self.clock = clock
         self.timers = Deadlines(clock.monotonic)
@@ -53,6 +55,9 @@ class GroupMachine:
         self.consumer = ConsumerGroups(self.groups, clock=clock, timers=self.timers,
                                        topics=topics or (lambda: ()), settings=consumer_settings,
                                        group_config=group_config)
+        self.streams = StreamsGroups(self.groups, clock=clock, timers=self.timers,
+                                     topics=topics or (lambda: ()), group_config=group_config,
+                                     create_topic=create_topic)
 
     # -- time and answers --------------------------------------------------------------
     def run_due(self) -> int:
@@ -99,6 +104,10 @@ class GroupMachine:
     def consumer_heartbeat(self, **kw) -> HeartbeatAnswer:
         return self.consumer.heartbeat(**kw)
 
+    # -- KIP-1071 streams groups --------------------------------------------------------
+    def streams_heartbeat(self, hb: StreamsHeartbeat, **kw) -> StreamsAnswer:
+        return self.streams.heartbeat(hb, **kw)
+
     # -- offsets -------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
                        instance_id: str | None, offsets: dict[tuple[str, int], Offset],
@@ -131,7 +140,8 @@ class GroupMachine:
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return ErrorCode.group_id_not_found
-        if g.state != GroupState.EMPTY or g.members or (g.consumer is not None and g.consumer.members):
+        if g.state != GroupState.EMPTY or g.members or (g.consumer is not None and g.consumer.members) \
+                or (g.streams is not None and g.streams.members):
             return ErrorCode.non_empty_group
         records = [{"key": gl.offset_key(group_id, t, p), "value": None} for t, p in g.offsets]
         records.append({"key": gl.group_key(group_id), "value": None})

@@ -97,6 +97,10 @@ class Membership:
                 raise GroupError(ErrorCode.inconsistent_group_protocol,
                                  f"group {group_id} is a consumer group")
             g.consumer = None  # an empty consumer group becomes a classic one
+        if g.streams is not None:
+            # a streams group stays one, empty or not (seen on Kafka 4.4)
+            raise GroupError(ErrorCode.inconsistent_group_protocol,
+                             f"group {group_id} is a streams group")
         if not g.members:
             # GroupMetadata.add: an empty group takes the first member's protocol type.
             g.protocol_type = protocol_type

@@ -11,6 +11,7 @@ from ..timers import Deadline
 from . import consumer_assignors as assignors
 from .consumer_member import ConsumerMember
 from .state import GroupState
+from .streams_state import StreamsGroupState
 
 
 class GroupError(Exception):
@@ -78,9 +79,13 @@ class Group:
     # A KIP-848 consumer group's membership (consumer_group.py); None for a classic group or
     # one that only stores offsets.
     consumer: ConsumerGroupState | None = None
+    # A KIP-1071 streams group's membership and topology (streams_group.py), else None.
+    streams: StreamsGroupState | None = None
 
     @property
     def group_type(self) -> str:
+        if self.streams is not None:
+            return "streams"
         return "consumer" if self.consumer is not None else "classic"
 
     def all_joined(self) -> bool:

@@ -22,6 +22,11 @@ from .consumer_group import subscribed_by_consumer_group, validate_offset_commit
 from .model import Group, GroupError, Member, Offset
 from .state import GroupState
 from .store import GroupStore
+from .streams_group import (
+    source_topics_of,
+    validate_streams_offset_commit,
+    validate_streams_offset_fetch,
+)
 
 log = get_logger("minibroker.group")
 
@@ -43,11 +48,12 @@ class Offsets:
     def _check_commit_member(self, g: Group | None, generation: int, member_id: str,
                              instance_id: str | None, transactional: bool = False,
                              api_version: int = 0) -> None:
-        """Kafka's GroupCoordinator.validateOffsetCommit (ConsumerGroup's for a consumer group)."""
-        if g is not None and g.consumer is not None:
+        """Kafka's GroupCoordinator.validateOffsetCommit (ConsumerGroup's for a consumer group,
+        StreamsGroup's for a streams group)."""
+        if g is not None and (g.consumer is not None or g.streams is not None):
+            check = validate_offset_commit if g.consumer is not None else validate_streams_offset_commit
             try:
-                validate_offset_commit(g, member_id, instance_id, generation, transactional,
-                                       api_version)
+                check(g, member_id, instance_id, generation, transactional, api_version)
             except GroupError as e:
                 if transactional and e.code == ErrorCode.stale_member_epoch:
                     # TxnOffsetCommit has no STALE_MEMBER_EPOCH (OffsetMetadataManager.
@@ -84,7 +90,7 @@ class Offsets:
             g = self.groups[group_id] = Group(group_id)
         self.store.write_offsets(group_id, offsets)
         g.offsets.update(offsets)
-        if member_id and g.consumer is None:
+        if member_id and g.consumer is None and g.streams is None:
             m = g.members.get(member_id)
             if m is not None:
                 self._touch(g, m)
@@ -118,6 +124,8 @@ class Offsets:
         g = self.groups.get(group_id)
         if g is not None and g.consumer is not None:
             validate_offset_fetch(g, member_id, member_epoch)
+        elif g is not None and g.streams is not None:
+            validate_streams_offset_fetch(g, member_id, member_epoch)
         if partitions is None:
             partitions = sorted(g.offsets) if g is not None else []
         out: list[tuple[str, int, Offset | None, ErrorCode]] = []
@@ -136,6 +144,8 @@ class Offsets:
         subscribed: set[str] = set()
         if g.consumer is not None:
             subscribed = subscribed_by_consumer_group(g.consumer)
+        elif g.streams is not None:
+            subscribed = source_topics_of(g.streams)
         elif g.state != GroupState.EMPTY and g.members:
             if g.protocol_type != "consumer":
                 raise GroupError(ErrorCode.non_empty_group)

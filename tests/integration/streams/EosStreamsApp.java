@@ -1,7 +1,10 @@
 // A Kafka Streams application with processing.guarantee=exactly_once_v2, for
 // tests/integration/test_streams_eos.py:
 //
-//   java -cp <classes>:<kafka-streams jars> EosStreamsApp BOOTSTRAP APP STATE_DIR INSTANCE
+//   java -cp <classes>:<kafka-streams jars> EosStreamsApp BOOTSTRAP APP STATE_DIR INSTANCE [PROTOCOL]
+//
+// PROTOCOL is the rebalance protocol: "classic" (the default) or "streams" (KIP-1071: the
+// broker assigns the tasks, StreamsGroupHeartbeat).
 //
 // Topology: APP-events (key: event id, value "user,amount") joined with the GlobalKTable
 // APP-users (user -> region), re-keyed by region (a repartition topic), summed per region in
@@ -22,6 +25,7 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
@@ -33,6 +37,7 @@ import org.apache.kafka.streams.state.WindowStore;
 public final class EosStreamsApp {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], app = args[1], stateDir = args[2], instance = args[3];
+        String protocol = args.length > 4 ? args[4] : "classic";
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -47,8 +52,15 @@ public final class EosStreamsApp {
         p.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 500);
         // A restarted instance takes its killed predecessor's place at once (static membership)
         // instead of waiting out its session.
-        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instance);
-        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10000);
+        // With the streams protocol the session timeout is the group's (broker side), and a static
+        // member killed with SIGKILL never left: Kafka 4.4 refuses its restart with
+        // UNRELEASED_INSTANCE_ID (seen on the reference), so that run is dynamic, and a killed
+        // instance's tasks move when its session (45 s) expires.
+        if (!protocol.equals("streams")) {
+            p.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), instance);
+            p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10000);
+        }
+        p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), 10000);
 
         StreamsBuilder b = new StreamsBuilder();
@@ -68,6 +80,12 @@ public final class EosStreamsApp {
 
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         CountDownLatch done = new CountDownLatch(1);
+        // There is no SLF4J binding: say why a thread died, then stop as the default handler does.
+        streams.setUncaughtExceptionHandler(e -> {
+            e.printStackTrace(System.out);
+            System.out.flush();
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
         streams.setStateListener((now, before) -> {
             System.out.println("state " + before + " -> " + now);
             System.out.flush();
