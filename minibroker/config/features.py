@@ -192,7 +192,8 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
     levels (or without the levels file, where nothing was ever changed) predates share groups and
     gets ``share.version`` 0 — share groups are then off (UNSUPPORTED_VERSION) until an
     UpdateFeatures raises it, unless the data dir already holds share state (a build that served
-    share groups at its default level before writing the levels of new data dirs).
+    share groups at its default level before writing the levels of new data dirs). Likewise a
+    data dir whose levels lack ``streams.version`` gets it at 0.
 
     ``dry_run``: the same levels and epoch, with nothing written or logged (the early listener's
     view, minibroker/net/early.py; an ephemeral broker's data dir is a new one, empty)."""
@@ -227,9 +228,19 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
                      reason="a data dir from a minibroker without share groups keeps its levels",
                      hint=f"UpdateFeatures (kafka-features.sh upgrade --feature "
                           f"{SHARE_VERSION.name}={SHARE_VERSION.max_supported}) turns them on")
+    # the same for streams groups: a data dir whose levels predate streams.version keeps them off
+    # until an UpdateFeatures turns them on (their groups are not persisted, so no state to find)
+    older_streams = not fresh and not unreadable and (found is None or STREAMS_VERSION.name not in found[0])
+    if older_streams and STREAMS_VERSION.name not in levels:
+        levels[STREAMS_VERSION.name] = 0
+        if not dry_run:
+            log.info("features.streams_groups_off", feature=STREAMS_VERSION.name, level=0,
+                     reason="a data dir from a minibroker without streams groups keeps its levels",
+                     hint=f"UpdateFeatures (kafka-features.sh upgrade --feature "
+                          f"{STREAMS_VERSION.name}={STREAMS_VERSION.max_supported}) turns them on")
     persist = None if dry_run else (lambda lv, ep: feature_levels.save(data_dir, lv, ep))
     features = Features(levels=levels, epoch=epoch, persist=persist)
-    if persist is not None and ((fresh and found is None and not unreadable) or older):
+    if persist is not None and ((fresh and found is None and not unreadable) or older or older_streams):
         # the levels this data dir runs at from now on, whatever a later default becomes
         persist(features.levels(), features.epoch)
     asked = [(spec.name, level) for spec, level in ((TRANSACTION_VERSION, config.transaction_version),

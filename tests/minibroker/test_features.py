@@ -116,7 +116,7 @@ def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
     # a new data dir: its levels are written at once, as kafka-storage.sh format does
     assert (f.transaction_version, f.epoch) == (2, 0)
     assert feature_levels.load(tmp_path) == ({"transaction.version": 2, "group.version": 1,
-                                              "share.version": 1}, 0)
+                                              "share.version": 1, "streams.version": 1}, 0)
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\n")
     f.update([("transaction.version", 0, SAFE_DOWNGRADE)], False, 1)
     again = load_features(_config(tmp_path))
@@ -153,7 +153,7 @@ def test_an_older_data_dir_without_levels_keeps_share_groups_off(tmp_path):
     assert (f.share_version, f.transaction_version, f.group_version, f.epoch) == (0, 2, 1, 0)
     assert ("share.version", 1) not in f.finalized()
     assert feature_levels.load(tmp_path) == ({"transaction.version": 2, "group.version": 1,
-                                              "share.version": 0}, 0)
+                                              "share.version": 0, "streams.version": 0}, 0)
     # as kafka-features.sh upgrade: an UpdateFeatures raises it, and the level is kept
     assert f.update([("share.version", 1, UPGRADE)], False, 1) is None
     again = load_features(config)
@@ -164,7 +164,7 @@ def test_an_older_levels_file_without_share_version_keeps_its_levels(tmp_path):
     f = load_features(_older_data_dir(tmp_path, "transaction.version=1\nfeatures.epoch=3\n"))
     assert (f.share_version, f.transaction_version, f.group_version, f.epoch) == (0, 1, 1, 3)
     assert feature_levels.load(tmp_path) == ({"transaction.version": 1, "group.version": 1,
-                                              "share.version": 0}, 3)
+                                              "share.version": 0, "streams.version": 0}, 3)
 
 
 def test_an_existing_data_dir_that_served_share_groups_keeps_them(tmp_path):
