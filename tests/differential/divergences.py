@@ -31,6 +31,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
                "TransactionMetadata.prepareIncrementProducerEpoch, logged by nothing), minibroker "
                "PRODUCER_FENCED (90): that instance was fenced, and 90 is what a client can act on",
                replace=((-1, 90),)),
+    # DescribeQuorum (55): minibroker has no metadata log (see the feature epoch note below); it
+    # reports the finalized features' epoch as the one voter's log end and high watermark, and
+    # "now" as its fetch times, where Kafka reports its metadata log's offsets and the times its
+    # controller last fetched. tests/differential/test_cluster_apis.py checks their shape.
+    Divergence(55, ("topics", "*", "partitions", "*", "high_watermark"),
+               "no metadata log: the quorum's offsets are the finalized features' epoch"),
+    Divergence(55, ("topics", "*", "partitions", "*", "current_voters", "*", "log_end_offset"),
+               "no metadata log: the quorum's offsets are the finalized features' epoch"),
+    Divergence(55, ("topics", "*", "partitions", "*", "current_voters", "*", "last_fetch_timestamp"),
+               "a time: when the voter last fetched (now, for minibroker's one process)"),
+    Divergence(55, ("topics", "*", "partitions", "*", "current_voters", "*", "last_caught_up_timestamp"),
+               "a time: when the voter last caught up (now, for minibroker's one process)"),
 )
 
 
@@ -43,6 +55,14 @@ REFUSED_ON_PURPOSE: dict[str, str] = {
         "set it. It answers INVALID_REQUEST naming the reason; topic configs, group configs and "
         "client metrics subscriptions are altered as Kafka alters them.",
 }
+
+
+# UnregisterBroker (64) of a registered broker: Kafka drops the registration, and a broker still
+# running is then refused by the controller (STALE_BROKER_EPOCH) and gone from Metadata until it
+# restarts. minibroker answers the same (NONE) for one of its (virtual) brokers, which stays: it is
+# part of the one process. An unknown id is BROKER_ID_NOT_REGISTERED on both (the differential test
+# never unregisters the reference Kafka's own broker, which would take it out of the session).
+UNREGISTER_BROKER = "a registered broker is answered NONE and stays registered"
 
 
 # Configurations minibroker accepts on purpose where Kafka refuses to start.

@@ -132,7 +132,7 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
                "DescribeTransactions", "OffsetDelete", "Fetch", "ListGroups", "IncrementalAlterConfigs",
                "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions",
                "CreateAcls", "DeleteAcls", "AlterUserScramCredentials", "ShareGroupDescribe",
-               "DescribeShareGroupOffsets", "AlterConfigs", "DescribeTopicPartitions"}
+               "DescribeShareGroupOffsets", "AlterConfigs", "DescribeTopicPartitions", "AlterReplicaLogDirs"}
     assert refused <= batched, refused
 
 
