@@ -53,7 +53,9 @@ REFUSED_ON_PURPOSE: dict[str, str] = {
         "Kafka changes dynamic broker and logger configs at runtime; minibroker's broker settings "
         "are start-up options, and storing a value it would not honour would lie to the tool that "
         "set it. It answers INVALID_REQUEST naming the reason; topic configs, group configs and "
-        "client metrics subscriptions are altered as Kafka alters them.",
+        "client metrics subscriptions are altered as Kafka alters them. A broker change that sets "
+        "nothing (deleting configs, as kafka-reassign-partitions.sh --verify clears its throttles) "
+        "is accepted: none is ever set, so it is the no-op it is on Kafka.",
 }
 
 

@@ -175,3 +175,20 @@ def test_alter_replica_log_dirs_matches_kafka(differential_pair, topic, version)
         ("nothing", []),
     ]:
         pair.check(f"AlterReplicaLogDirs v{version}: {what}", pair.both(alter(dirs)))
+
+
+# -- the throttles kafka-reassign-partitions.sh --verify clears ----------------------------------
+
+def test_clearing_broker_throttles_matches_kafka(differential_pair):
+    """--verify and --cancel DELETE the replication throttles on every broker: none is set on
+    either broker, and both answer the deletion as done."""
+    pair = differential_pair
+    incremental_alter_configs, broker, delete = 44, 4, 1
+    base = (incremental_alter_configs, 1)
+    names = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+             "replica.alter.log.dirs.io.max.bytes.per.second")
+    answers = pair.both(lambda s: req(incremental_alter_configs, 1, validate_only=False, resources=(
+        part(base, "AlterConfigsResource", resource_type=broker, resource_name="1", configs=tuple(
+            part(base, "AlterableConfig", name=n, config_operation=delete, value=None) for n in names)),)))
+    pair.check("IncrementalAlterConfigs: delete a broker's throttles", answers)
+    assert [int(r.error_code) for a in answers for r in a.responses] == [0, 0]
