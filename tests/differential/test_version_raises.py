@@ -131,3 +131,60 @@ def test_write_txn_markers_v2_matches_kafka(differential_pair):
                    session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
                    topics=(part(base, "FetchTopic", topic=topic, partitions=(fp,)),))
     pair.check("the log, read_committed", pair.both(fetch))
+
+
+# -- AddPartitionsToTxn v4-5 -----------------------------------------------------------------------
+
+def _init_transactional(pair, tid: str) -> dict[str, tuple[int, int]]:
+    _settled(pair, 6, 1, (tid,))
+    ids = {}
+    for s in pair.sides:
+        deadline = time.monotonic() + 30
+        for _ in range(150):  # Kafka loads a new __transaction_state partition first
+            r = s.call(req(INIT_PRODUCER_ID, 4, transactional_id=tid, transaction_timeout=_ms(900_000),
+                           producer_id=-1, producer_epoch=-1))
+            if r.error_code not in (14, 15) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.error_code == 0, (s.name, r)
+        ids[s.name] = (r.producer_id, r.producer_epoch)
+    return ids
+
+
+def test_add_partitions_to_txn_v4_v5_match_kafka(differential_pair):
+    pair = differential_pair
+    topic, tid = f"apt-{uuid.uuid4().hex[:8]}", f"apt-{uuid.uuid4().hex[:8]}"
+    pair.create_topics([topic], 2)
+    ids = _init_transactional(pair, tid)
+
+    def apt(version, *txns):
+        """txns: (transactional id or None for the test's, pid delta, epoch delta, verify_only, [(topic, [p])])."""
+        def make(s):
+            pid, epoch = ids[s.name]
+            base = (ADD_PARTITIONS, version)
+            return req(ADD_PARTITIONS, version, transactions=tuple(
+                part(base, "AddPartitionsToTxnTransaction", transactional_id=t or tid, producer_id=pid + dp,
+                     producer_epoch=epoch + de, verify_only=vo, topics=tuple(
+                         part(base, "AddPartitionsToTxnTopic", name=n, partitions=tuple(ps)) for n, ps in tps))
+                for t, dp, de, vo, tps in txns))
+        return make
+    other = f"{topic}-none"
+    for what, make in [
+        ("v4 verify, not added", apt(4, (None, 0, 0, True, [(topic, [0])]))),
+        ("v5 verify, not added", apt(5, (None, 0, 0, True, [(topic, [0])]))),
+        ("v4 add", apt(4, (None, 0, 0, False, [(topic, [0])]))),
+        ("v4 verify, one added one not", apt(4, (None, 0, 0, True, [(topic, [0, 1])]))),
+        ("v5 verify, one added one not", apt(5, (None, 0, 0, True, [(topic, [0, 1])]))),
+        ("verify, another epoch", apt(5, (None, 0, 1, True, [(topic, [0])]))),
+        ("verify, another producer id", apt(5, (None, 1, 0, True, [(topic, [0])]))),
+        ("verify, an unknown transactional id", apt(5, (f"{tid}-none", 0, 0, True, [(topic, [0])]))),
+        ("verify, an unknown topic", apt(5, (None, 0, 0, True, [(other, [0])]))),
+        ("add, an unknown topic", apt(4, (None, 0, 0, False, [(other, [0])]))),
+        ("add, another epoch", apt(5, (None, 0, 1, False, [(topic, [1])]))),
+        ("two transactions", apt(5, (None, 0, 0, True, [(topic, [0])]),
+                                 (f"{tid}-other", 0, 0, True, [(topic, [0])]))),
+        ("v5 add", apt(5, (None, 0, 0, False, [(topic, [1])]))),
+        ("v5 verify, both added", apt(5, (None, 0, 0, True, [(topic, [0, 1])]))),
+    ]:
+        pair.check(f"AddPartitionsToTxn {what}", pair.both(make))
+    pair.check("DescribeTransactions", pair.both(lambda s: req(65, 0, transactional_ids=(tid,))))
