@@ -156,3 +156,36 @@ FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version")
 # and counts feature changes, persisted in the data dir. Both are ≥ 0 and never go back, and both
 # move when a change is committed — what a client relies on (the Java client ignores levels
 # whose epoch is older than one it saw).
+
+
+# ApiVersions (tests/differential/test_api_versions_vs_kafka.py compares the reference Kafka's
+# answer with minibroker's key by key, version by version): the keys Kafka 4.4 advertises that
+# minibroker does not serve, on purpose.
+API_KEYS_NOT_SERVED: dict[int, str] = {
+    80: "AddRaftVoter: KRaft controller quorum membership (KIP-853); minibroker is a one-voter "
+        "quorum with no controller listener, there is no voter to add",
+    81: "RemoveRaftVoter: as AddRaftVoter, no voter to remove",
+    94: "UnregisterController: controller registrations (KIP-853); no controller to unregister",
+    83: "InitializeShareGroupState: Kafka's brokers call their share coordinator with it; "
+        "minibroker's share coordinator runs in the one process and is called directly",
+    84: "ReadShareGroupState: broker-to-share-coordinator, as InitializeShareGroupState",
+    85: "WriteShareGroupState: broker-to-share-coordinator, as InitializeShareGroupState",
+    86: "DeleteShareGroupState: broker-to-share-coordinator, as InitializeShareGroupState",
+    87: "ReadShareGroupStateSummary: broker-to-share-coordinator, as InitializeShareGroupState",
+}
+
+# Keys both serve whose advertised range differs on purpose: key -> (minibroker's (min, max),
+# why). The comparison checks minibroker advertises exactly this range.
+API_VERSION_RANGES: dict[int, tuple[tuple[int, int], str]] = {
+    0: ((3, 13), "Produce: Kafka 4 serves v3-13 but advertises v0 as the minimum "
+                 "(ApiKeys.toApiVersion, KAFKA-18659: librdkafka before 2.x sends compressed "
+                 "batches only to a broker advertising v0) and answers v0-2 UNSUPPORTED_VERSION; "
+                 "minibroker advertises what it serves"),
+}
+
+# GetTelemetrySubscriptions (71) and PushTelemetry (72): Kafka advertises them only with a
+# client metrics receiver (metric.reporters with a ClientTelemetry implementation); minibroker's
+# receiver is its console, so it serves them with --client-telemetry on (auto: with a
+# --control-listener). The differential pair configures both alike (settings.telemetry_sink), and
+# the comparison then expects them on both or on neither.
+TELEMETRY_API_KEYS = (71, 72)
