@@ -12,7 +12,7 @@ from functools import cache
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from . import guard
+from . import guard, schemas_44
 from .api_keys import ApiKey
 from .header import response_header
 
@@ -23,7 +23,11 @@ class DecodeError(Exception):
 
 @cache
 def request_type(api_key: int, version: int):
-    """The kio request class, or None when kio has no such key/version."""
+    """The kio request class (or schemas_44's, for a 4.4 version kio lacks), or None when
+    neither has the key/version."""
+    extra = schemas_44.REQUESTS.get((api_key, version))
+    if extra is not None:
+        return extra
     try:
         return load_request_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):
@@ -32,6 +36,9 @@ def request_type(api_key: int, version: int):
 
 @cache
 def response_type(api_key: int, version: int):
+    extra = schemas_44.RESPONSES.get((api_key, version))
+    if extra is not None:
+        return extra
     return load_response_schema(api_key, version)
 
 

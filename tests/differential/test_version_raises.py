@@ -188,3 +188,52 @@ def test_add_partitions_to_txn_v4_v5_match_kafka(differential_pair):
     ]:
         pair.check(f"AddPartitionsToTxn {what}", pair.both(make))
     pair.check("DescribeTransactions", pair.both(lambda s: req(65, 0, transactional_ids=(tid,))))
+
+
+# -- DeleteGroups v3 -------------------------------------------------------------------------------
+
+def test_delete_groups_v3_matches_kafka(differential_pair):
+    """v3 adds a message per group (kio lacks v3: minibroker_protocol.schemas_44); Kafka 4.4
+    leaves it null, for refused groups too."""
+    from minibroker_protocol import codec
+    from minibroker_protocol.build import build
+
+    pair = differential_pair
+    topic = f"dg-{uuid.uuid4().hex[:8]}"
+    empty, busy = f"{topic}-empty", f"{topic}-busy"
+    pair.create_topics([topic], 1)
+    _settled(pair, 6, 0, (empty, busy))
+    base = (8, 9)
+
+    def commit(s):
+        return req(8, 9, group_id=empty, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                   topics=(part(base, "OffsetCommitRequestTopic", name=topic, partitions=(part(
+                       base, "OffsetCommitRequestPartition", partition_index=0, committed_offset=0,
+                       committed_leader_epoch=-1, committed_metadata=None),)),))
+    deadline = time.monotonic() + 30
+    for _ in range(150):  # Kafka loads a new __consumer_offsets partition first
+        answers = pair.both(commit)
+        if answers[0].topics[0].partitions[0].error_code != 14 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    pair.check("OffsetCommit: a group with offsets and no members", answers)
+    members = {}
+    for s in pair.sides:  # a classic group with a member (JoinGroup v9: MEMBER_ID_REQUIRED, then in)
+        def join(member_id, s=s):
+            jb = (11, 9)
+            return s.call(req(11, 9, group_id=busy, session_timeout=_ms(30_000), rebalance_timeout=_ms(30_000),
+                              member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                              protocols=(part(jb, "JoinGroupRequestProtocol", name="range", metadata=b""),),
+                              reason=None))
+        first = join("")
+        assert join(first.member_id).error_code == 0, s.name
+        members[s.name] = first.member_id
+    for version in (2, 3):
+        answers = pair.both(lambda s, v=version: build(
+            codec.request_type(42, v), groups_names=(busy, f"{topic}-none", "")))
+        pair.check(f"DeleteGroups v{version}", answers)
+        if version == 3:
+            assert [r.error_message for a in answers for r in a.results] == [None] * 6, answers
+    answers = pair.both(lambda s: build(codec.request_type(42, 3), groups_names=(empty,)))
+    pair.check("DeleteGroups v3: the empty group", answers)
+    assert [int(r.error_code) for a in answers for r in a.results] == [0, 0]
