@@ -114,7 +114,7 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
                    request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node,
-                   topic_name=broker.topic_name_by_id)
+                   topic_name=broker.topic_name_by_id, cluster_id=broker.cluster_id)
     for family in families:
         for api in family.apis():
             d.register(api)

@@ -1,63 +1,18 @@
 """Kafka 4.4 schema versions kio 0.6.5 (its newest release) does not have, in kio's own form.
 
-Each class is kio's generated class of the version before, with what the new version adds
-(Kafka's clients/src/main/resources/common/message/*.json of 4.4, quoted per class); kio's
-readers and writers take them as they take their own. ``codec`` looks here before kio, so the
-broker, its tests and the differential client see one table.
+Each is kio's generated class of the version before, with what the new version adds (Kafka's
+clients/src/main/resources/common/message/*.json of 4.4, quoted in each module), one module per
+API (``build.nested`` finds a response's nested classes in its module). ``codec`` looks here
+before kio, so the broker, its tests and the differential client share one table.
 """
 
-# no "from __future__ import annotations": kio reads the fields' types at runtime
+from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
-
-from kio.schema.errors import ErrorCode
-from kio.schema.request_header.v2.header import RequestHeader
-from kio.schema.response_header.v1.header import ResponseHeader
-from kio.schema.types import GroupId
-from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32Timedelta
+from .schema_api_versions_v5 import ApiVersionsRequestV5, ApiVersionsResponseV5
+from .schema_delete_groups_v3 import DeleteGroupsRequestV3, DeleteGroupsResponseV3
 
 __all__ = ["REQUESTS", "RESPONSES"]
 
-
-# -- DeleteGroups v3: "Version 3 adds the per-group ErrorMessage field so the broker can surface a
-# cause string when GROUP_DELETION_FAILED (or any other non-NONE error) is returned for a group.
-# The request body shape is unchanged at version 3."
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteGroupsRequestV3:
-    __type__: ClassVar = EntityType.request
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(42)
-    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
-    groups_names: tuple[GroupId, ...] = field(metadata={"kafka_type": "string"}, default=())
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeletableGroupResult:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(42)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    group_id: GroupId = field(metadata={"kafka_type": "string"})
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
-    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteGroupsResponseV3:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(3)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(42)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    results: tuple[DeletableGroupResult, ...]
-
-
 # (api key, version) -> class
-REQUESTS: dict[tuple[int, int], type] = {(42, 3): DeleteGroupsRequestV3}
-RESPONSES: dict[tuple[int, int], type] = {(42, 3): DeleteGroupsResponseV3}
+REQUESTS: dict[tuple[int, int], type] = {(18, 5): ApiVersionsRequestV5, (42, 3): DeleteGroupsRequestV3}
+RESPONSES: dict[tuple[int, int], type] = {(18, 5): ApiVersionsResponseV5, (42, 3): DeleteGroupsResponseV3}

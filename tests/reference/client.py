@@ -14,7 +14,7 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader
 
 from minibroker_protocol.build import build, nested
-from minibroker_protocol.codec import encode_request, is_flexible_response, response_type
+from minibroker_protocol.codec import encode_request, is_flexible_response, request_type, response_type
 
 API_VERSIONS = 18
 
@@ -23,14 +23,19 @@ class ConnectionClosed(Exception):
     """The broker closed the connection before a whole answer arrived."""
 
 
+def _request_schema(key: int, version: int):
+    # the codec's class: kio's, or minibroker_protocol.schemas_44's for a Kafka 4.4 version kio lacks
+    return request_type(key, version) or load_request_schema(key, version)
+
+
 def req(key: int, version: int, /, **fields):
     """A request entity of ``key``/``version`` from the fields that version has."""
-    return build(load_request_schema(key, version), **fields)
+    return build(_request_schema(key, version), **fields)
 
 
 def part(api: tuple[int, int], name: str, /, **fields):
     """A nested entity (e.g. ``"AddPartitionsToTxnTopic"``) of request ``api`` = (key, version)."""
-    return build(nested(load_request_schema(*api), name), **fields)
+    return build(nested(_request_schema(*api), name), **fields)
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -123,7 +128,7 @@ class Connection:
             self._sock.close()
             self._sock = None
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc: object) -> None:
