@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from .schema_api_versions_v5 import ApiVersionsRequestV5, ApiVersionsResponseV5
 from .schema_delete_groups_v3 import DeleteGroupsRequestV3, DeleteGroupsResponseV3
+from .schema_txn_offset_commit_v6 import TxnOffsetCommitRequestV6, TxnOffsetCommitResponseV6
 
 __all__ = ["REQUESTS", "RESPONSES"]
 
 # (api key, version) -> class
-REQUESTS: dict[tuple[int, int], type] = {(18, 5): ApiVersionsRequestV5, (42, 3): DeleteGroupsRequestV3}
-RESPONSES: dict[tuple[int, int], type] = {(18, 5): ApiVersionsResponseV5, (42, 3): DeleteGroupsResponseV3}
+REQUESTS: dict[tuple[int, int], type] = {
+    (18, 5): ApiVersionsRequestV5, (28, 6): TxnOffsetCommitRequestV6, (42, 3): DeleteGroupsRequestV3}
+RESPONSES: dict[tuple[int, int], type] = {
+    (18, 5): ApiVersionsResponseV5, (28, 6): TxnOffsetCommitResponseV6, (42, 3): DeleteGroupsResponseV3}

@@ -60,7 +60,7 @@ class GroupHandlers:
             Api(ApiKey.LeaveGroup, 0, 5, self.leave_group),
             Api(ApiKey.OffsetCommit, 2, 10, self.offset_commit),
             Api(ApiKey.OffsetFetch, 1, 10, self.offset_fetch),
-            Api(ApiKey.TxnOffsetCommit, 0, 5, self.txn_offset_commit),
+            Api(ApiKey.TxnOffsetCommit, 0, 6, self.txn_offset_commit),
             Api(ApiKey.ListGroups, 0, 5, self.list_groups),
             Api(ApiKey.DescribeGroups, 0, 6, self.describe_groups),
             Api(ApiKey.DeleteGroups, 0, 3, self.delete_groups),
@@ -223,7 +223,7 @@ class GroupHandlers:
                     self.groups.txn_commit_offsets(
                         req.group_id, req.producer_id, req.producer_epoch,
                         getattr(req, "generation_id", -1), getattr(req, "member_id", ""),
-                        getattr(req, "group_instance_id", None), ok)
+                        getattr(req, "group_instance_id", None), ok, api_version=ctx.api_version)
                 except GroupError as e:
                     code = e.code
             if code is not None:

@@ -263,3 +263,67 @@ def test_api_versions_v5_matches_kafka(differential_pair):
             pair.check(f"ApiVersions v5: {what}", answers)
         else:  # the lists themselves are compared key by key in test_api_versions_vs_kafka.py
             assert all(a.api_keys and a.finalized_features_epoch >= 0 for a in answers), what
+
+
+# -- TxnOffsetCommit v6 ----------------------------------------------------------------------------
+
+def test_txn_offset_commit_v6_matches_kafka(differential_pair):
+    """KIP-1319: topics by id (kio lacks v6: minibroker_protocol.schemas_44), and the errors v6
+    may answer: UNKNOWN_TOPIC_ID, GROUP_ID_NOT_FOUND."""
+    pair = differential_pair
+    topic, tid = f"toc-{uuid.uuid4().hex[:8]}", f"toc-{uuid.uuid4().hex[:8]}"
+    group = f"{topic}-g"
+    pair.create_topics([topic], 2)
+    topic_ids = {s.name: s.call(req(3, 12, topics=(part((3, 12), "MetadataRequestTopic", name=topic, topic_id=None),),
+                                    allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+                                ).topics[0].topic_id for s in pair.sides}
+    _settled(pair, 6, 0, (group,))
+    ids = _init_transactional(pair, tid)
+    pair.check("AddOffsetsToTxn", pair.both(lambda s: req(25, 4, transactional_id=tid, producer_id=ids[s.name][0],
+                                                          producer_epoch=ids[s.name][1], group_id=group)))
+    unknown = uuid.uuid4()
+
+    def commit(version, topics, generation=-1, member="", group_id=group):
+        def make(s):
+            base = (28, version)
+            pid, epoch = ids[s.name]
+            return req(28, version, transactional_id=tid, group_id=group_id, producer_id=pid, producer_epoch=epoch,
+                       generation_id=generation, member_id=member, group_instance_id=None, topics=tuple(
+                           part(base, "TxnOffsetCommitRequestTopic",
+                                **({"topic_id": t(s)} if version >= 6 else {"name": topic}),
+                                partitions=tuple(part(base, "TxnOffsetCommitRequestPartition", partition_index=p,
+                                                      committed_offset=5, committed_leader_epoch=-1,
+                                                      committed_metadata=None) for p in ps))
+                           for t, ps in topics))
+        return make
+    mine = (lambda s: topic_ids[s.name])
+    for what, make in [
+        ("v6 by id, one partition unknown", commit(6, [(mine, [0, 1, 7])])),
+        ("v6 an unknown topic id", commit(6, [(lambda s: unknown, [0])])),
+        ("v6 a member of an unknown group", commit(6, [(mine, [0])], 3, "m1", f"{group}-none")),
+        ("v5 a member of an unknown group", commit(5, [(mine, [0])], 3, "m1", f"{group}-none")),
+        ("v6 a member of a group without members", commit(6, [(mine, [0])], 3, "m1")),
+        ("v6 a generation alone", commit(6, [(mine, [0])], 3)),
+        ("v6 a generation alone, an unknown group", commit(6, [(mine, [0])], 3, "", f"{group}-none2")),
+        ("v5 a generation alone, an unknown group", commit(5, [(mine, [0])], 3, "", f"{group}-none3")),
+        ("v6 a member alone, an unknown group", commit(6, [(mine, [0])], -1, "m1", f"{group}-none4")),
+    ]:
+        pair.check(f"TxnOffsetCommit {what}", pair.both(make))
+
+    # a KIP-848 consumer group's member at another epoch: ILLEGAL_GENERATION below v6,
+    # STALE_MEMBER_EPOCH from v6
+    consumers = f"{topic}-cg"
+    _settled(pair, 6, 0, (consumers,))
+    member = uuid.uuid4().hex[:22]
+    beats = pair.both(lambda s: req(68, 1, group_id=consumers, member_id=member, member_epoch=0, instance_id=None,
+                                    rack_id=None, rebalance_timeout=_ms(30_000), subscribed_topic_names=(topic,),
+                                    subscribed_topic_regex=None, server_assignor=None, topic_partitions=()))
+    assert [b.error_code for b in beats] == [0, 0], beats
+    epoch = beats[0].member_epoch
+    assert beats[1].member_epoch == epoch
+    pair.check("AddOffsetsToTxn (the consumer group)", pair.both(lambda s: req(
+        25, 4, transactional_id=tid, producer_id=ids[s.name][0], producer_epoch=ids[s.name][1], group_id=consumers)))
+    for version in (5, 6):
+        for what, gen in (("its epoch", epoch), ("an older epoch", epoch - 1), ("a newer epoch", epoch + 1)):
+            pair.check(f"TxnOffsetCommit v{version}: a consumer group member at {what}",
+                       pair.both(commit(version, [(mine, [0])], gen, member, consumers)))
