@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from minibroker.testing import requests_seen
+
 from .clients import unique_topic
 
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
@@ -136,6 +138,10 @@ def test_kafka_reassign_partitions_generate_execute_verify(broker_factory, kafka
     assert _replicas(boot, topic)[1][1] == target[1]
     out = kafka_tool(REASSIGN, "--bootstrap-server", boot, "--list")
     assert "No partition reassignments found." in out, out
+    # the tool is the Java Admin 4.4: its alterPartitionReassignments and listPartitionReassignments
+    java = {(api, v) for api, v, client in requests_seen(b.log_text()) if client == "apache-kafka-java"}
+    assert {("AlterPartitionReassignments", 1), ("ListPartitionReassignments", 0),
+            ("DescribeLogDirs", 5)} <= java, java
 
 
 def _reassign(address: str, topic: str, partition: int, replicas: list[int]) -> tuple[int, str | None]:
@@ -179,3 +185,5 @@ def test_kafka_metadata_quorum_describe(broker_factory, kafka_tool):
     status = _fields(kafka_tool(QUORUM, "--bootstrap-server", up, "describe", "--status"))
     assert status["LeaderId"] == "2" and status["LeaderEpoch"] == "2", status
     assert [o["id"] for o in json.loads(status["CurrentObservers"])] == [3], status
+    java = {(api, v) for api, v, client in requests_seen(b.log_text()) if client == "apache-kafka-java"}
+    assert ("DescribeQuorum", 2) in java, java
