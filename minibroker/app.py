@@ -27,6 +27,7 @@ from .core.crash_points import CrashPoints
 from .handlers.acls import AclHandlers
 from .handlers.admin import AdminHandlers
 from .handlers.authz import Authz
+from .handlers.cluster_admin import ClusterAdminHandlers
 from .handlers.configs import ConfigHandlers
 from .handlers.consumer_group import ConsumerGroupHandlers
 from .handlers.coordinator import CoordinatorHandlers
@@ -96,6 +97,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
                        group_configs=broker.group_configs, authz=authz),
         LeaderHandlers(logs=logs, cluster=cluster, authz=authz),
         QuotaHandlers(quotas=broker.client_quotas, authz=authz),
+        ClusterAdminHandlers(logs=logs, config=broker.config, cluster=cluster, features=broker.features,
+                             clock=broker.clock, endpoint=endpoint, authz=authz),
         LogAdminHandlers(logs=logs, config=broker.config, add_partitions=broker.add_partitions,
                          notify_append=broker.notify_append,
                          not_leader=(lambda ctx, t, p: cluster.not_leader(connection_node(ctx), t, p))
@@ -124,7 +127,8 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
                    request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node,
-                   topic_name=broker.topic_name_by_id, quotas=quotas)
+                   topic_name=broker.topic_name_by_id, quotas=quotas,
+                   cluster_id=broker.cluster_id)
     for family in families:
         for api in family.apis():
             d.register(api)

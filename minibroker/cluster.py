@@ -12,11 +12,15 @@ that reach a node which is not the leader (Produce, Fetch, ListOffsets) or not t
 (the transaction and group APIs) are answered NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR exactly as
 from a Kafka cluster, and clients find the new one through Metadata / FindCoordinator.
 
-The data is one copy whatever the replication factor: a stopped node makes its partitions
-move, not their records disappear. Replication factors and the replica lists a client gave
-explicitly (CreateTopics / CreatePartitions assignments, reported as given, in their order)
-are kept in the data dir (``cluster.json``); leader moves and stopped nodes are not (a restart
-elects the preferred leaders again, as a whole Kafka cluster restarting would). No I/O here but that file.
+The data is one copy whatever the replication factor: a stopped node makes its partitions move,
+not their records disappear. Replica lists a client gives (CreateTopics / CreatePartitions
+assignments) are reported as given, in their order. A reassignment (AlterPartitionReassignments)
+gives a partition an explicit replica list too; since every replica is this process, it
+completes at once unless a replica it adds is stopped: then it stays in progress (listed, as
+Kafka lists one whose new replicas have not caught up) until that node starts. Replication
+factors, explicit replica lists and reassignments in progress are kept in the data dir
+(``cluster.json``); leader moves and stopped nodes are not (a restart elects the preferred
+leaders again, as a whole Kafka cluster restarting would). No I/O here but that file.
 """
 
 from __future__ import annotations
@@ -98,8 +102,6 @@ class Cluster:
     data_dir: Path | None = None
     up: set[int] = field(init=False)
     replication: dict[str, int] = field(default_factory=dict)
-    # replica lists given explicitly, per topic and partition (the rest are placed round-robin)
-    assigned: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     # leaders put elsewhere than the first in-sync replica (a move, or kept after a stop)
     moved: dict[tuple[str, int], int] = field(default_factory=dict)
     # the partitions whose leader changes are counted, and their leader epochs
@@ -107,6 +109,13 @@ class Cluster:
     epochs: dict[tuple[str, int], int] = field(default_factory=dict)
     # told each new leader epoch: the partition's log starts it at its end (Partition.makeLeader)
     on_epoch: Callable[[str, int, int], None] | None = None
+    # replica lists given explicitly (CreateTopics / CreatePartitions assignments, reported as
+    # given) or set by a reassignment, in place of the round-robin placement
+    assigned: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    # reassignments in progress: the target replicas, and the replicas before it began
+    reassigning: dict[tuple[str, int], tuple[list[int], list[int]]] = field(default_factory=dict)
+    # the KRaft quorum's epoch: 1 at the first election, one more at each controller change
+    quorum_epoch: int = 1
 
     def __post_init__(self) -> None:
         self.up = set(self.node_ids)
@@ -114,10 +123,13 @@ class Cluster:
             try:
                 saved = json.loads((self.data_dir / STATE_FILE).read_text())
                 self.replication = {str(k): int(v) for k, v in saved.get("replication", {}).items()}
-                self.assigned = {str(t): {int(p): [int(n) for n in ids] for p, ids in parts.items()}
-                                 for t, parts in saved.get("assigned", {}).items()}
+                self.assigned = {(t, int(p)): [int(n) for n in r]
+                                 for t, parts in saved.get("assigned", {}).items() for p, r in parts.items()}
+                self.reassigning = {(t, int(p)): ([int(n) for n in target], [int(n) for n in original])
+                                    for t, parts in saved.get("reassigning", {}).items()
+                                    for p, (target, original) in parts.items()}
             except (OSError, ValueError, AttributeError, TypeError):
-                self.replication, self.assigned = {}, {}
+                self.replication, self.assigned, self.reassigning = {}, {}, {}
 
     @property
     def size(self) -> int:
@@ -134,21 +146,28 @@ class Cluster:
         """Partitions whose replicas a client named (checked by the caller): kept as given."""
         if not replicas:
             return
-        self.assigned.setdefault(topic, {}).update({p: list(ids) for p, ids in replicas.items()})
+        self.assigned.update({(topic, p): list(ids) for p, ids in replicas.items()})
         self._save()
 
     def forget(self, topic: str) -> None:
-        dropped = self.replication.pop(topic, None) is not None
-        if self.assigned.pop(topic, None) is not None or dropped:
+        placed = any(tp[0] == topic for tp in (*self.assigned, *self.reassigning))
+        self.assigned = {tp: r for tp, r in self.assigned.items() if tp[0] != topic}
+        self.reassigning = {tp: r for tp, r in self.reassigning.items() if tp[0] != topic}
+        if self.replication.pop(topic, None) is not None or placed:
             self._save()
         self.moved = {tp: n for tp, n in self.moved.items() if tp[0] != topic}
         self.known = {tp for tp in self.known if tp[0] != topic}
         self.epochs = {tp: e for tp, e in self.epochs.items() if tp[0] != topic}
 
     def replicas(self, topic: str, partition: int) -> list[int]:
-        given = self.assigned.get(topic)
-        if given is not None and partition in given:
-            return given[partition]
+        ongoing = self.reassigning.get((topic, partition))
+        if ongoing is not None:
+            # PartitionReassignmentReplicas: the target, then the replicas it removes
+            target, original = ongoing
+            return target + [n for n in original if n not in target]
+        assigned = self.assigned.get((topic, partition))
+        if assigned is not None:
+            return list(assigned)
         factor = min(self.replication.get(topic, 1), self.size)
         # Kafka starts each topic's round-robin at a random broker; a hash keeps it stable here.
         start = (java_string_hash(topic) & 0x7FFFFFFF) + partition
@@ -229,8 +248,9 @@ class Cluster:
             raise ClusterError(f"broker {node} is already stopped")
         if len(self.up) == 1:
             raise ClusterError(f"broker {node} is the last one up")
-        before = self._leaders()
+        before, controller = self._leaders(), self.controller()
         self.up.discard(node)
+        self._quorum_changed(controller)
         changed = self._bump_changed(before)
         # The new leaders keep leading when the broker comes back (Kafka moves leadership back
         # only by a preferred-leader election: here, an explicit move).
@@ -245,11 +265,94 @@ class Cluster:
         self._check_node(node)
         if node in self.up:
             raise ClusterError(f"broker {node} is already up")
-        before = self._leaders()
+        before, controller = self._leaders(), self.controller()
         self.up.add(node)
+        self._quorum_changed(controller)
+        # the reassignments that waited for this node complete now (its replicas "caught up")
+        for tp, (target, _original) in list(self.reassigning.items()):
+            if set(target) <= self.up:
+                self._complete(tp, target)
         lines = self._lines(self._bump_changed(before))
         log.info("cluster.broker_started", broker=node, leaders_moved=lines)
         return lines
+
+    def _quorum_changed(self, before: int) -> None:
+        if self.controller() != before:
+            self.quorum_epoch += 1
+
+    # -- reassignments (AlterPartitionReassignments) -------------------------------------
+    def reassignment_error(self, topic: str, partition: int, target: list[int],
+                           allow_factor_change: bool) -> tuple[str, str] | None:
+        """Why ``target`` cannot be the partition's replicas: (error name, Kafka's message), as
+        ReplicationControlManager.validateManualPartitionAssignment and
+        validatePartitionReplicationFactorUnchanged word it; None when it can."""
+        if not target:
+            return ("invalid_replica_assignment",
+                    "The manual partition assignment includes an empty replica list.")
+        seen: set[int] = set()
+        for n in target:
+            if n not in self.node_ids:  # a stopped virtual broker is still registered (fenced)
+                return ("invalid_replica_assignment",
+                        f"The manual partition assignment includes broker {n}, "
+                        "but no such broker is registered.")
+            if n in seen:
+                return ("invalid_replica_assignment",
+                        f"The manual partition assignment includes the broker {n} more than once.")
+            seen.add(n)
+        if not allow_factor_change:
+            ongoing = self.reassigning.get((topic, partition))
+            # during a reassignment the factor is the target's (replicas + adding - removing)
+            current = len(ongoing[0]) if ongoing is not None else len(self.replicas(topic, partition))
+            if current != len(target):
+                return ("invalid_replication_factor",
+                        f"The replication factor is changed from {current} to {len(target)}")
+        return None
+
+    def reassign(self, topic: str, partition: int, target: list[int]) -> list[str]:
+        """Move the partition's replicas to ``target`` (checked by :meth:`reassignment_error`):
+        at once when every node of it is up, else once the last of them starts."""
+        tp = (topic, partition)
+        self.known.add(tp)
+        original = self.reassigning.pop(tp, (None, self.replicas(topic, partition)))[1]
+        if target == original or set(target) <= self.up:
+            before = self._leaders()
+            self._complete(tp, target)
+            lines = self._lines(self._bump_changed(before))
+        else:
+            self.reassigning[tp] = (list(target), list(original))
+            self._save()
+            lines = []
+        log.info("cluster.partition_reassigned", topic=topic, partition=partition, replicas=target,
+                 from_replicas=original, done=tp not in self.reassigning, leaders_moved=lines)
+        return lines
+
+    def cancel_reassignment(self, topic: str, partition: int) -> bool:
+        """Back to the replicas before the reassignment; False when none is in progress."""
+        ongoing = self.reassigning.pop((topic, partition), None)
+        if ongoing is None:
+            return False
+        self.assigned[(topic, partition)] = list(ongoing[1])
+        self._save()
+        log.info("cluster.reassignment_cancelled", topic=topic, partition=partition, replicas=ongoing[1])
+        return True
+
+    def ongoing(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """Reassignments in progress: (replicas, adding, removing), as ListPartitionReassignments."""
+        return {tp: (self.replicas(*tp), [n for n in target if n not in original],
+                     [n for n in original if n not in target])
+                for tp, (target, original) in self.reassigning.items()}
+
+    def _complete(self, tp: tuple[str, int], target: list[int]) -> None:
+        """The partition's replicas become ``target``. The leader stays if it is one of them and
+        up; otherwise the first of them up leads (PartitionChangeBuilder's election)."""
+        leader = self.leader(*tp)
+        self.reassigning.pop(tp, None)
+        self.assigned[tp] = list(target)
+        if leader is not None and leader in target and leader in self.up:
+            self.moved[tp] = leader
+        else:
+            self.moved.pop(tp, None)
+        self._save()
 
     def move_leader(self, topic: str, partition: int, node: int) -> list[str]:
         self._check_node(node)
@@ -294,7 +397,12 @@ class Cluster:
             return
         path = self.data_dir / STATE_FILE
         tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-        assigned = {t: {str(p): ids for p, ids in parts.items()} for t, parts in self.assigned.items()}
-        state = {"replication": self.replication, "assigned": assigned}
-        tmp.write_text(json.dumps(state, sort_keys=True) + "\n")
+        assigned: dict[str, dict[str, list[int]]] = {}
+        for (t, p), r in self.assigned.items():
+            assigned.setdefault(t, {})[str(p)] = r
+        reassigning: dict[str, dict[str, list[list[int]]]] = {}
+        for (t, p), (target, original) in self.reassigning.items():
+            reassigning.setdefault(t, {})[str(p)] = [target, original]
+        tmp.write_text(json.dumps({"replication": self.replication, "assigned": assigned,
+                                   "reassigning": reassigning}, sort_keys=True) + "\n")
         os.replace(tmp, path)

@@ -40,6 +40,7 @@ class ApiKey(IntEnum):
     DeleteAcls = 31
     DescribeConfigs = 32
     AlterConfigs = 33
+    AlterReplicaLogDirs = 34
     DescribeLogDirs = 35
     SaslAuthenticate = 36
     CreatePartitions = 37
@@ -50,14 +51,18 @@ class ApiKey(IntEnum):
     DeleteGroups = 42
     ElectLeaders = 43
     IncrementalAlterConfigs = 44
+    AlterPartitionReassignments = 45
+    ListPartitionReassignments = 46
     OffsetDelete = 47
     DescribeClientQuotas = 48
     AlterClientQuotas = 49
     DescribeUserScramCredentials = 50
     AlterUserScramCredentials = 51
+    DescribeQuorum = 55
     UpdateFeatures = 57
     DescribeCluster = 60
     DescribeProducers = 61
+    UnregisterBroker = 64
     DescribeTransactions = 65
     ListTransactions = 66
     ConsumerGroupHeartbeat = 68

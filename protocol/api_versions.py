@@ -21,7 +21,7 @@ from .header import HeaderError, read_request_header, read_uvarint, skip_tagged_
 __all__ = ["ApiVersionsRequest", "HeaderError", "MAX_VERSION", "UNSUPPORTED_VERSION", "encode_response",
            "read_request", "unsupported_version_response", "valid_software"]
 
-MAX_VERSION = 4  # the newest version the broker serves (dispatch.py registers the same)
+MAX_VERSION = 5  # the newest version the broker serves (dispatch.py registers the same)
 FLEXIBLE_FROM = 3
 # ErrorCode.unsupported_version, without importing kio's error table for it
 UNSUPPORTED_VERSION = 35
@@ -40,6 +40,9 @@ class ApiVersionsRequest:
     # v3+ (KIP-511); None below
     software_name: str | None = None
     software_version: str | None = None
+    # v5+ (KIP-1242): the cluster and node the client means to reach; None / -1 when unknown
+    cluster_id: str | None = None
+    node_id: int = -1
 
 
 def _compact_string(frame, pos: int) -> tuple[str, int]:
@@ -66,10 +69,21 @@ def read_request(frame) -> ApiVersionsRequest:
         return ApiVersionsRequest(header.api_version, header.correlation_id, header.client_id)
     name, pos = _compact_string(frame, header.body_offset)
     version, pos = _compact_string(frame, pos)
+    cluster_id, node_id = None, -1
+    if header.api_version >= 5:
+        if pos < len(frame) and frame[pos] == 0:  # a null compact string
+            pos += 1
+        else:
+            cluster_id, pos = _compact_string(frame, pos)
+        if pos + 4 > len(frame):
+            raise HeaderError("the request ends inside its node id")
+        (node_id,) = _I.unpack_from(frame, pos)
+        pos += 4
     pos = skip_tagged_fields(frame, pos)
     if pos != len(frame):
         raise HeaderError(f"{len(frame) - pos} bytes after the request")
-    return ApiVersionsRequest(header.api_version, header.correlation_id, header.client_id, name, version)
+    return ApiVersionsRequest(header.api_version, header.correlation_id, header.client_id, name, version,
+                              cluster_id, node_id)
 
 
 def valid_software(s: str | None) -> bool:

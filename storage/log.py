@@ -379,6 +379,7 @@ class PartitionLog:
         header: BatchHeader | None = None,
         now_ms: int | None = None,
         origin: AppendOrigin = "client",
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Append one validated RecordBatch v2, assigning its offsets.
 
@@ -391,6 +392,8 @@ class PartitionLog:
         Raises a ``ProducerStateError`` (with the Kafka error code) when the
         producer state refuses the batch; returns ``duplicate=True`` and the
         original offsets, writing nothing, for a retry of a recent batch.
+        ``transaction_version`` is a marker's (WriteTxnMarkers v2, KIP-1228): from 2 its
+        epoch must be above the producer's, as ProducerStateManager checks it.
         """
         if header is None:
             header = _parse(batch)
@@ -409,7 +412,7 @@ class PartitionLog:
             if header.is_control:
                 marker = read_control_marker(batch, header)
             try:
-                dup = self._producers.check(header, marker, origin)
+                dup = self._producers.check(header, marker, origin, transaction_version)
             except ProducerStateError as exc:
                 exc.log_start_offset = self._start_offset
                 raise

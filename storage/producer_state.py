@@ -92,6 +92,7 @@ __all__ = [
 _log = get_logger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+MAX_EPOCH = 32767  # Short.MAX_VALUE: an epoch that cannot be bumped
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_TO_KEEP = 2
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000
@@ -376,6 +377,7 @@ class ProducerStateManager:
         header: BatchHeader,
         marker: ControlMarker | None = None,
         origin: AppendOrigin = "client",
+        transaction_version: int = 0,
     ) -> BatchMetadata | None:
         """Validate a batch with ``header.producer_id >= 0`` before it is written.
 
@@ -389,7 +391,10 @@ class ProducerStateManager:
         entry = self._producers.get(pid)
         if header.is_control:
             if entry is not None:
-                self._check_epoch(entry, header, offset_kind="marker")
+                if transaction_version >= 2:
+                    self._check_marker_epoch_v2(entry, header, transaction_version)
+                else:
+                    self._check_epoch(entry, header, offset_kind="marker")
                 if marker is not None and entry.coordinator_epoch > marker.coordinator_epoch:
                     raise TransactionCoordinatorFenced(
                         f"end-transaction marker of producer {pid} from coordinator epoch "
@@ -448,6 +453,27 @@ class ProducerStateManager:
                 partition=self.partition,
             )
         return None
+
+    def _check_marker_epoch_v2(self, entry: ProducerStateEntry, header: BatchHeader, version: int) -> None:
+        """A transactions-v2 marker (KIP-1228): the coordinator bumped the epoch when the
+        transaction ended, so the marker's is above the producer's. The same epoch is a retry of
+        a marker already written, allowed once no transaction is open (or at the last epoch,
+        which cannot be bumped): apache/kafka ProducerAppendInfo.checkProducerEpoch."""
+        epoch = header.producer_epoch
+        if epoch > entry.epoch:
+            return
+        if epoch == entry.epoch and (entry.current_txn_first_offset < 0 or epoch == MAX_EPOCH):
+            return
+        relation = "below" if epoch < entry.epoch else "the same as"
+        raise InvalidProducerEpoch(
+            f"marker of producer {header.producer_id} has epoch {epoch}, {relation} the current "
+            f"{entry.epoch} (transaction version {version})",
+            producer_id=header.producer_id,
+            epoch=epoch,
+            current_epoch=entry.epoch,
+            received_sequence=header.base_sequence,
+            partition=self.partition,
+        )
 
     def _check_epoch(self, entry: ProducerStateEntry, header: BatchHeader, offset_kind: str) -> None:
         if header.producer_epoch < entry.epoch:

@@ -61,8 +61,10 @@ class InternalTopics:
     def coordinator_topic(self, key_type: int) -> None:
         """The internal topic behind a coordinator key type (0 group, 1 transaction), created
         when missing: Kafka creates __consumer_offsets / __transaction_state at the first
-        FindCoordinator (KafkaApis.getOrCreateInternalTopic), so Metadata lists it from then on."""
-        self.log(GROUP_METADATA_TOPIC if key_type == 0 else TRANSACTION_STATE_TOPIC, 0)
+        FindCoordinator (KafkaApis.getOrCreateInternalTopic), so Metadata lists it from then on;
+        2 (a share partition, FindCoordinator v6) is __share_group_state's."""
+        topics = {0: GROUP_METADATA_TOPIC, 2: SHARE_GROUP_STATE_TOPIC}
+        self.log(topics.get(key_type, TRANSACTION_STATE_TOPIC), 0)
 
     def transaction_partition_for(self, transactional_id: str) -> int:
         """Kafka's TransactionStateManager.partitionFor, for placing the coordinator."""
@@ -83,6 +85,11 @@ class InternalTopics:
         partition has no leader. With one broker, that broker."""
         if self.cluster is None:
             return self.node_id
+        if key_type == 2:
+            # ShareCoordinatorService.partitionFor: the key is "group:topicId:partition" already
+            self.log(SHARE_GROUP_STATE_TOPIC, 0)
+            return self.cluster.leader(SHARE_GROUP_STATE_TOPIC,
+                                       (java_string_hash(key) & 0x7FFFFFFF) % SHARE_STATE_PARTITIONS)
         if key_type == 1:
             return self.cluster.leader(TRANSACTION_STATE_TOPIC, self.transaction_partition_for(key))
         return self.cluster.leader(GROUP_METADATA_TOPIC, self.offsets_partition_for(key))

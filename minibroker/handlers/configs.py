@@ -176,6 +176,11 @@ class ConfigHandlers:
                 self.group_configs.replace(name, configs, validate_only=validate_only)
             except gc.GroupConfigError as e:
                 raise Refusal(ErrorCode.invalid_config, str(e)) from None
+        elif kind == tc.RESOURCE_BROKER and change({}, lambda k: False, lambda k: "") == {}:
+            # No dynamic broker config is ever set here, so a change that leaves none (deleting,
+            # as kafka-reassign-partitions.sh --verify clears the replication throttles it may
+            # have set) is the no-op it would be on Kafka, and is answered so.
+            return
         elif kind in (tc.RESOURCE_BROKER, tc.RESOURCE_BROKER_LOGGER):
             raise Refusal(ErrorCode.invalid_request,
                           f"minibroker does not change {_KIND_NAMES[kind]} configs at runtime; set broker "

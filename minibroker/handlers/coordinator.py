@@ -7,6 +7,7 @@ producing too.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,20 @@ from .common import ZERO, Endpoint, advertised_endpoint, answers, response_cls
 
 KEY_GROUP = 0
 KEY_TRANSACTION = 1
+KEY_SHARE = 2  # a share partition's state, "group:topicId:partition" (KIP-932, v6)
+
+
+def _share_key_ok(key: str) -> bool:
+    """SharePartitionKey.validate: a group id, a topic id as Uuid.toString writes it (URL-safe
+    base64, 22 characters) and a partition number, split at the last two colons."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return False
+    try:
+        int(parts[2])
+        return len(parts[1]) == 22 and len(base64.urlsafe_b64decode(parts[1] + "==")) == 16
+    except ValueError:
+        return False
 
 
 class CoordinatorHandlers:
@@ -37,8 +52,7 @@ class CoordinatorHandlers:
         self.coordinator_topic = coordinator_topic
 
     def apis(self) -> list[Api]:
-        # v6 adds share-group keys (KIP-932), which this broker does not serve.
-        return [Api(ApiKey.FindCoordinator, 0, 5, self.find_coordinator)]
+        return [Api(ApiKey.FindCoordinator, 0, 6, self.find_coordinator)]
 
     def _answer(self, ctx: RequestContext, key_type: int, key: str
                 ) -> tuple[ErrorCode, str | None, int, tuple[str, int]]:
@@ -48,7 +62,16 @@ class CoordinatorHandlers:
         if key_type == KEY_TRANSACTION and not self.authz.allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
                                                                    key):
             return ErrorCode.transactional_id_authorization_failed, None, -1, ("", -1)
-        if key_type not in (KEY_GROUP, KEY_TRANSACTION):
+        if key_type == KEY_SHARE and ctx.api_version >= 6:
+            # KafkaApis.getCoordinator: share partitions' coordinators are for brokers (their
+            # share-state calls): CLUSTER_ACTION, then the key's form
+            if not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
+                return ErrorCode.cluster_authorization_failed, "", -1, ("", -1)
+            if not _share_key_ok(key):
+                return ErrorCode.invalid_request, "", -1, ("", -1)
+        elif key_type == KEY_SHARE:  # below v6 the type is unknown (checked against Kafka 4.4)
+            return ErrorCode.invalid_request, "", -1, ("", -1)
+        elif key_type not in (KEY_GROUP, KEY_TRANSACTION):
             return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, ("", -1)
         if key_type == KEY_TRANSACTION and not key:
             return ErrorCode.invalid_request, "Transactional id must not be empty", -1, ("", -1)

@@ -18,6 +18,7 @@ from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 
 from ..coordinator.txn.coordinator import TransactionCoordinator, TxnError
+from ..coordinator.txn.machine import TV_EPOCH_BUMP
 from ..coordinator.txn.timeline import Timeline, requester_of
 from .api import Api, RequestContext
 from .authz import OFF, Authz, Op, Res
@@ -46,10 +47,10 @@ class TxnHandlers:
     def apis(self) -> list[Api]:
         return [
             Api(ApiKey.InitProducerId, 0, 5, self.init_producer_id),
-            Api(ApiKey.AddPartitionsToTxn, 0, 3, self.add_partitions),
+            Api(ApiKey.AddPartitionsToTxn, 0, 5, self.add_partitions),
             Api(ApiKey.AddOffsetsToTxn, 0, 4, self.add_offsets),
             Api(ApiKey.EndTxn, 0, 5, self.end_txn),
-            Api(ApiKey.WriteTxnMarkers, 1, 1, self.write_txn_markers),
+            Api(ApiKey.WriteTxnMarkers, 1, 2, self.write_txn_markers),
         ]
 
     # -- InitProducerId --------------------------------------------------------------
@@ -107,6 +108,8 @@ class TxnHandlers:
     # -- AddPartitionsToTxn ----------------------------------------------------------------
     @answers
     def add_partitions(self, ctx: RequestContext, req: Any) -> Any:
+        if ctx.api_version >= 4:
+            return self._add_partitions_batched(ctx, req)
         R = response_cls(ctx)
         T = nested(R, "AddPartitionsToTxnTopicResult")
         P = nested(R, "AddPartitionsToTxnPartitionResult")
@@ -146,6 +149,46 @@ class TxnHandlers:
                 code = _code(ctx, e.code)
             errors = {tp: code for tp in wanted}
         return self._partition_errors(R, T, P, errors)
+
+    def _add_partitions_batched(self, ctx: RequestContext, req: Any) -> Any:
+        """v4-5: what a partition leader sends the coordinator (KIP-890): several transactions,
+        each verified (verify_only: is the partition in the open transaction?) or added, for a
+        transactions-v2 producer. Brokers only: CLUSTER_ACTION on the cluster. v5 only adds that
+        TRANSACTION_ABORTABLE may be answered, which v4 answers too (checked against Kafka 4.4)."""
+        R = response_cls(ctx)
+        Result = nested(R, "AddPartitionsToTxnResult")
+        T = nested(R, "AddPartitionsToTxnTopicResult")
+        P = nested(R, "AddPartitionsToTxnPartitionResult")
+        if not self.authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return build(R, throttle_time=ZERO, error_code=ErrorCode.cluster_authorization_failed,
+                         results_by_transaction=())
+        results = []
+        for txn in req.transactions:
+            wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+            unknown = {tp for tp in wanted
+                       if (info := self.logs.topic(tp[0])) is None or not 0 <= tp[1] < info.partitions}
+            errors: dict[tuple[str, int], ErrorCode]
+            if unknown:  # as below v4: the whole transaction's partitions are left alone
+                errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                          else ErrorCode.operation_not_attempted for tp in wanted}
+            elif txn.verify_only:
+                errors = self.coordinator.verify_partitions(txn.transactional_id, txn.producer_id,
+                                                            txn.producer_epoch, wanted)
+            else:
+                try:
+                    self.coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                    wanted, requester_of(ctx), client_tv=TV_EPOCH_BUMP)
+                    code = ErrorCode.none
+                except TxnError as e:
+                    self._refused(ctx, txn.transactional_id, e, txn.producer_id, txn.producer_epoch)
+                    code = e.code
+                errors = dict.fromkeys(wanted, code)
+            by_topic: dict[str, list] = {}
+            for (t, p), code in errors.items():
+                by_topic.setdefault(t, []).append(build(P, partition_index=p, partition_error_code=code))
+            results.append(build(Result, transactional_id=txn.transactional_id, topic_results=tuple(
+                build(T, name=t, results_by_partition=tuple(ps)) for t, ps in by_topic.items())))
+        return build(R, throttle_time=ZERO, error_code=ErrorCode.none, results_by_transaction=tuple(results))
 
     @staticmethod
     def _partition_errors(R: Any, T: Any, P: Any, errors: dict[tuple[str, int], ErrorCode]) -> Any:
@@ -231,9 +274,11 @@ class TxnHandlers:
             if not allowed:
                 errors = {tp: ErrorCode.cluster_authorization_failed for tp in partitions}
             else:
+                # v2 names the marker's transaction version (KIP-1228): from 2 the partition
+                # wants the marker's epoch above the producer's
                 errors = self.coordinator.write_markers(m.producer_id, m.producer_epoch,
                                                         m.transaction_result, m.coordinator_epoch,
-                                                        partitions)
+                                                        partitions, getattr(m, "transaction_version", 0))
             by_topic: dict[str, list] = {}
             for (t, p), code in errors.items():
                 by_topic.setdefault(t, []).append(build(P, partition_index=p, error_code=code))

@@ -49,7 +49,8 @@ class Dispatcher:
                  *, injector: Injector | None = None, request_log: RequestLog | None = None,
                  node_id: int = 1, coordinator_node: Callable[[int, str], int | None] | None = None,
                  topic_name: Callable[[uuid.UUID], str | None] | None = None,
-                 quotas: QuotaEnforcer | None = None) -> None:
+                 quotas: QuotaEnforcer | None = None,
+                 cluster_id: str | None = None) -> None:
         self.apis: dict[int, Api] = {}
         self.features = features if features is not None else Features()
         self.counts = counts if counts is not None else RequestCounts()
@@ -63,9 +64,11 @@ class Dispatcher:
         self.topic_name = topic_name
         # Client quotas (AlterClientQuotas): measured only once some quota is set
         self.quotas = quotas
+        # What ApiVersions v5 checks a client's expected cluster against (KIP-1242)
+        self.cluster_id = cluster_id
         # Told the id of every connection that closes (per-connection state elsewhere)
         self.on_disconnect: list[Callable[[str], None]] = []
-        self.register(Api(ApiKey.ApiVersions, 0, 4, self._api_versions))
+        self.register(Api(ApiKey.ApiVersions, 0, 5, self._api_versions))
 
     def register(self, api: Api) -> None:
         # kio's schema modules are imported on an api's first request, not here: importing
@@ -265,11 +268,35 @@ class Dispatcher:
             log.info("api_versions.invalid_client_software", name=request.client_software_name,
                      version=request.client_software_version)
         fields: dict[str, Any] = {}
+        if ctx.api_version >= 5 and error == ErrorCode.none:
+            error = self._expected_broker(ctx, request)
+            if error != ErrorCode.none:  # Kafka's answer then lists no API and no feature
+                return Response.of(ctx.correlation_id, build(cls, error_code=error, api_keys=(),
+                                                             throttle_time=ZERO))
         if ctx.api_version >= 3:
             fields = self._features(cls, ctx.api_version)
         return Response.of(ctx.correlation_id,
                            build(cls, error_code=error, api_keys=self._api_keys(cls), throttle_time=ZERO,
                                  **fields))
+
+    def _expected_broker(self, ctx: RequestContext, request: Any) -> ErrorCode:
+        """ApiVersions v5 (KIP-1242): a client names the cluster and node it means to reach
+        (both, or neither: one alone is INVALID_REQUEST); another cluster or node is
+        REBOOTSTRAP_REQUIRED, so a client whose bootstrap address now reaches another broker
+        starts over. As Kafka 4.4 answers (tests/differential/test_version_raises.py)."""
+        cluster_id, node_id = request.cluster_id, request.node_id
+        if cluster_id is None and node_id == -1:
+            return ErrorCode.none
+        if cluster_id is None or node_id == -1:
+            return ErrorCode.invalid_request
+        listener = getattr(getattr(ctx, "connection", None), "listener", None)
+        node = getattr(listener, "node_id", None)
+        node = self.node_id if node is None else node
+        if cluster_id != self.cluster_id or node_id != node:
+            log.info("api_versions.rebootstrap_required", client_cluster_id=cluster_id,
+                     client_node_id=node_id, cluster_id=self.cluster_id, node_id=node)
+            return ErrorCode.rebootstrap_required
+        return ErrorCode.none
 
     def _features(self, cls: Any, api_version: int) -> dict[str, Any]:
         Supported = nested(cls, "SupportedFeatureKey")

@@ -181,6 +181,8 @@ class EarlyListener:
             req = wire.read_request(frame)
         except HeaderError:
             return None
+        if req.cluster_id is not None or req.node_id != -1:
+            return None  # v5 naming the broker it means (KIP-1242): the broker checks it
         if req.version >= 3:
             if not (wire.valid_software(req.software_name) and wire.valid_software(req.software_version)):
                 return None  # the broker answers INVALID_REQUEST and logs it

@@ -10,6 +10,10 @@ from importlib import import_module
 
 # (api key, version) -> (module of the request, its class, module of the response, its class)
 EXTRA: dict[tuple[int, int], tuple[str, str, str, str]] = {
+    (18, 5): ("api_versions_v5", "ApiVersionsRequestV5", "api_versions_v5", "ApiVersionsResponseV5"),
+    (28, 6): ("txn_offset_commit_v6", "TxnOffsetCommitRequestV6",
+              "txn_offset_commit_v6", "TxnOffsetCommitResponseV6"),
+    (42, 3): ("delete_groups_v3", "DeleteGroupsRequestV3", "delete_groups_v3", "DeleteGroupsResponseV3"),
     (88, 1): ("streams_group_heartbeat_v1_request", "StreamsGroupHeartbeatRequest",
               "streams_group_heartbeat_v1_response", "StreamsGroupHeartbeatResponse"),
     (89, 1): ("streams_group_describe_v1_request", "StreamsGroupDescribeRequest",

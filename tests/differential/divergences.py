@@ -31,6 +31,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
                "TransactionMetadata.prepareIncrementProducerEpoch, logged by nothing), minibroker "
                "PRODUCER_FENCED (90): that instance was fenced, and 90 is what a client can act on",
                replace=((-1, 90),)),
+    # DescribeQuorum (55): minibroker has no metadata log (see the feature epoch note below); it
+    # reports the finalized features' epoch as the one voter's log end and high watermark, and
+    # "now" as its fetch times, where Kafka reports its metadata log's offsets and the times its
+    # controller last fetched. tests/differential/test_cluster_apis.py checks their shape.
+    Divergence(55, ("topics", "*", "partitions", "*", "high_watermark"),
+               "no metadata log: the quorum's offsets are the finalized features' epoch"),
+    Divergence(55, ("topics", "*", "partitions", "*", "current_voters", "*", "log_end_offset"),
+               "no metadata log: the quorum's offsets are the finalized features' epoch"),
+    Divergence(55, ("topics", "*", "partitions", "*", "current_voters", "*", "last_fetch_timestamp"),
+               "a time: when the voter last fetched (now, for minibroker's one process)"),
+    Divergence(55, ("topics", "*", "partitions", "*", "current_voters", "*", "last_caught_up_timestamp"),
+               "a time: when the voter last caught up (now, for minibroker's one process)"),
 )
 
 
@@ -41,8 +53,18 @@ REFUSED_ON_PURPOSE: dict[str, str] = {
         "Kafka changes dynamic broker and logger configs at runtime; minibroker's broker settings "
         "are start-up options, and storing a value it would not honour would lie to the tool that "
         "set it. It answers INVALID_REQUEST naming the reason; topic configs, group configs and "
-        "client metrics subscriptions are altered as Kafka alters them.",
+        "client metrics subscriptions are altered as Kafka alters them. A broker change that sets "
+        "nothing (deleting configs, as kafka-reassign-partitions.sh --verify clears its throttles) "
+        "is accepted: none is ever set, so it is the no-op it is on Kafka.",
 }
+
+
+# UnregisterBroker (64) of a registered broker: Kafka drops the registration, and a broker still
+# running is then refused by the controller (STALE_BROKER_EPOCH) and gone from Metadata until it
+# restarts. minibroker answers the same (NONE) for one of its (virtual) brokers, which stays: it is
+# part of the one process. An unknown id is BROKER_ID_NOT_REGISTERED on both (the differential test
+# never unregisters the reference Kafka's own broker, which would take it out of the session).
+UNREGISTER_BROKER = "a registered broker is answered NONE and stays registered"
 
 
 # Configurations minibroker accepts on purpose where Kafka refuses to start.
@@ -158,3 +180,36 @@ FEATURE_LEVEL_CAPS = {"share.version": 1}
 # and counts feature changes, persisted in the data dir. Both are ≥ 0 and never go back, and both
 # move when a change is committed — what a client relies on (the Java client ignores levels
 # whose epoch is older than one it saw).
+
+
+# ApiVersions (tests/differential/test_api_versions_vs_kafka.py compares the reference Kafka's
+# answer with minibroker's key by key, version by version): the keys Kafka 4.4 advertises that
+# minibroker does not serve, on purpose.
+API_KEYS_NOT_SERVED: dict[int, str] = {
+    80: "AddRaftVoter: KRaft controller quorum membership (KIP-853); minibroker is a one-voter "
+        "quorum with no controller listener, there is no voter to add",
+    81: "RemoveRaftVoter: as AddRaftVoter, no voter to remove",
+    94: "UnregisterController: controller registrations (KIP-853); no controller to unregister",
+    83: "InitializeShareGroupState: Kafka's brokers call their share coordinator with it; "
+        "minibroker's share coordinator runs in the one process and is called directly",
+    84: "ReadShareGroupState: broker-to-share-coordinator, as InitializeShareGroupState",
+    85: "WriteShareGroupState: broker-to-share-coordinator, as InitializeShareGroupState",
+    86: "DeleteShareGroupState: broker-to-share-coordinator, as InitializeShareGroupState",
+    87: "ReadShareGroupStateSummary: broker-to-share-coordinator, as InitializeShareGroupState",
+}
+
+# Keys both serve whose advertised range differs on purpose: key -> (minibroker's (min, max),
+# why). The comparison checks minibroker advertises exactly this range.
+API_VERSION_RANGES: dict[int, tuple[tuple[int, int], str]] = {
+    0: ((3, 13), "Produce: Kafka 4 serves v3-13 but advertises v0 as the minimum "
+                 "(ApiKeys.toApiVersion, KAFKA-18659: librdkafka before 2.x sends compressed "
+                 "batches only to a broker advertising v0) and answers v0-2 UNSUPPORTED_VERSION; "
+                 "minibroker advertises what it serves"),
+}
+
+# GetTelemetrySubscriptions (71) and PushTelemetry (72): Kafka advertises them only with a
+# client metrics receiver (metric.reporters with a ClientTelemetry implementation); minibroker's
+# receiver is its console, so it serves them with --client-telemetry on (auto: with a
+# --control-listener). The differential pair configures both alike (settings.telemetry_sink), and
+# the comparison then expects them on both or on neither.
+TELEMETRY_API_KEYS = (71, 72)

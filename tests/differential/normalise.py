@@ -97,7 +97,8 @@ def plain(value, pids: ProducerIds, name: str = "", register: bool = True):
 
 # A list of entries keyed by one of these is a map in Kafka's answers: its order means nothing
 # (Kafka answers partitions in hash order).
-SORT_KEYS = ("name", "partition_index", "index", "partition", "transactional_id", "group_id", "topic")
+SORT_KEYS = ("name", "partition_index", "index", "partition", "transactional_id", "group_id", "topic",
+             "topic_name")
 
 
 def _sorted(tree):

@@ -6,12 +6,14 @@ import datetime
 
 from kio.index import load_request_schema
 
+from minibroker_protocol import codec
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.records import build_batch
 
 
 def req(key: int, version: int, /, **fields):
-    return build(load_request_schema(key, version), **fields)
+    # the codec's class: kio's, or minibroker_protocol.schemas' for a Kafka 4.4 version kio lacks
+    return build(codec.request_type(key, version) or load_request_schema(key, version), **fields)
 
 
 def api_versions(version: int = 3):

@@ -107,4 +107,4 @@ def test_api_versions_lists_registered_keys():
     resp = d.handle(_frame(ApiKey.ApiVersions, 0), None)
     data = b"".join(bytes(c) for c in resp.chunks)
     entity, _ = entity_reader(load_response_schema(ApiKey.ApiVersions, 0))(data[4:], 0)
-    assert {(a.api_key, a.min_version, a.max_version) for a in entity.api_keys} == {(10, 0, 0), (18, 0, 4)}
+    assert {(a.api_key, a.min_version, a.max_version) for a in entity.api_keys} == {(10, 0, 0), (18, 0, 5)}

@@ -48,11 +48,12 @@ def _config(tmp_path: Path, **kw) -> Config:
                   ready_file=tmp_path / "ready", **kw)
 
 
-def _api_versions(version: int, corr: int, software: tuple[str, str] = ("mb-test", "1.0")) -> bytes:
+def _api_versions(version: int, corr: int, software: tuple[str, str] = ("mb-test", "1.0"),
+                  **expected: object) -> bytes:
     cls = codec.request_type(ApiKey.ApiVersions, version)
-    fields = {}
+    fields: dict[str, object] = dict(expected)  # v5: the cluster_id / node_id the client expects
     if version >= 3:
-        fields = {"client_software_name": software[0], "client_software_version": software[1]}
+        fields |= {"client_software_name": software[0], "client_software_version": software[1]}
     body = codec.encode_request(cls(**fields), corr, "early-test")
     return struct.pack(">i", len(body)) + body
 
@@ -87,7 +88,7 @@ async def test_early_answers_are_the_brokers_byte_for_byte(tmp_path):
     assert early is not None
     port = early.bound[0].port
     assert (tmp_path / "ready").read_text() == f"127.0.0.1:{port}\n"
-    frames = [_api_versions(v, 100 + v) for v in range(5)]
+    frames = [_api_versions(v, 100 + v) for v in range(6)]
     frames.append(struct.pack(">ihhih", 10, ApiKey.ApiVersions, 9, 109, -1))  # a future version
     c = await RawClient.connect(port)
     early_answers = []
@@ -109,7 +110,7 @@ async def test_early_answers_are_the_brokers_byte_for_byte(tmp_path):
         counts = running.broker.request_counts.counts
         # answered early and counted by the broker, with the software the connection had named
         # by then; the v9 one is refused, not counted
-        assert counts[(ApiKey.ApiVersions, 4, "mb-test", "1.0")] == 2
+        assert counts[(ApiKey.ApiVersions, 5, "mb-test", "1.0")] == 2
         assert counts[(ApiKey.ApiVersions, 0, "unknown", "unknown")] == 1
         assert counts[(ApiKey.ApiVersions, 0, "mb-test", "1.0")] == 1
         assert not any(k[1] == 9 for k in counts)
@@ -136,9 +137,12 @@ async def test_what_it_cannot_answer_reaches_the_broker_unread(tmp_path):
     await half.send_raw(whole[:9])
     bad_name = await RawClient.connect(port)
     await bad_name.send_raw(_api_versions(3, 8, ("-bad-", "1")))
+    # v5 naming a broker (KIP-1242): the broker checks it, against its cluster id
+    expecting = await RawClient.connect(port)
+    await expecting.send_raw(_api_versions(5, 9, cluster_id="AAAAAAAAAAAAAAAAAAAAAA", node_id=1))
     gone = await RawClient.connect(port)
     await gone.close()
-    await _until(lambda: len(early._conns) == 3, "the early listener sees 3 open connections")
+    await _until(lambda: len(early._conns) == 4, "the early listener sees 4 open connections")
 
     running = await start(cfg, early)
     try:
@@ -149,10 +153,13 @@ async def test_what_it_cannot_answer_reaches_the_broker_unread(tmp_path):
         assert corr == 7 and av.error_code == ErrorCode.none
         corr, refused = await bad_name.recv(ApiKey.ApiVersions, 3)
         assert corr == 8 and refused.error_code == ErrorCode.invalid_request
+        corr, elsewhere = await expecting.recv(ApiKey.ApiVersions, 5)
+        assert corr == 9 and elsewhere.error_code == ErrorCode.rebootstrap_required
+        assert elsewhere.api_keys == ()
         counts = running.broker.request_counts.counts
         # the software named to the early listener is the connection's for the broker too
         assert counts[(ApiKey.Metadata, 12, "mb-test", "1.0")] == 1
-        for c in (pipelined, half, bad_name):
+        for c in (pipelined, half, bad_name, expecting):
             await c.close()
     finally:
         await running.close()

@@ -136,7 +136,8 @@ def test_an_error_answer_encodes_for_every_served_api_and_version(tmp_path):
                "OffsetForLeaderEpoch", "DeleteRecords", "CreatePartitions",
                "CreateAcls", "DeleteAcls", "AlterUserScramCredentials", "ShareGroupDescribe",
                "DescribeShareGroupOffsets", "AlterConfigs", "DescribeTopicPartitions",
-               "AlterClientQuotas", "StreamsGroupDescribe"}
+               "AlterClientQuotas", "StreamsGroupDescribe",
+               "AlterReplicaLogDirs"}
     assert refused <= batched, refused
 
 

@@ -15,11 +15,11 @@ from . import requests as rq
 
 async def test_api_versions_all_versions(broker):
     c = await broker.connect()
-    for v in range(0, 5):
+    for v in range(0, 6):
         resp = await c.call(rq.api_versions(v))
         assert resp.error_code == ErrorCode.none
         keys = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
-        assert keys[18] == (0, 4)
+        assert keys[18] == (0, 5)
         assert keys[0][0] == 3 and keys[1][0] == 4
 
 
@@ -31,7 +31,7 @@ async def test_api_versions_unsupported_version_gets_v0_answer(broker):
     corr, resp = await c.recv(18, 0)
     assert corr == 7
     assert resp.error_code == ErrorCode.unsupported_version
-    assert [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys] == [(18, 0, 4)]
+    assert [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys] == [(18, 0, 5)]
     # the connection stays usable
     assert (await c.call(rq.api_versions(3))).error_code == ErrorCode.none
 

@@ -66,7 +66,7 @@ def ids(pair):
 @given(data=st.data(), corr=CORRS, client_id=CLIENT_IDS)
 def test_request_round_trip(pair, data, corr, client_id):
     api_key, version = pair
-    cls = load_request_schema(api_key, version)
+    cls = codec.request_type(api_key, version)
     entity = data.draw(st.from_type(cls))
     frame = memoryview(codec.encode_request(entity, corr, client_id))
 
@@ -94,7 +94,7 @@ def test_request_round_trip(pair, data, corr, client_id):
 @given(data=st.data(), corr=CORRS)
 def test_response_round_trip(pair, data, corr):
     api_key, version = pair
-    cls = load_response_schema(api_key, version)
+    cls = codec.response_type(api_key, version)
     assert codec.response_type(api_key, version) is cls
     entity = data.draw(st.from_type(cls))
 
@@ -209,7 +209,7 @@ def test_garbage_raises_only_decode_error(pair, garbage):
 @given(data=st.data())
 def test_truncated_body_raises_decode_error(pair, data):
     api_key, version = pair
-    entity = data.draw(st.from_type(load_request_schema(api_key, version)))
+    entity = data.draw(st.from_type(codec.request_type(api_key, version)))
     body = codec.encode_body(entity)
     for cut in range(len(body)):
         with pytest.raises(codec.DecodeError):
@@ -222,7 +222,7 @@ def test_truncated_body_raises_decode_error(pair, data):
 def test_trailing_bytes_are_ignored_as_kafka_does(pair, data, extra):
     # Kafka's readers stop at the end of the schema; librdkafka relies on it.
     api_key, version = pair
-    entity = data.draw(st.from_type(load_request_schema(api_key, version)))
+    entity = data.draw(st.from_type(codec.request_type(api_key, version)))
     body = codec.encode_body(entity)
     assert codec.decode_request(api_key, version, body + extra) == entity
 

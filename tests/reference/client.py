@@ -169,7 +169,7 @@ class Connection:
             self._sock.close()
             self._sock = None
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -555,3 +555,21 @@ def test_snapshot_format_round_trip():
         decode_snapshot(raw, 124)
     with pytest.raises(CorruptSnapshot):
         decode_snapshot(raw + b"\x00")
+
+
+def test_transactions_v2_markers_need_a_bumped_epoch(open_log):
+    """KIP-1228 (WriteTxnMarkers v2): a marker of transaction version 2 must carry an epoch above
+    the producer's; the same epoch is a retry, allowed only once no transaction is open."""
+    log = open_log(CONFIG)
+    log.append(data(7, 3, 0, txn=True))
+    with pytest.raises(InvalidProducerEpoch):  # the same epoch while the transaction is open
+        log.append(marker(7, 3), origin="coordinator", transaction_version=2)
+    log.append(marker(7, 3), origin="coordinator", transaction_version=1)  # lenient below 2
+    log.append(marker(7, 3), origin="coordinator", transaction_version=2)  # a retry: none open now
+    log.append(data(7, 3, 1, txn=True))
+    info = log.append(marker(7, 4), origin="coordinator", transaction_version=2)
+    assert info.completed_txn is not None
+    with pytest.raises(InvalidProducerEpoch):
+        log.append(marker(7, 3), origin="coordinator", transaction_version=2)
+    log.append(data(7, 32767, 0, txn=True))
+    log.append(marker(7, 32767), origin="coordinator", transaction_version=2)  # the last epoch

@@ -272,9 +272,9 @@ class GroupCoordinator:
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            generation: int, member_id: str, instance_id: str | None,
-                           offsets: dict[tuple[str, int], Offset]) -> None:
+                           offsets: dict[tuple[str, int], Offset], api_version: int = 0) -> None:
         self.machine.txn_commit_offsets(group_id, producer_id, producer_epoch, generation,
-                                        member_id, instance_id, offsets)
+                                        member_id, instance_id, offsets, api_version)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool, member_id: str | None = None,

@@ -120,9 +120,9 @@ class GroupMachine:
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            generation: int, member_id: str, instance_id: str | None,
-                           offsets: dict[tuple[str, int], Offset]) -> None:
+                           offsets: dict[tuple[str, int], Offset], api_version: int = 0) -> None:
         self.offsets.txn_commit(group_id, producer_id, producer_epoch, generation, member_id,
-                                instance_id, offsets)
+                                instance_id, offsets, api_version)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool, member_id: str | None = None,

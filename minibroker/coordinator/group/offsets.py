@@ -47,15 +47,16 @@ class Offsets:
 
     def _check_commit_member(self, g: Group | None, generation: int, member_id: str,
                              instance_id: str | None, transactional: bool = False,
-                             api_version: int = 0) -> None:
+                             api_version: int = 0, kip_1319: bool = False) -> None:
         """Kafka's GroupCoordinator.validateOffsetCommit (ConsumerGroup's for a consumer group,
-        StreamsGroup's for a streams group)."""
+        StreamsGroup's for a streams group). ``kip_1319``: TxnOffsetCommit v6+, which may answer
+        GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH (KIP-1319)."""
         if g is not None and (g.consumer is not None or g.streams is not None):
             check = validate_offset_commit if g.consumer is not None else validate_streams_offset_commit
             try:
                 check(g, member_id, instance_id, generation, transactional, api_version)
             except GroupError as e:
-                if transactional and e.code == ErrorCode.stale_member_epoch:
+                if transactional and e.code == ErrorCode.stale_member_epoch and not kip_1319:
                     # TxnOffsetCommit has no STALE_MEMBER_EPOCH (OffsetMetadataManager.
                     # validateTransactionalOffsetCommit): a zombie's generation is illegal
                     raise GroupError(ErrorCode.illegal_generation) from None
@@ -66,7 +67,7 @@ class Offsets:
                 return  # the group only stores offsets (assign() consumers)
             if g is None or g.state == GroupState.DEAD:
                 # OffsetCommit v9+ names the missing group (Kafka 4.4, tests/differential)
-                raise GroupError(ErrorCode.group_id_not_found if api_version >= 9
+                raise GroupError(ErrorCode.group_id_not_found if api_version >= 9 or kip_1319
                                  else ErrorCode.illegal_generation)
         if generation >= 0 or member_id or instance_id is not None:
             if instance_id is not None and g.static.get(instance_id, member_id) != member_id:
@@ -107,10 +108,11 @@ class Offsets:
 
     def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int,
                    generation: int, member_id: str, instance_id: str | None,
-                   offsets: dict[tuple[str, int], Offset]) -> None:
+                   offsets: dict[tuple[str, int], Offset], api_version: int = 0) -> None:
         g = self.groups.get(group_id)
         # KIP-447: the consumer's generation fences zombies of older generations.
-        self._check_commit_member(g, generation, member_id, instance_id, transactional=True)
+        self._check_commit_member(g, generation, member_id, instance_id, transactional=True,
+                                  kip_1319=api_version >= 6)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
         self.store.write_offsets(group_id, offsets, producer=(producer_id, producer_epoch))

@@ -107,8 +107,13 @@ class TransactionCoordinator:
         return self.machine.init_producer_id(tid, timeout_ms, expected_pid, expected_epoch, who)
 
     def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
-                       who: Requester = UNKNOWN_REQUESTER, group: str | None = None) -> None:
-        self.machine.add_partitions(tid, pid, epoch, partitions, who, group)
+                       who: Requester = UNKNOWN_REQUESTER, group: str | None = None,
+                       client_tv: int | None = None) -> None:
+        self.machine.add_partitions(tid, pid, epoch, partitions, who, group, client_tv)
+
+    def verify_partitions(self, tid: str, pid: int, epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        return self.machine.verify_partitions(tid, pid, epoch, partitions)
 
     def end_txn(self, tid: str, pid: int, epoch: int, commit: bool,
                 client_tv: int = 0, who: Requester = UNKNOWN_REQUESTER) -> tuple[int, int]:

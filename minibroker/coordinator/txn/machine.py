@@ -349,11 +349,29 @@ class TransactionMachine:
     # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------
     def add_partitions(self, tid: str, pid: int, epoch: int,
                        partitions: list[tuple[str, int]], who: Requester = UNKNOWN_REQUESTER,
-                       group: str | None = None) -> None:
-        """``group``: the partitions are the offsets partition of that group (AddOffsetsToTxn)."""
+                       group: str | None = None, client_tv: int | None = None) -> None:
+        """``group``: the partitions are the offsets partition of that group (AddOffsetsToTxn).
+        ``client_tv``: the transaction version the request implies (AddPartitionsToTxn v4+ is a
+        broker adding for a transactions-v2 producer: TransactionVersion
+        .transactionVersionForAddPartitionsToTxn); None keeps the transaction's own."""
         api = "AddOffsetsToTxn" if group is not None else "AddPartitionsToTxn"
         meta = self._current(tid, pid, epoch, api)
-        self._add(meta, partitions, meta.client_tv, who, group=group)
+        self._add(meta, partitions, meta.client_tv if client_tv is None else client_tv, who, group=group)
+
+    def verify_partitions(self, tid: str, pid: int, epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn v4+ with verify_only: whether each partition is in the open
+        transaction (TransactionCoordinator.handleVerifyPartitionsInTransaction): a producer id
+        not the id's is INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED, a partition
+        outside the transaction TRANSACTION_ABORTABLE. Nothing changes."""
+        meta = self.txns.get(tid)
+        if meta is None or meta.state == TxnState.DEAD or meta.producer_id != pid:
+            return dict.fromkeys(partitions, ErrorCode.invalid_producer_id_mapping)
+        if meta.producer_epoch != epoch:
+            return dict.fromkeys(partitions, ErrorCode.producer_fenced)
+        ongoing = meta.state == TxnState.ONGOING
+        return {tp: ErrorCode.none if ongoing and tp in meta.partitions else ErrorCode.transaction_abortable
+                for tp in partitions}
 
     def _add(self, meta: TxnMetadata, partitions: list[tuple[str, int]], client_tv: int,
              who: Requester = UNKNOWN_REQUESTER, group: str | None = None, implicit: bool = False) -> None:

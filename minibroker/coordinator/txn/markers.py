@@ -35,7 +35,8 @@ class MarkerWriter:
         self.written: list[tuple[str, int, int | None, int]] = []
 
     def __call__(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
-                 partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+                 partitions: list[tuple[str, int]], transaction_version: int = 0
+                 ) -> dict[tuple[str, int], ErrorCode]:
         out: dict[tuple[str, int], ErrorCode] = {}
         self.written = []
         for topic, partition in partitions:
@@ -47,7 +48,7 @@ class MarkerWriter:
             marker = build_control_batch(producer_id=pid, producer_epoch=epoch, commit=commit,
                                          coordinator_epoch=coordinator_epoch)
             try:
-                info = plog.append(marker, origin="coordinator")
+                info = plog.append(marker, origin="coordinator", transaction_version=transaction_version)
             except ProducerStateError as e:
                 log.warning("txn.marker_rejected", topic=topic, **e.log_fields())
                 out[(topic, partition)] = e.error_code
