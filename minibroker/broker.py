@@ -48,6 +48,7 @@ from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.group.store import BrokerOffsetsTopic
 from .coordinator.internal_topics import InternalTopics
 from .coordinator.share.coordinator import ShareCoordinator
+from .coordinator.share.dlq import DeadLetterQueues
 from .coordinator.share.history import ShareHistory
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
@@ -162,7 +163,13 @@ class Broker:
             group_config=self.group_configs.group_config, clock=clock,
             notify=lambda t, p: self.fetch_waiters.notify(t, p),
             is_other_group=lambda g: g in self.group_coordinator.groups,
-            history=self.share_history)
+            history=self.share_history,
+            dlq=DeadLetterQueues(
+                logs=self.logs, clock=clock,
+                enabled=lambda: self.features.share_version >= 2,  # ShareVersion.SV_2
+                group_config=self.group_configs.group_config,
+                notify=lambda t, p: self.fetch_waiters.notify(t, p),
+                max_message_bytes=self.max_message_bytes))
         self.group_coordinator.set_share_hooks(self.share_coordinator.replay_group_record,
                                                self.share_coordinator.snapshot_records)
 

@@ -111,12 +111,6 @@ def applicable(api_key: int) -> list[Divergence]:
 # tests/differential/test_features.py compares the finalized levels of these features and
 # checks the others are absent (share.version: test_share_version.py too).
 FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version", "share.version")
-# ...up to these levels, below Kafka 4.4's: share.version 2 is KIP-1191's dead-letter queues
-# (ShareVersion.supportsShareGroupDLQ), which minibroker does not write; it supports and
-# finalizes share.version 1 (minibroker/config/features.py). Where Kafka finalizes a level above
-# the cap, minibroker's finalized level is the cap; UpdateFeatures to a level above it is refused
-# ("only supports versions 0-1").
-FEATURE_LEVEL_CAPS = {"share.version": 1}
 #
 # KIP-848 consumer groups (tests/differential/test_consumer_groups.py compares the rest exactly):
 # - Membership is not written to __consumer_offsets (Kafka writes ConsumerGroupMetadata, member,

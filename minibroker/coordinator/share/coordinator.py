@@ -59,6 +59,8 @@ from ...core.java_hash import java_string_hash
 from .. import replay
 from ..internal_topics import SHARE_STATE_PARTITIONS
 from ..timers import Deadline, Deadlines
+from .dlq import DeadLetterQueues
+from .dlq import entries as dlq_entries
 from .group import HeartbeatAnswer, Record, ShareGroups, ShareGroupSettings, TopicMetadata
 from .partition import (
     AbortedTxn,
@@ -137,8 +139,11 @@ class ShareCoordinator:
                  notify: Callable[[str, int], None] = lambda t, p: None,
                  is_other_group: Callable[[str], bool] = lambda g: False,
                  history: History | None = None, max_sessions: int = 2000,
-                 prune_interval_ms: int = PRUNE_INTERVAL_MS) -> None:
+                 prune_interval_ms: int = PRUNE_INTERVAL_MS,
+                 dlq: DeadLetterQueues | None = None) -> None:
         self.logs = logs
+        # where archived records go first when the group has a DLQ topic (share.version 2)
+        self.dlq = dlq
         self.clock = clock
         self._state_log = state_log
         self._append_group_records = write_group_records
@@ -500,6 +505,12 @@ class ShareCoordinator:
         if outcome.events:
             self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events,
                                 delivery_limit=sp.config.delivery_count_limit)
+            # SharePartition.initiateDLQAndArchive: the DLQ write comes before the ARCHIVED
+            # state is persisted (and a failed one does not stop it)
+            found = dlq_entries(outcome.events) if self.dlq is not None else []
+            if found:
+                assert self.dlq is not None
+                self.dlq.write(sp.group_id, sp.topic, sp.partition, found)
         if outcome.update is not None:
             self._persist(view, outcome.update)
         self._arm_lock(view)
