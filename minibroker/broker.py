@@ -169,7 +169,13 @@ class Broker:
                 enabled=lambda: self.features.share_version >= 2,  # ShareVersion.SV_2
                 group_config=self.group_configs.group_config,
                 notify=lambda t, p: self.fetch_waiters.notify(t, p),
-                max_message_bytes=self.max_message_bytes))
+                max_message_bytes=self.max_message_bytes,
+                # createTopicBuilder: the default partition count and replication factor (-1)
+                create_topic=(lambda name, configs: self.create_topic(
+                    name, config.num_partitions, configs, reason="share_dlq",
+                    replication_factor=config.default_replication_factor))
+                if config.errors_deadletterqueue_auto_create_topics_enable else None,
+                prefix=config.errors_deadletterqueue_topic_name_prefix))
         self.group_coordinator.set_share_hooks(self.share_coordinator.replay_group_record,
                                                self.share_coordinator.snapshot_records)
 

@@ -65,6 +65,9 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "group.consumer.session.timeout.ms": Mapping("--group-consumer-session-timeout-ms"),
     "group.consumer.heartbeat.interval.ms": Mapping("--group-consumer-heartbeat-interval-ms"),
     "group.consumer.assignment.interval.ms": Mapping("--group-consumer-assignment-interval-ms"),
+    "errors.deadletterqueue.auto.create.topics.enable":
+        Mapping("--errors-deadletterqueue-auto-create-topics-enable"),
+    "errors.deadletterqueue.topic.name.prefix": Mapping("--errors-deadletterqueue-topic-name-prefix"),
     "message.max.bytes": Mapping("--message-max-bytes"),
     "socket.request.max.bytes": Mapping("--max-request-bytes"),
     "queued.max.request.bytes": Mapping("--queued-max-request-bytes"),

@@ -114,3 +114,28 @@ def test_share_version_1_keeps_the_dlq_configs_inert():
         _archive_everything(bs, dlq, {"errors.deadletterqueue.group.enable": "true"})
         assert prog.read_dlq(bs, dlq, 1, 5) == []
         assert "share.dlq_written" not in b.log_text()
+
+
+def test_auto_creation_and_the_prefix_are_the_brokers_settings():
+    """errors.deadletterqueue.auto.create.topics.enable makes the missing topic as Kafka's
+    createTopicBuilder asks (default partitions, errors.deadletterqueue.group.enable=true,
+    CreateTime); errors.deadletterqueue.topic.name.prefix "" lifts the dlq. rule."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    with MiniBroker(name="share-dlq-auto", args=[
+            "--errors-deadletterqueue-auto-create-topics-enable", "true",
+            "--errors-deadletterqueue-topic-name-prefix", "", "--num-partitions", "2"]) as b:
+        bs = b.bootstrap_servers
+        dlq = "made-" + uuid.uuid4().hex[:6]  # no dlq. prefix: allowed with an empty prefix
+        src, group = _archive_everything(bs, dlq, None)
+        got = prog.read_dlq(bs, dlq, 3, 20)
+        assert sorted((r["partition"], dict(r["headers"])["__dlq.errors.offset"]) for r in got) == [
+            (0, b"0"), (0, b"1"), (0, b"2")], got
+        assert all(dict(r["headers"])["__dlq.errors.message"] == REJECT_MESSAGE for r in got)
+        admin = AdminClient({"bootstrap.servers": bs})
+        res = ConfigResource(ConfigResource.Type.TOPIC, dlq)
+        configs = admin.describe_configs([res])[res].result(timeout=15)
+        assert configs["errors.deadletterqueue.group.enable"].value == "true"
+        meta = admin.list_topics(dlq, timeout=15)
+        assert len(meta.topics[dlq].partitions) == 2
+        assert "share.dlq_topic_created" in b.log_text()
