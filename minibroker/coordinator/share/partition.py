@@ -366,9 +366,10 @@ def _merge_events(events: list[HistoryEvent]) -> list[HistoryEvent]:
             p = out[-1]
             if (p.last_offset + 1 == e.first_offset and p.action == e.action and p.member == e.member
                     and p.at_ms == e.at_ms and p.state == e.state
-                    and p.delivery_count == e.delivery_count and p.lock_deadline_ms == e.lock_deadline_ms):
+                    and p.delivery_count == e.delivery_count and p.lock_deadline_ms == e.lock_deadline_ms
+                    and p.dlq_cause == e.dlq_cause):
                 out[-1] = HistoryEvent(p.first_offset, e.last_offset, p.action, p.member, p.at_ms,
-                                       p.state, p.delivery_count, p.lock_deadline_ms)
+                                       p.state, p.delivery_count, p.lock_deadline_ms, p.dlq_cause)
                 continue
         out.append(e)
     return out
