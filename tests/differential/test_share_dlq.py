@@ -9,6 +9,8 @@ so records compare sorted by their source partition and offset."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tests.integration import share_dlq_program as prog
@@ -21,7 +23,9 @@ def _bootstrap(side) -> str:
 
 @pytest.mark.parametrize("copy", [False, True], ids=["headers-only", "copy-record"])
 def test_dlq_records_are_kafkas(differential_pair, copy):
-    kafka, mini = (prog.scenario(_bootstrap(s), copy=copy) for s in differential_pair.sides)
+    # the same names on both (other tests list every group with configs and compare)
+    suffix = "dlqdiff-" + uuid.uuid4().hex[:8]
+    kafka, mini = (prog.scenario(_bootstrap(s), copy=copy, suffix=suffix) for s in differential_pair.sides)
     assert mini["seen"] == kafka["seen"]
     assert len(kafka["dlq"]) == 9, kafka  # 3 partitions x (2 rejected + 1 at the limit)
     for k, m in zip(kafka["dlq"], mini["dlq"], strict=True):

@@ -25,9 +25,17 @@ LIMIT_MESSAGE = b"Offset delivery count exceeded the threshold."
 
 
 @pytest.fixture
-def bs():
-    with MiniBroker(name="share-dlq") as b:
-        yield b.bootstrap_servers
+def broker():
+    with MiniBroker(name="share-dlq", control=True) as b:
+        yield b
+
+
+def _dlq_metrics(b) -> dict[tuple[str, str], float]:
+    """(metric, group) -> value of the DLQ counters on /metrics."""
+    from tests.integration.test_metrics import scrape
+
+    return {(name, dict(labels)["group"]): v for (name, labels), v in scrape(b.control.address).items()
+            if name.startswith("minibroker_share_dlq_")}
 
 
 def _expected(copy: bool) -> list[dict]:
@@ -50,10 +58,12 @@ def _expected(copy: bool) -> list[dict]:
 
 
 @pytest.mark.parametrize("copy", [False, True], ids=["headers-only", "copy-record"])
-def test_rejected_and_exhausted_records_are_written_to_the_dlq_topic(bs, copy):
-    got = prog.scenario(bs, copy=copy)
+def test_rejected_and_exhausted_records_are_written_to_the_dlq_topic(broker, copy):
+    got = prog.scenario(broker.bootstrap_servers, copy=copy)
     assert all(v[-1] in ("REJECT", "ACCEPT") or v == ["RELEASE", "RELEASE"] for v in got["seen"].values()), got
     assert got["dlq"] == _expected(copy)
+    [(metric, _group)] = [k for k, v in _dlq_metrics(broker).items() if v == 9]
+    assert metric == "minibroker_share_dlq_records_total", _dlq_metrics(broker)
 
 
 def _archive_everything(bs: str, dlq_name: str, topic_configs: dict[str, str] | None) -> tuple[str, str]:
@@ -77,8 +87,9 @@ def test_a_dlq_topic_kafka_refuses_leaves_the_records_archived(case):
     dlq = {"missing": "dlq.nothing-here", "not-enabled": "dlq.plain", "no-prefix": "noprefix"}[case]
     configs = {"missing": None, "not-enabled": {},
                "no-prefix": {"errors.deadletterqueue.group.enable": "true"}}[case]
-    with MiniBroker(name="share-dlq-refused") as b:
+    with MiniBroker(name="share-dlq-refused", control=True) as b:
         src, group = _archive_everything(b.bootstrap_servers, dlq, configs)
+        assert _dlq_metrics(b) == {("minibroker_share_dlq_failed_records_total", group): 3.0}
         again = prog.consume_rejecting(b.bootstrap_servers, group, src, 1, 8)
         assert again == {}, again  # archived: a new member gets nothing
         if configs is not None:

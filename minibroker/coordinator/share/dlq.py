@@ -112,8 +112,11 @@ class DeadLetterQueues:
         self.max_message_bytes = max_message_bytes
         self.create_topic = create_topic
         self.prefix = prefix
-        self.written = 0  # records written to DLQ topics, for /metrics
-        self.failed = 0  # DLQ writes given up (the records were archived regardless)
+        # per group, for /metrics (Kafka's ShareGroupMetrics DeadLetterQueueRecordCount and
+        # DeadLetterQueueFailedProduceRequestsPerSec): records written, records given up on
+        # (archived regardless)
+        self.written: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
 
     def group_topic(self, group_id: str) -> str | None:
         """SharePartition.isDLQEnabledForGroup: the group's DLQ topic when it has one and
@@ -168,12 +171,12 @@ class DeadLetterQueues:
                         for o in range(e.first_offset, e.last_offset + 1)]
                 for batch in _batches(rows, limit):
                     plog.append(batch, origin="coordinator")
-            self.written += records
+            self.written[group_id] = self.written.get(group_id, 0) + records
             self.notify(name, dest)
             log.info("share.dlq_written", group=group_id, topic=topic, partition=partition,
                      dlq_topic=name, dlq_partition=dest, records=records)
         except Exception as e:  # Kafka: "proceeding to ARCHIVED regardless"
-            self.failed += records
+            self.failed[group_id] = self.failed.get(group_id, 0) + records
             log.error("share.dlq_write_failed", group=group_id, topic=topic, partition=partition,
                       dlq_topic=name, records=records, reason=str(e),
                       action="records archived without a dead-letter copy, as Kafka does")
