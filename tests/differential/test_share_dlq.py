@@ -30,3 +30,43 @@ def test_dlq_records_are_kafkas(differential_pair, copy):
     assert len(kafka["dlq"]) == 9, kafka  # 3 partitions x (2 rejected + 1 at the limit)
     for k, m in zip(kafka["dlq"], mini["dlq"], strict=True):
         assert m == k, f"\n  Kafka:      {k}\n  minibroker: {m}"
+
+
+def test_lock_expiry_at_the_limit_goes_to_the_dlq(differential_pair):
+    """Raw ShareFetch requests that never acknowledge: the acquisition lock (15 s, the least the
+    broker default group.share.min.record.lock.duration.ms allows) expires twice and the
+    delivery count limit (2) sends the records through the DLQ on both brokers."""
+    import time
+
+    from .test_share_groups import Script, _fetch_request, _group_configs, _member
+
+    s = Script(differential_pair)
+    dlq = "dlq.exp-" + s.group
+    for side in s.pair.sides:
+        prog.create_topic(_bootstrap(side), dlq, 1, {"errors.deadletterqueue.group.enable": "true"})
+    s.produce(2)
+    _group_configs(s, share_delivery_count_limit="2", share_auto_offset_reset="earliest",
+                   share_record_lock_duration_ms="15000", errors_deadletterqueue_topic_name=dlq)
+    m = _member()
+    s.join_until_assigned(m, 1)
+    seen: dict[str, list[tuple[int, int, int]]] = {side.name: [] for side in s.pair.sides}
+    epochs = {side.name: 0 for side in s.pair.sides}
+    deadline = time.monotonic() + 60
+    for _ in range(200):  # both sides in turn, until each delivered the records twice
+        pending = [side for side in s.pair.sides if not any(c == 2 for _, _, c in seen[side.name])]
+        if not pending or time.monotonic() > deadline:
+            break
+        for side in pending:
+            r = side.call(_fetch_request(s, side, m, epochs[side.name], 500))
+            assert r.error_code == 0, (side.name, r)
+            epochs[side.name] += 1
+            seen[side.name] += [(a.first_offset, a.last_offset, a.delivery_count)
+                                for t in r.responses for p in t.partitions for a in p.acquired_records]
+    assert seen["minibroker"] == seen["kafka"] == [(0, 1, 1), (0, 1, 2)], seen
+    kafka, mini = (prog.read_dlq(_bootstrap(side), dlq, 2, 40) for side in s.pair.sides)
+    for got in (kafka, mini):
+        for r in got:
+            r.pop("timestamp")
+    assert mini == kafka
+    assert [dict(r["headers"])["__dlq.errors.message"] for r in kafka] == [
+        b"Offset delivery count exceeded the threshold."] * 2
