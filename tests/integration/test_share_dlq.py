@@ -62,8 +62,16 @@ def test_rejected_and_exhausted_records_are_written_to_the_dlq_topic(broker, cop
     got = prog.scenario(broker.bootstrap_servers, copy=copy)
     assert all(v[-1] in ("REJECT", "ACCEPT") or v == ["RELEASE", "RELEASE"] for v in got["seen"].values()), got
     assert got["dlq"] == _expected(copy)
-    [(metric, _group)] = [k for k, v in _dlq_metrics(broker).items() if v == 9]
+    [(metric, group)] = [k for k, v in _dlq_metrics(broker).items() if v == 9]
     assert metric == "minibroker_share_dlq_records_total", _dlq_metrics(broker)
+    # `share explain` (the control plane's view of it) tells where offset 0 went
+    from urllib.parse import quote
+
+    from minibroker.testing.control import call
+
+    src = "src-" + group[2:]  # the program names them g-<suffix> and src-<suffix>
+    told = call(broker.control.address, "GET", f"/v1/share/{quote(group, safe='')}/{quote(src, safe='')}/0?offset=0")
+    assert "written to the dead-letter queue dlq.q-" in told["text"], told["text"]
 
 
 def _archive_everything(bs: str, dlq_name: str, topic_configs: dict[str, str] | None) -> tuple[str, str]:

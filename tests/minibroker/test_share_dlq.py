@@ -5,9 +5,14 @@ LogManager."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from minibroker.coordinator.share.dlq import DeadLetterQueues, DlqEntry, entries
+from minibroker.coordinator.share.explain import explain
+from minibroker.coordinator.share.history import decode
+from minibroker.coordinator.share.history import encode as encode_event
 from minibroker.coordinator.share.partition import (
     DLQ_CLIENT_REJECT,
     DLQ_DELIVERY_COUNT_EXCEEDED,
@@ -168,3 +173,17 @@ def test_merged_events_keep_their_cause():
     _acquire(sp, 0, 3)
     out = sp.acknowledge("m", [AckBatch(0, 3, (REJECT, REJECT, ACCEPT, REJECT))], 1)
     assert entries(out.events) == [DlqEntry(0, 1, 1, DLQ_CLIENT_REJECT), DlqEntry(3, 3, 1, DLQ_CLIENT_REJECT)]
+
+
+def test_the_story_says_where_the_records_went():
+    """The coordinator marks the events it wrote to a DLQ (dlq_topic); the history keeps it and
+    `share explain` tells it."""
+    sp = _sp()
+    acquired = sp.acquire("m", LogRead([LogBatch(0, 0)]), max_records=1, batch_size=1, now_ms=1_000).events
+    [rejected] = sp.acknowledge("m", [AckBatch(0, 0, (REJECT,))], 2_000).events
+    written = dataclasses.replace(rejected, dlq_topic="dlq.x")
+    assert decode(encode_event(written)) == dataclasses.replace(written, dlq_cause=None)
+    story = explain("g", "t", 0, [*acquired, encode_event(written)], offset=0).text()
+    assert ("REJECTED by member m → archived, never delivered again, written to the dead-letter "
+            "queue dlq.x") in story, story
+    assert "dead-letter" not in explain("g", "t", 0, [*acquired, rejected], offset=0).text()

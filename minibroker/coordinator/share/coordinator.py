@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -503,14 +504,18 @@ class ShareCoordinator:
     def _after(self, view: SharePartitionView, outcome: Outcome) -> None:
         sp = view.sp
         if outcome.events:
-            self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events,
-                                delivery_limit=sp.config.delivery_count_limit)
             # SharePartition.initiateDLQAndArchive: the DLQ write comes before the ARCHIVED
-            # state is persisted (and a failed one does not stop it)
+            # state is persisted (and a failed one does not stop it); the history says where
+            # the records went
             found = dlq_entries(outcome.events) if self.dlq is not None else []
             if found:
                 assert self.dlq is not None
-                self.dlq.write(sp.group_id, sp.topic, sp.partition, found)
+                written = self.dlq.write(sp.group_id, sp.topic, sp.partition, found)
+                if written is not None:
+                    outcome.events = [dataclasses.replace(e, dlq_topic=written) if e.dlq_cause else e
+                                      for e in outcome.events]
+            self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events,
+                                delivery_limit=sp.config.delivery_count_limit)
         if outcome.update is not None:
             self._persist(view, outcome.update)
         self._arm_lock(view)

@@ -150,12 +150,13 @@ class DeadLetterQueues:
             log.info("share.dlq_topic_created", group=group_id, topic=name, partitions=info.partitions)
         return info
 
-    def write(self, group_id: str, topic: str, partition: int, found: Sequence[DlqEntry]) -> None:
+    def write(self, group_id: str, topic: str, partition: int, found: Sequence[DlqEntry]) -> str | None:
         """Append one DLQ record per offset of ``found`` (records of ``topic``-``partition``
-        that ``group_id`` has just archived); a refusal or failure is logged and counted."""
+        that ``group_id`` has just archived); a refusal or failure is logged and counted. The DLQ
+        topic written to, or None."""
         name = self.group_topic(group_id)
         if name is None or not found:
-            return
+            return None
         records = sum(e.last_offset - e.first_offset + 1 for e in found)
         try:
             info = self._validate(group_id, name)
@@ -175,11 +176,13 @@ class DeadLetterQueues:
             self.notify(name, dest)
             log.info("share.dlq_written", group=group_id, topic=topic, partition=partition,
                      dlq_topic=name, dlq_partition=dest, records=records)
+            return str(name)
         except Exception as e:  # Kafka: "proceeding to ARCHIVED regardless"
             self.failed[group_id] = self.failed.get(group_id, 0) + records
             log.error("share.dlq_write_failed", group=group_id, topic=topic, partition=partition,
                       dlq_topic=name, records=records, reason=str(e),
                       action="records archived without a dead-letter copy, as Kafka does")
+            return None
 
     def _row(self, group_id: str, topic: str, partition: int, offset: int, e: DlqEntry,
              original: KeyValue | None) -> dict[str, Any]:

@@ -214,6 +214,8 @@ class HistoryEvent:
     # queue first (SharePartition's dlqCause: REJECT, or the delivery count limit on a way back
     # to AVAILABLE); None for every other archiving (gaps, below the start offset, aborted)
     dlq_cause: str | None = None
+    # the DLQ topic the records were written to (set by the coordinator once written)
+    dlq_topic: str | None = None
 
 
 @dataclass(frozen=True)
