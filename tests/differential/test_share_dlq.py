@@ -70,3 +70,25 @@ def test_lock_expiry_at_the_limit_goes_to_the_dlq(differential_pair):
     assert mini == kafka
     assert [dict(r["headers"])["__dlq.errors.message"] for r in kafka] == [
         b"Offset delivery count exceeded the threshold."] * 2
+
+
+@pytest.mark.parametrize("case", ["not-enabled", "no-prefix"])
+def test_a_refused_dlq_topic_archives_regardless(differential_pair, case):
+    """validateDlqTopic refuses a DLQ topic without errors.deadletterqueue.group.enable=true and
+    one without the dlq. prefix: on both brokers the rejected records are archived anyway (a new
+    member gets nothing) and the topic stays empty."""
+    u = uuid.uuid4().hex[:8]
+    src, group = f"src-ref-{u}", f"g-ref-{u}"
+    dlq, configs = {"not-enabled": (f"dlq.plain-{u}", {}),
+                    "no-prefix": (f"noprefix-{u}", {"errors.deadletterqueue.group.enable": "true"})}[case]
+    for side in differential_pair.sides:
+        bs = _bootstrap(side)
+        prog.create_topic(bs, src, 1)
+        prog.create_topic(bs, dlq, 1, configs)
+        prog.produce(bs, src, 2, 1)
+        prog.group_configs(bs, group, {"share.auto.offset.reset": "earliest",
+                                       "errors.deadletterqueue.topic.name": dlq})
+        seen = prog.consume_rejecting(bs, group, src, 2, 60, reject=lambda m: True)
+        assert seen == {(0, 0): ["REJECT"], (0, 1): ["REJECT"]}, (side.name, seen)
+        assert prog.consume_rejecting(bs, group, src, 1, 8) == {}, side.name
+        assert prog.read_dlq(bs, dlq, 1, 5) == [], side.name
