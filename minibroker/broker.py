@@ -49,6 +49,7 @@ from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.group.store import BrokerOffsetsTopic
 from .coordinator.internal_topics import InternalTopics
 from .coordinator.share.coordinator import ShareCoordinator
+from .coordinator.share.dlq import DeadLetterQueues
 from .coordinator.share.history import ShareHistory
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
@@ -164,7 +165,19 @@ class Broker:
             group_config=self.group_configs.group_config, clock=clock,
             notify=lambda t, p: self.fetch_waiters.notify(t, p),
             is_other_group=lambda g: g in self.group_coordinator.groups,
-            history=self.share_history)
+            history=self.share_history,
+            dlq=DeadLetterQueues(
+                logs=self.logs, clock=clock,
+                enabled=lambda: self.features.share_version >= 2,  # ShareVersion.SV_2
+                group_config=self.group_configs.group_config,
+                notify=lambda t, p: self.fetch_waiters.notify(t, p),
+                max_message_bytes=self.max_message_bytes,
+                # createTopicBuilder: the default partition count and replication factor (-1)
+                create_topic=(lambda name, configs: self.create_topic(
+                    name, config.num_partitions, configs, reason="share_dlq",
+                    replication_factor=config.default_replication_factor))
+                if config.errors_deadletterqueue_auto_create_topics_enable else None,
+                prefix=config.errors_deadletterqueue_topic_name_prefix))
         self.group_coordinator.set_share_hooks(self.share_coordinator.replay_group_record,
                                                self.share_coordinator.snapshot_records)
 

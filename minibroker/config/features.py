@@ -44,13 +44,11 @@ class FeatureSpec:
 # newest level it serves.
 TRANSACTION_VERSION = FeatureSpec("transaction.version", 0, 2, 2)
 GROUP_VERSION = FeatureSpec("group.version", 0, 1, 1)
-# share.version 1 is share groups (ShareVersion.supportsShareGroups). Kafka 4.4 supports 2 and
-# finalizes it on a fresh cluster: level 2 is ShareVersion.supportsShareGroupDLQ, the dead-letter
-# queues of KIP-1191 (BrokerServer starts the DefaultShareGroupDLQManager only at 2, which writes
-# the records a group archives to its errors.deadletterqueue.topic.name). minibroker does not
-# write dead-letter queues, so it supports and finalizes 1, the level at which Kafka too keeps the
-# errors.deadletterqueue.* group configs but acts on none (tests/differential/divergences.py).
-SHARE_VERSION = FeatureSpec("share.version", 0, 1, 1)
+# share.version 1 is share groups (ShareVersion.supportsShareGroups); 2 adds the dead-letter
+# queues of KIP-1191 (ShareVersion.supportsShareGroupDLQ: what a group archives goes to its
+# errors.deadletterqueue.topic.name first, coordinator/share/dlq.py). Kafka 4.4 finalizes 2 on a
+# fresh cluster (ShareVersion.LATEST_PRODUCTION, seen on the reference).
+SHARE_VERSION = FeatureSpec("share.version", 0, 2, 2)
 # Kafka 4.4 finalizes streams.version 1 on a fresh cluster (seen on the reference): streams
 # groups (KIP-1071), StreamsGroupHeartbeat and StreamsGroupDescribe.
 STREAMS_VERSION = FeatureSpec("streams.version", 0, 1, 1)
@@ -227,7 +225,7 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
             log.info("features.share_groups_off", feature=SHARE_VERSION.name, level=0,
                      reason="a data dir from a minibroker without share groups keeps its levels",
                      hint=f"UpdateFeatures (kafka-features.sh upgrade --feature "
-                          f"{SHARE_VERSION.name}={SHARE_VERSION.max_supported}) turns them on")
+                          f"{SHARE_VERSION.name}={SHARE_VERSION.default_level}) turns them on")
     # the same for streams groups: a data dir whose levels predate streams.version keeps them off
     # until an UpdateFeatures turns them on (their groups are not persisted, so no state to find)
     older_streams = not fresh and not unreadable and (found is None or STREAMS_VERSION.name not in found[0])
@@ -237,7 +235,7 @@ def load_features(config: Any, dry_run: bool = False) -> Features:
             log.info("features.streams_groups_off", feature=STREAMS_VERSION.name, level=0,
                      reason="a data dir from a minibroker without streams groups keeps its levels",
                      hint=f"UpdateFeatures (kafka-features.sh upgrade --feature "
-                          f"{STREAMS_VERSION.name}={STREAMS_VERSION.max_supported}) turns them on")
+                          f"{STREAMS_VERSION.name}={STREAMS_VERSION.default_level}) turns them on")
     persist = None if dry_run else (lambda lv, ep: feature_levels.save(data_dir, lv, ep))
     features = Features(levels=levels, epoch=epoch, persist=persist)
     if persist is not None and ((fresh and found is None and not unreadable) or older or older_streams):

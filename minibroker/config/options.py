@@ -108,6 +108,9 @@ class Config:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_assignment_interval_ms: int = 1_000
+    # KIP-1191 dead-letter queues of share groups (Kafka's errors.deadletterqueue.* broker configs)
+    errors_deadletterqueue_auto_create_topics_enable: bool = False
+    errors_deadletterqueue_topic_name_prefix: str = "dlq."
     producer_id_expiration_check_interval_ms: int = 600_000
     max_request_bytes: int = 104_857_600
     # Kafka's queued.max.request.bytes idea: the bytes every connection's unfinished or unhandled
@@ -523,6 +526,15 @@ OPTIONS: tuple[Option, ...] = (
            _D.group_consumer_assignment_interval_ms,
            "a consumer group's target assignment is recomputed at most this often, Kafka's "
            "group.consumer.assignment.interval.ms"),
+    Option("--errors-deadletterqueue-auto-create-topics-enable", _bool,
+           _D.errors_deadletterqueue_auto_create_topics_enable,
+           "create a share group's missing dead-letter queue topic (with the default partition count "
+           "and errors.deadletterqueue.group.enable=true) instead of refusing to write to it, Kafka's "
+           "errors.deadletterqueue.auto.create.topics.enable", metavar="BOOL"),
+    Option("--errors-deadletterqueue-topic-name-prefix", _text,
+           _D.errors_deadletterqueue_topic_name_prefix,
+           "the prefix a share group's dead-letter queue topic must have (empty: any name), Kafka's "
+           "errors.deadletterqueue.topic.name.prefix", metavar="PREFIX"),
     Option("--message-max-bytes", _int(0, INT32_MAX, " (Kafka's message.max.bytes)"),
            _D.message_max_bytes, "largest record batch accepted, Kafka's message.max.bytes"),
     Option("--log-message-timestamp-type", _timestamp_type,

@@ -68,6 +68,9 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "group.consumer.session.timeout.ms": Mapping("--group-consumer-session-timeout-ms"),
     "group.consumer.heartbeat.interval.ms": Mapping("--group-consumer-heartbeat-interval-ms"),
     "group.consumer.assignment.interval.ms": Mapping("--group-consumer-assignment-interval-ms"),
+    "errors.deadletterqueue.auto.create.topics.enable":
+        Mapping("--errors-deadletterqueue-auto-create-topics-enable"),
+    "errors.deadletterqueue.topic.name.prefix": Mapping("--errors-deadletterqueue-topic-name-prefix"),
     "message.max.bytes": Mapping("--message-max-bytes"),
     "log.message.timestamp.type": Mapping("--log-message-timestamp-type"),
     "log.message.timestamp.before.max.ms": Mapping("--log-message-timestamp-before-max-ms"),

@@ -50,6 +50,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                        doc="Batches are stored as the producer compressed them."),
         TopicConfigDef("delete.retention.ms", LONG, "86400000", honoured=True),
         TopicConfigDef("file.delete.delay.ms", LONG, "60000"),
+        TopicConfigDef("errors.deadletterqueue.group.enable", BOOLEAN, "false", honoured=True,
+                       doc="Share groups may write the records they archive to this topic "
+                           "(KIP-1191; coordinator/share/dlq.py)."),
         TopicConfigDef("flush.messages", LONG, _LONG_MAX),
         TopicConfigDef("flush.ms", LONG, _LONG_MAX),
         TopicConfigDef("index.interval.bytes", INT, "4096", honoured=True),

@@ -143,6 +143,21 @@ def _share_metrics(broker: Any) -> Iterator[Metric]:
             redeliveries.add_metric(ls, row["redeliveries"])
             archived.add_metric(ls, row["archived"])
     yield from (in_flight, deliveries, redeliveries, archived)
+    dlq = getattr(getattr(broker, "share_coordinator", None), "dlq", None)
+    if dlq is not None:
+        written = CounterMetricFamily(
+            "minibroker_share_dlq_records",
+            "Records a share group wrote to its dead-letter queue topic (KIP-1191; Kafka's "
+            "ShareGroupMetrics DeadLetterQueueRecordCount).", labels=["group"])
+        failed = CounterMetricFamily(
+            "minibroker_share_dlq_failed_records",
+            "Records a share group archived without a dead-letter copy because the DLQ topic was "
+            "refused or could not be written (the log says why).", labels=["group"])
+        for group, n in sorted(dlq.written.items()):
+            written.add_metric([group], n)
+        for group, n in sorted(dlq.failed.items()):
+            failed.add_metric([group], n)
+        yield from (written, failed)
 
 
 def add_routes(router: Any, plane: Any) -> None:

@@ -135,12 +135,6 @@ def applicable(api_key: int) -> list[Divergence]:
 # streams.version (KIP-1071 streams groups) is served: finalized 1, as Kafka 4.4 finalizes it.
 FEATURES_MINIBROKER_SERVES = ("transaction.version", "group.version", "share.version",
                               "streams.version")
-# ...up to these levels, below Kafka 4.4's: share.version 2 is KIP-1191's dead-letter queues
-# (ShareVersion.supportsShareGroupDLQ), which minibroker does not write; it supports and
-# finalizes share.version 1 (minibroker/config/features.py). Where Kafka finalizes a level above
-# the cap, minibroker's finalized level is the cap; UpdateFeatures to a level above it is refused
-# ("only supports versions 0-1").
-FEATURE_LEVEL_CAPS = {"share.version": 1}
 #
 # KIP-1071 streams groups (tests/differential/test_streams_groups.py compares the rest exactly):
 # - Membership and topology are not written to __consumer_offsets (Kafka writes the

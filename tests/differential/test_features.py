@@ -14,18 +14,9 @@ import pytest
 
 from tests.reference.client import part, req
 
-from .divergences import FEATURE_LEVEL_CAPS, FEATURES_MINIBROKER_SERVES
+from .divergences import FEATURES_MINIBROKER_SERVES
 
 API_VERSIONS = 18
-
-
-def capped(finalized: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
-    """Kafka's finalized levels as minibroker finalizes them (divergences.FEATURE_LEVEL_CAPS)."""
-    out = dict(finalized)
-    for name, cap in FEATURE_LEVEL_CAPS.items():
-        if name in out and out[name][1] > cap:
-            out[name] = (min(out[name][0], cap), cap)
-    return out
 
 
 def _features(side, version: int):
@@ -43,7 +34,7 @@ def test_finalized_levels_match_kafka(differential_pair, version):
     (k_epoch, k_final, k_sup), (m_epoch, m_final, m_sup) = (
         _features(s, version) for s in differential_pair.sides)
     assert k_epoch >= 0 and m_epoch >= 0
-    assert m_final == capped(k_final)
+    assert m_final == k_final
     # v3 omits features whose minimum is 0 (all that minibroker has); v4 lists them.
     assert m_sup <= k_sup
     assert (version == 4) == bool(m_sup)
@@ -107,7 +98,7 @@ def test_update_features_as_kafka_answers(differential_pair):
             moves = answers[0].error_code == 0 and not validate_only and bool(updates)
             after = [_settled(s, epoch0, moves) for s, epoch0 in zip(pair.sides, before)]
             (k_epoch, k_final), (m_epoch, m_final) = after
-            assert m_final == capped(k_final), (updates, k_final, m_final)
+            assert m_final == k_final, (updates, k_final, m_final)
             assert (k_epoch > before[0]) if moves else (k_epoch >= before[0]), (updates, before, after)
             assert m_epoch - before[1] == int(moves), (updates, before, after)
     finally:

@@ -242,12 +242,9 @@ def test_a_data_dir_from_before_share_groups_gets_them_with_kafka_features_upgra
                 _poll_until([c], 1, 20)  # librdkafka: "ShareGroupHeartbeat fatal error"
         finally:
             c.close()
-        # 2 (Kafka's dead-letter queues) is not served: refused as Kafka refuses a level it lacks
         up = kafka_tool("FeatureCommand", "--bootstrap-server", bs, "upgrade", "--feature", "share.version=2")
-        assert up.returncode != 0 and "only supports versions 0-1" in up.stdout + up.stderr, up
-        up = kafka_tool("FeatureCommand", "--bootstrap-server", bs, "upgrade", "--feature", "share.version=1")
         assert up.returncode == 0, (up.stdout, up.stderr)
-        assert _share_level(kafka_tool, bs) == "1"
+        assert _share_level(kafka_tool, bs) == "2"
         c = _consumer(bs, "g-older", topic)
         try:
             got = _poll_until([c], 5, 40)
@@ -256,4 +253,4 @@ def test_a_data_dir_from_before_share_groups_gets_them_with_kafka_features_upgra
             c.close()
         assert sorted(m.offset() for _, m in got) == list(range(5))
     with MiniBroker(name="share-older", data_dir=data) as b:
-        assert _share_level(kafka_tool, b.bootstrap_servers) == "1"
+        assert _share_level(kafka_tool, b.bootstrap_servers) == "2"

@@ -105,7 +105,7 @@ async def test_early_answers_are_the_brokers_byte_for_byte(tmp_path):
         assert len(set(early_answers)) == len(frames)
         features = running.broker.features
         assert (features.epoch, features.finalized()) == (6, [("transaction.version", 1),
-                                                             ("share.version", 1),
+                                                             ("share.version", 2),
                                                              ("streams.version", 1)])
         counts = running.broker.request_counts.counts
         # answered early and counted by the broker, with the software the connection had named

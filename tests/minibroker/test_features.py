@@ -116,7 +116,7 @@ def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
     # a new data dir: its levels are written at once, as kafka-storage.sh format does
     assert (f.transaction_version, f.epoch) == (2, 0)
     assert feature_levels.load(tmp_path) == ({"transaction.version": 2, "group.version": 1,
-                                              "share.version": 1, "streams.version": 1}, 0)
+                                              "share.version": 2, "streams.version": 1}, 0)
     (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\n")
     f.update([("transaction.version", 0, SAFE_DOWNGRADE)], False, 1)
     again = load_features(_config(tmp_path))
@@ -124,7 +124,7 @@ def test_levels_survive_a_restart_and_the_command_line_wins(tmp_path):
     asked = load_features(_config(tmp_path, tv=1))
     assert (asked.transaction_version, asked.epoch) == (1, 2)
     assert feature_levels.load(tmp_path) == ({"transaction.version": 1, "group.version": 1,
-                                              "share.version": 1, "streams.version": 1}, 2)
+                                              "share.version": 2, "streams.version": 1}, 2)
 
 
 def test_an_unreadable_or_foreign_levels_file_falls_back_to_defaults(tmp_path):
@@ -151,7 +151,7 @@ def test_an_older_data_dir_without_levels_keeps_share_groups_off(tmp_path):
     assert feature_levels.load(tmp_path) is None
     f = load_features(config)
     assert (f.share_version, f.transaction_version, f.group_version, f.epoch) == (0, 2, 1, 0)
-    assert ("share.version", 1) not in f.finalized()
+    assert ("share.version", 2) not in f.finalized()
     assert feature_levels.load(tmp_path) == ({"transaction.version": 2, "group.version": 1,
                                               "share.version": 0, "streams.version": 0}, 0)
     # as kafka-features.sh upgrade: an UpdateFeatures raises it, and the level is kept
@@ -170,11 +170,11 @@ def test_an_older_levels_file_without_share_version_keeps_its_levels(tmp_path):
 def test_an_existing_data_dir_that_served_share_groups_keeps_them(tmp_path):
     config = _older_data_dir(tmp_path)
     (tmp_path / "__share_group_state-7").mkdir()
-    assert load_features(config).share_version == 1
+    assert load_features(config).share_version == 2
     served = tmp_path / "served"  # a build serving share groups made its history file
     served.mkdir()
     (served / "share-history.jsonl").write_text('{"key":"broker","ts":1,"kind":"started"}\n')
-    assert load_features(_older_data_dir(served)).share_version == 1
+    assert load_features(_older_data_dir(served)).share_version == 2
     explicit = tmp_path / "other"
     explicit.mkdir()
     f = load_features(_older_data_dir(explicit, "share.version=1\nfeatures.epoch=2\n"))

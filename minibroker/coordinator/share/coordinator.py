@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ from ...core.java_hash import java_string_hash
 from .. import replay
 from ..internal_topics import SHARE_STATE_PARTITIONS
 from ..timers import Deadline, Deadlines
+from .dlq import DeadLetterQueues
+from .dlq import entries as dlq_entries
 from .group import HeartbeatAnswer, Record, ShareGroups, ShareGroupSettings, TopicMetadata
 from .partition import (
     AbortedTxn,
@@ -141,8 +144,11 @@ class ShareCoordinator:
                  notify: Callable[[str, int], None] = lambda t, p: None,
                  is_other_group: Callable[[str], bool] = lambda g: False,
                  history: History | None = None, max_sessions: int = 2000,
-                 prune_interval_ms: int = PRUNE_INTERVAL_MS) -> None:
+                 prune_interval_ms: int = PRUNE_INTERVAL_MS,
+                 dlq: DeadLetterQueues | None = None) -> None:
         self.logs = logs
+        # where archived records go first when the group has a DLQ topic (share.version 2)
+        self.dlq = dlq
         self.clock = clock
         self._state_log = state_log
         self._append_group_records = write_group_records
@@ -512,6 +518,16 @@ class ShareCoordinator:
     def _after(self, view: SharePartitionView, outcome: Outcome) -> None:
         sp = view.sp
         if outcome.events:
+            # SharePartition.initiateDLQAndArchive: the DLQ write comes before the ARCHIVED
+            # state is persisted (and a failed one does not stop it); the history says where
+            # the records went
+            found = dlq_entries(outcome.events) if self.dlq is not None else []
+            if found:
+                assert self.dlq is not None
+                written = self.dlq.write(sp.group_id, sp.topic, sp.partition, found)
+                if written is not None:
+                    outcome.events = [dataclasses.replace(e, dlq_topic=written) if e.dlq_cause else e
+                                      for e in outcome.events]
             self.history.record(sp.group_id, sp.topic, sp.partition, outcome.events,
                                 delivery_limit=sp.config.delivery_count_limit)
         if outcome.update is not None:

@@ -59,6 +59,8 @@ def as_dict(e: HistoryEvent | dict[str, Any], limit: int | None = None) -> dict[
                            "count": e.delivery_count}
     if e.lock_deadline_ms is not None:
         out["lock_ms"] = e.lock_deadline_ms
+    if e.dlq_topic is not None:
+        out["dlq"] = e.dlq_topic
     if limit is not None:
         out["limit"] = limit
     return out
@@ -216,6 +218,13 @@ def _archived_why(e: dict[str, Any], limit: int | None) -> str:
 
 
 def _line(e: dict[str, Any], limit: int | None) -> str:
+    line = _plain_line(e, limit)
+    if e.get("dlq"):
+        line += f", written to the dead-letter queue {e['dlq']}"
+    return line
+
+
+def _plain_line(e: dict[str, Any], limit: int | None) -> str:
     at, action, who = clock_time(e.get("ts")), e.get("action"), _member(e.get("member"))
     count, lock, state = e.get("count", 0), e.get("lock_ms"), e.get("state")
     back = "available" if state == "AVAILABLE" else _archived_why(e, limit) if state == "ARCHIVED" else state

@@ -36,7 +36,8 @@ def decode(d: dict[str, Any]) -> HistoryEvent | None:
         lock = d.get("lock_ms")
         return HistoryEvent(int(d["first"]), int(d["last"]), str(d["action"]), str(d.get("member", "")),
                             int(d["ts"]), RecordState[str(d["state"])], int(d["count"]),
-                            int(lock) if lock is not None else None)
+                            int(lock) if lock is not None else None,
+                            dlq_topic=str(d["dlq"]) if d.get("dlq") else None)
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -47,8 +47,10 @@ AVAILABLE with their last persisted delivery count.
 Differences from Kafka, all because persistence here is synchronous and in-process: there is no
 "transition in flight" (``hasOngoingStateTransition``) and no failed write to roll back from, so
 the messages that only those produce ("The record state is invalid…", "Unable to acknowledge
-records for the batch") never occur; the dead-letter queue (ARCHIVING, share.version 2) is not
-modelled. The gap window Kafka keeps after a load (offsets between persisted batches that were
+records for the batch") never occur. The dead-letter queue (share.version 2) has no ARCHIVING
+state here: the events of records Kafka would move to ARCHIVING carry a ``dlq_cause``, and the
+coordinator writes them to the group's DLQ topic (dlq.py) in the same step that persists them
+ARCHIVED. The gap window Kafka keeps after a load (offsets between persisted batches that were
 never delivered) is the general rule here: any offset inside ``[start_offset, end_offset]``
 that no cached batch covers is acquired as a new record.
 """
@@ -208,6 +210,12 @@ class HistoryEvent:
     delivery_count: int
     # the lock deadline after an acquisition or renewal, else the one given up
     lock_deadline_ms: int | None = None
+    # why the records went to ARCHIVED where Kafka would hand them to the group's dead-letter
+    # queue first (SharePartition's dlqCause: REJECT, or the delivery count limit on a way back
+    # to AVAILABLE); None for every other archiving (gaps, below the start offset, aborted)
+    dlq_cause: str | None = None
+    # the DLQ topic the records were written to (set by the coordinator once written)
+    dlq_topic: str | None = None
 
 
 @dataclass(frozen=True)
@@ -244,6 +252,9 @@ OFFSET_NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acqu
 NOT_OWNER_BATCH = "Member is not the owner of batch record"
 NOT_OWNER_OFFSET = "Member is not the owner of offset"
 RENEW_DISABLED = "Renewing acquisition locks is not enabled for the group."
+# ShareGroupDLQManager.CLIENT_REJECT / DELIVERY_COUNT_EXCEEDED, the DLQ records' message header
+DLQ_CLIENT_REJECT = "Offset rejected by client."
+DLQ_DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
 
 
 class _Refused(Exception):
@@ -357,9 +368,10 @@ def _merge_events(events: list[HistoryEvent]) -> list[HistoryEvent]:
             p = out[-1]
             if (p.last_offset + 1 == e.first_offset and p.action == e.action and p.member == e.member
                     and p.at_ms == e.at_ms and p.state == e.state
-                    and p.delivery_count == e.delivery_count and p.lock_deadline_ms == e.lock_deadline_ms):
+                    and p.delivery_count == e.delivery_count and p.lock_deadline_ms == e.lock_deadline_ms
+                    and p.dlq_cause == e.dlq_cause):
                 out[-1] = HistoryEvent(p.first_offset, e.last_offset, p.action, p.member, p.at_ms,
-                                       p.state, p.delivery_count, p.lock_deadline_ms)
+                                       p.state, p.delivery_count, p.lock_deadline_ms, p.dlq_cause)
                 continue
         out.append(e)
     return out
@@ -944,10 +956,16 @@ class SharePartition:
             return
         before = st.copy()
         undo.append((st, before))
-        st.move(_ACK_TARGET[AckType(ack_type)], self.config.delivery_count_limit)
+        target = _ACK_TARGET[AckType(ack_type)]
+        st.move(target, self.config.delivery_count_limit)
         persist.append(StateBatch(first, last, st.state, st.delivery_count))
+        # SharePartition.acknowledgeBatchRecords: REJECT is CLIENT_REJECT; a RELEASE turned
+        # into ARCHIVED by the limit is DELIVERY_COUNT_EXCEEDED (GAP is neither)
+        cause = (DLQ_CLIENT_REJECT if ack_type == AckType.REJECT
+                 else DLQ_DELIVERY_COUNT_EXCEEDED
+                 if target is RecordState.AVAILABLE and st.state is RecordState.ARCHIVED else None)
         events.append(HistoryEvent(first, last, _ACK_ACTION[AckType(ack_type)], member, now_ms, st.state,
-                                   st.delivery_count, before.deadline_ms))
+                                   st.delivery_count, before.deadline_ms, cause))
 
     # ------------------------------------------------------------------ release, expiry
 
@@ -976,11 +994,16 @@ class SharePartition:
                 if not pick(st):
                     continue
                 member, deadline = st.member, st.deadline_ms
-                st.move(RecordState.ARCHIVED if last < self.start_offset else RecordState.AVAILABLE, limit)
+                below = last < self.start_offset
+                st.move(RecordState.ARCHIVED if below else RecordState.AVAILABLE, limit)
                 persist.append(StateBatch(first, last, st.state, st.delivery_count))
+                # InFlightState.tryUpdateState: only the limit on the way back to AVAILABLE
+                # goes through the dead-letter queue, not an offset below the start
+                cause = (DLQ_DELIVERY_COUNT_EXCEEDED
+                         if not below and st.state is RecordState.ARCHIVED else None)
                 # the event keeps the lock deadline that was given up, for "expired at …"
                 events.append(HistoryEvent(first, last, action, member, now_ms, st.state,
-                                           st.delivery_count, deadline))
+                                           st.delivery_count, deadline, cause))
         return self._commit(persist, events)
 
     # ------------------------------------------------------------------ offsets
