@@ -569,7 +569,7 @@ class ShareCoordinator:
             self.history.record(view.sp.group_id, view.sp.topic, view.sp.partition, acquired.events,
                                 delivery_limit=view.sp.config.delivery_count_limit)
         self._arm_lock(view)
-        return acquired, raw if acquired.records else b""
+        return acquired, _slice_to_acquired(raw, acquired) if acquired.records else b""
 
     def acknowledge(self, view: SharePartitionView, member: str, batches: list[AckBatch]) -> Outcome:
         outcome = view.sp.acknowledge(member, batches, self.clock.wall_ms())
@@ -700,6 +700,28 @@ class ShareCoordinator:
 
     def share_groups(self) -> list[tuple[str, str]]:
         return self.groups.list_groups()
+
+
+def _slice_to_acquired(raw: bytes, acquired: Acquired) -> bytes:
+    """The log batches of ``raw`` from the one holding the first acquired offset to the last one
+    starting at or before the last acquired offset, as Kafka 4.4 answers
+    (ShareFetchUtils.maybeSliceFetchRecords): a read is up to 8 MiB, and a fetch acquiring one
+    batch of it must not send the client (who parses and drops them) the batches it does not
+    own (issue 33: 8 x the bytes to a share consumer, and 2.5 x its CPU)."""
+    first = acquired.records[0].first_offset
+    last = acquired.records[-1].last_offset
+    start = end = -1
+    for h in iter_headers(raw):
+        if h.last_offset < first:
+            continue
+        if h.base_offset > last:
+            break
+        if start < 0:
+            start = h.position
+        end = h.end
+    if start < 0:
+        return raw
+    return raw if start == 0 and end == len(raw) else raw[start:end]
 
 
 def _overlay(old: Iterable[StateBatch], new: Iterable[Any]) -> list[StateBatch]:
