@@ -708,8 +708,8 @@ def _slice_to_acquired(raw: bytes, acquired: Acquired) -> bytes:
     (ShareFetchUtils.maybeSliceFetchRecords): a read is up to 8 MiB, and a fetch acquiring one
     batch of it must not send the client (who parses and drops them) the batches it does not
     own (issue 33: 8 x the bytes to a share consumer, and 2.5 x its CPU)."""
-    first = acquired.records[0].first_offset
-    last = acquired.records[-1].last_offset
+    first = min(r.first_offset for r in acquired.records)
+    last = max(r.last_offset for r in acquired.records)
     start = end = -1
     for h in iter_headers(raw):
         if h.last_offset < first:
