@@ -6,6 +6,7 @@ of the acquired range (Kafka's ShareFetchUtils.maybeSliceFetchRecords)."""
 from __future__ import annotations
 
 import random
+import uuid
 
 from minibroker.coordinator.share.coordinator import _overlay, _slice_to_acquired
 from minibroker.coordinator.share.partition import Acquired, AcquiredRange
@@ -80,3 +81,106 @@ def test_answer_carries_only_the_batches_of_the_acquired_range() -> None:
     assert _slice_to_acquired(raw, _acq((15, 16), (25, 31))) == b[1] + b[2] + b[3]
     assert _slice_to_acquired(raw, _acq((0, 39))) is raw
     assert _slice_to_acquired(raw, _acq((38, 39))) == b[3]
+
+
+# ---- the first, shorter log read of a ShareFetch acquires what the full read would -------------
+
+class _Log:
+    """A partition log of whole batches, read as PartitionLog.read_to reads (at least one
+    batch, whole batches up to max_bytes, never past the upper bound)."""
+
+    def __init__(self, batches: list[bytes], sizes: list[int]) -> None:
+        self.batches, self.bases, at = batches, [], 0
+        for n in sizes:
+            self.bases.append(at)
+            at += n
+        self.log_start_offset, self.high_watermark = 0, at
+        self.last_stable_offset = at
+        self.reads: list[int] = []
+
+    def read_to(self, offset: int, max_bytes: int, upper_bound: int | None = None):
+        self.reads.append(max_bytes)
+        out, after = b"", offset
+        for base, b, nxt in zip(self.bases, self.batches, [*self.bases[1:], self.high_watermark]):
+            if nxt <= offset or (upper_bound is not None and base >= upper_bound):
+                continue
+            if out and len(out) + len(b) > max_bytes:
+                break
+            out += b
+            after = nxt
+        return memoryview(out), after
+
+    def aborted_transactions(self, start: int, end: int):
+        return []
+
+
+class _Info:
+    def __init__(self) -> None:
+        self.name, self.partitions = "t", 1
+        self.topic_id = uuid.UUID(int=7)
+
+
+class _Logs:
+    def __init__(self, plog: _Log) -> None:
+        self.plog = plog
+
+    def topic(self, name: str):
+        return _Info() if name == "t" else None
+
+    def get_log(self, topic: str, partition: int):
+        return self.plog
+
+    def topics(self):
+        return [_Info()]
+
+
+class _StateLog:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def append(self, batch: bytes, origin: str = "client"):
+        self.n += 1
+        return type("Info", (), {"base_offset": self.n - 1})()
+
+
+_CONFIG = {"share.record.lock.duration.ms": "30000", "share.delivery.count.limit": "5",
+           "share.partition.max.record.locks": "2000", "share.renew.acknowledge.enable": "false",
+           "share.isolation.level": "read_uncommitted", "share.auto.offset.reset": "earliest"}
+
+
+def _run(monkeypatch, first_read: int, sizes: list[int], batches: list[bytes]) -> tuple[list, list[int]]:
+    """Fetches of two members with acknowledgements and releases; what each got."""
+    from minibroker.coordinator.share import coordinator as co
+    from minibroker.coordinator.share.partition import AckBatch, AcquireMode
+    monkeypatch.setattr(co, "FIRST_READ_BYTES", first_read)
+    plog = _Log(batches, sizes)
+    share = co.ShareCoordinator(logs=_Logs(plog), state_log=lambda p: _StateLog(),
+                                write_group_records=lambda g, r: None,
+                                group_config=lambda g, n: _CONFIG[n])
+    view = share.partition("g", "t", 0)
+    assert view is not None
+    got = []
+    for i in range(12):  # bounded: 12 fetches
+        member = f"m{i % 2}"
+        acquired, data = share.acquire(view, member, max_records=500, batch_size=500,
+                                       max_bytes=50 << 20, mode=AcquireMode.BATCH_OPTIMIZED)
+        got.append((member, [(r.first_offset, r.last_offset, r.delivery_count) for r in acquired.records],
+                    data))
+        if acquired.records:
+            kind = 2 if i % 3 == 0 else 1  # every third fetch RELEASEs, the rest ACCEPT
+            out = share.acknowledge(view, member, [AckBatch(r.first_offset, r.last_offset, [kind])
+                                                   for r in acquired.records])
+            assert out.error is None
+    return got, plog.reads
+
+
+def test_short_first_read_acquires_what_the_full_read_does(monkeypatch) -> None:
+    # batches of 300 and 40 records (~30 KiB and ~4 KiB): several fit in a short read
+    sizes = [300, 40, 40, 700, 40, 300, 300, 40, 1000, 40, 300, 40, 40, 40, 300]
+    _, batches = _log(*sizes)
+    short, short_reads = _run(monkeypatch, 8 * 1024, sizes, batches)
+    full, full_reads = _run(monkeypatch, 1 << 40, sizes, batches)
+    assert sum(b - a + 1 for _, rs, _ in full for a, b, _ in rs) > 3000  # most of the log went out
+    assert short == full
+    assert any(r == 8 * 1024 for r in short_reads)  # the short read was used
+    assert all(r > 8 * 1024 for r in full_reads)
