@@ -601,7 +601,7 @@ def w_txn(ctx, b: Broker) -> dict:
     return out
 
 
-SHARE_RATE_CEILING = 250_000  # records/s the preload is sized for (per timed second)
+SHARE_RATE_CEILING = 2_000_000  # records/s the preload is sized for (per timed second)
 
 
 def _serves_share_groups(b: Broker) -> bool:

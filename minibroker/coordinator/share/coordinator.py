@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
@@ -85,6 +86,8 @@ log = get_logger("minibroker.share")
 STATE_PARTITIONS = SHARE_STATE_PARTITIONS
 PRUNE_INTERVAL_MS = 5 * 60 * 1000  # Kafka's share.coordinator.state.topic.prune.interval.ms
 READ_MAX_BYTES = 8 * 1024 * 1024  # one partition's read per ShareFetch
+FIRST_READ_BYTES = 256 * 1024  # tried first when that can acquire the same (see read)
+_EMPTY_READ = memoryview(b"")
 
 
 class History(Protocol):
@@ -558,8 +561,10 @@ class ShareCoordinator:
         self._after(view, outcome)
         self.notify(key[1], key[2])
 
-    def read(self, view: SharePartitionView, max_bytes: int) -> tuple[LogRead, bytes]:
-        """The log read acquisition works from, at the partition's next fetch offset."""
+    def read(self, view: SharePartitionView, max_bytes: int,
+             max_records: int = 0) -> tuple[LogRead, bytes]:
+        """The log read acquisition works from, at the partition's next fetch offset; with
+        ``max_records``, possibly a shorter one that acquires the same."""
         sp = view.sp
         plog = self.logs.get_log(sp.topic, sp.partition)
         if plog.log_start_offset > sp.start_offset:
@@ -570,7 +575,19 @@ class ShareCoordinator:
         upper = lso if committed else plog.high_watermark
         if offset >= upper:
             return LogRead((), committed, lso if committed else None), b""
-        data, after = plog.read_to(offset, max(1, min(max_bytes, READ_MAX_BYTES)), upper_bound=upper)
+        limit = max(1, min(max_bytes, READ_MAX_BYTES))
+        data, after = _EMPTY_READ, offset
+        if 0 < max_records and FIRST_READ_BYTES < limit and (sp.in_flight_count() == 0
+                                                           or offset > sp.end_offset):
+            # Only records never delivered from here on: acquisition takes at most max_records
+            # of them, rounded up to the end of a log batch, so a read covering max_records
+            # offsets (or everything up to the bound) acquires what the full read would, and
+            # copies a fraction of it (issue 33: 8 MiB per ShareFetch for one 1 MiB batch).
+            data, after = plog.read_to(offset, FIRST_READ_BYTES, upper_bound=upper)
+            if after - offset < max_records and after < upper:
+                data, after = _EMPTY_READ, offset
+        if not len(data):
+            data, after = plog.read_to(offset, limit, upper_bound=upper)
         raw = bytes(data)
         batches: list[LogBatch] = []
         for h in iter_headers(raw):
@@ -589,7 +606,7 @@ class ShareCoordinator:
 
     def acquire(self, view: SharePartitionView, member: str, *, max_records: int, batch_size: int,
                 max_bytes: int, mode: AcquireMode) -> tuple[Acquired, bytes]:
-        read, raw = self.read(view, max_bytes)
+        read, raw = self.read(view, max_bytes, max_records)
         if not read.batches:
             return Acquired(), b""
         acquired = view.sp.acquire(member, read, max_records=max_records, batch_size=batch_size,
@@ -598,7 +615,7 @@ class ShareCoordinator:
             self.history.record(view.sp.group_id, view.sp.topic, view.sp.partition, acquired.events,
                                 delivery_limit=view.sp.config.delivery_count_limit)
         self._arm_lock(view)
-        return acquired, raw if acquired.records else b""
+        return acquired, _slice_to_acquired(raw, acquired) if acquired.records else b""
 
     def check_acknowledge(self, view: SharePartitionView, member: str, batches: list[AckBatch]) -> Outcome:
         """The acknowledgement's answer, nothing changed, persisted or recorded."""
@@ -746,21 +763,66 @@ class ShareCoordinator:
         return self.groups.list_groups()
 
 
+def _slice_to_acquired(raw: bytes, acquired: Acquired) -> bytes:
+    """The log batches of ``raw`` from the one holding the first acquired offset to the last one
+    starting at or before the last acquired offset, as Kafka 4.4 answers
+    (ShareFetchUtils.maybeSliceFetchRecords): a read is up to 8 MiB, and a fetch acquiring one
+    batch of it must not send the client (who parses and drops them) the batches it does not
+    own (issue 33: 8 x the bytes to a share consumer, and 2.5 x its CPU)."""
+    first = min(r.first_offset for r in acquired.records)
+    last = max(r.last_offset for r in acquired.records)
+    start = end = -1
+    for h in iter_headers(raw):
+        if h.last_offset < first:
+            continue
+        if h.base_offset > last:
+            break
+        if start < 0:
+            start = h.position
+        end = h.end
+    if start < 0:
+        return raw
+    return raw if start == 0 and end == len(raw) else raw[start:end]
+
+
 def _overlay(old: Iterable[StateBatch], new: Iterable[Any]) -> list[StateBatch]:
-    """Newer state batches over older ones (PersisterStateBatchCombiner's outcome)."""
-    per: dict[int, tuple[int, int]] = {}
-    for b in old:
-        for o in range(b.first_offset, b.last_offset + 1):
-            per[o] = (b.delivery_state, b.delivery_count)
-    for b in new:
-        for o in range(b.first_offset, b.last_offset + 1):
-            per[o] = (b.delivery_state, b.delivery_count)
+    """Newer state batches over older ones (PersisterStateBatchCombiner's outcome): every
+    offset either covers takes the state of the last batch covering it (``new`` after ``old``,
+    each in its order), and neighbours with the same state and count merge.
+
+    Works on ranges, not offsets: it runs on every acknowledgement's write, and one batch can
+    span the whole in-flight window (thousands of offsets), which per offset cost ~20 ms a
+    write and stalled share fetches (issue 33)."""
+    segs: list[StateBatch] = []  # disjoint, sorted by first offset
+    firsts: list[int] = []
+    for b in (*old, *new):
+        lo, hi = b.first_offset, b.last_offset
+        if hi < lo:
+            continue
+        i = bisect.bisect_right(firsts, lo) - 1
+        if i < 0 or segs[i].last_offset < lo:
+            i += 1
+        j = i
+        repl: list[StateBatch] = []
+        tail: StateBatch | None = None
+        while j < len(segs) and segs[j].first_offset <= hi:
+            s = segs[j]
+            if s.first_offset < lo:
+                repl.append(StateBatch(s.first_offset, lo - 1, s.delivery_state, s.delivery_count))
+            if s.last_offset > hi:
+                tail = StateBatch(hi + 1, s.last_offset, s.delivery_state, s.delivery_count)
+            j += 1
+        repl.append(StateBatch(lo, hi, b.delivery_state, b.delivery_count))
+        if tail is not None:
+            repl.append(tail)
+        segs[i:j] = repl
+        firsts[i:j] = [r.first_offset for r in repl]
     out: list[StateBatch] = []
-    for o in sorted(per):
-        st, c = per[o]
+    for s in segs:
         prev = out[-1] if out else None
-        if prev and prev.last_offset + 1 == o and (prev.delivery_state, prev.delivery_count) == (st, c):
-            out[-1] = StateBatch(out[-1].first_offset, o, st, c)
+        if (prev is not None and prev.last_offset + 1 == s.first_offset
+                and (prev.delivery_state, prev.delivery_count) == (s.delivery_state, s.delivery_count)):
+            out[-1] = StateBatch(prev.first_offset, s.last_offset, s.delivery_state, s.delivery_count)
         else:
-            out.append(StateBatch(o, o, st, c))
+            out.append(s)
     return out
