@@ -324,6 +324,9 @@ class Broker:
         plog = self.logs.get_log(topic, partition)
         if plog is not None:
             plog.become_leader(epoch)
+        share = getattr(self, "share_coordinator", None)
+        if share is not None:
+            share.leader_changed(topic, partition)
 
     def add_partitions(self, name: str, count: int, assignments: dict[int, list[int]] | None = None) -> None:
         """CreatePartitions: the topic grows to ``count`` partitions, with the replicas given."""

@@ -737,6 +737,25 @@ class ShareCoordinator:
         log.info("share.topic_forgotten", topic=name, topic_id=str(topic_id))
         self._arm()
 
+    def leader_changed(self, topic: str, partition: int) -> None:
+        """The partition's leader moved: as Kafka's SharePartitionManager drops the share
+        partition from the old leader's cache (SharePartitionListener.onBecomingFollower) and
+        the new leader loads it from the share coordinator, every group's cached share
+        partition goes and the next ShareFetch loads the persisted state. Acquisitions are never
+        persisted, so what was acquired and not yet acknowledged comes back AVAILABLE with its
+        persisted delivery count, and acknowledging it against the new leader is refused."""
+        dropped = [k for k in self.partitions if k[1] == topic and k[2] == partition]
+        for key in dropped:
+            view = self.partitions.pop(key)
+            timer = self._lock_timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+            log.info("share.partition_unloaded", group=key[0], topic=topic, partition=partition,
+                     reason="leader moved", start_offset=view.sp.start_offset)
+        if dropped:
+            self._arm()
+            self.notify(topic, partition)
+
     # ---- what the console and the broker read --------------------------------------------
     def share_partition(self, group: str, topic: str, partition: int) -> SharePartition | None:
         view = self.partitions.get((group, topic, partition))
