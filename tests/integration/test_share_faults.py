@@ -157,3 +157,82 @@ def test_leader_moves_mid_delivery(cluster):
     assert fetches.index((old, "NOT_LEADER_OR_FOLLOWER")) < fetches.index((new, "NONE")), fetches
     assert any(r["api"] == "Metadata" for r in b.control.requests(topic=topic)
                if r["seq"] > _seq_of(b, topic, old, "NOT_LEADER_OR_FOLLOWER"))
+
+
+def _coordinator(b, group: str) -> int:
+    beats = [r for r in b.control.requests(api="ShareGroupHeartbeat", group=group) if r["error"] == "NONE"]
+    assert beats, "no heartbeat answered yet"
+    return int(beats[-1]["broker"])
+
+
+def _run_through_coordinator_change(b, group: str, change) -> tuple[Ledger, int]:
+    """Two consumers of a 2-partition topic; ``change(old_coordinator)`` happens after some
+    records were acknowledged, with more records still to come. Returns the ledger and the old
+    coordinator's node id."""
+    bs = ",".join(b.addresses)
+    topic = _topic(bs, partitions=2)
+    _group_configs(bs, group, share_auto_offset_reset="earliest",
+                   share_heartbeat_interval_ms="5000")
+    _produce(bs, topic, 40, partitions=2)
+    consumers = [_consumer(bs, group, topic) for _ in range(2)]
+    ledger = Ledger()
+    want = _all_keys(80, 2)
+    try:
+        _poll(consumers, lambda: len(ledger.accepted) >= 10, 40, ledger.accept)
+        assert len(ledger.accepted) >= 10, ledger.deliveries
+        old = _coordinator(b, group)
+        change(old)
+        _produce(bs, topic, 40, partitions=2, start=40)
+        _poll(consumers, lambda: set(ledger.accepted) >= want, 60, ledger.accept)
+        # heartbeats after the change reach the new coordinator
+        deadline = time.monotonic() + 30
+        for _ in range(100):
+            if _coordinator(b, group) != old or time.monotonic() > deadline:
+                break
+            for c in consumers:
+                c.poll(0.2)
+        for c in consumers:
+            c.commit_sync(15)
+    finally:
+        for c in consumers:
+            c.close()
+    assert sorted(ledger.accepted) == sorted(want), "each record acknowledged exactly once"
+    assert all(counts == [1] for counts in ledger.deliveries.values()), ledger.deliveries
+    for p in (0, 1):
+        _assert_done(b, group, topic, p, 40)
+    return ledger, old
+
+
+def test_coordinator_moves_mid_delivery(cluster):
+    """The share group's coordinator moves (and loads for a while): the heartbeats to the old
+    one get NOT_COORDINATOR, the consumers find the new one and carry on."""
+    b = cluster
+    group = "g-coord-move"
+    moved_to: list[int] = []
+
+    def move(old: int) -> None:
+        moved_to.append(next(n for n in (1, 2, 3) if n != old))
+        b.control.move_coordinator(moved_to[0], group=group, load_in_progress=2)
+
+    _, old = _run_through_coordinator_change(b, group, move)
+    beats = [(r["broker"], r["error"]) for r in b.control.requests(api="ShareGroupHeartbeat", group=group)]
+    assert (old, "NOT_COORDINATOR") in beats, beats
+    assert (moved_to[0], "COORDINATOR_LOAD_IN_PROGRESS") in beats, beats
+    assert beats[-1] == (moved_to[0], "NONE"), beats
+    after = _seq_after(b, "ShareGroupHeartbeat", group, old, "NOT_COORDINATOR")
+    assert any(r["seq"] > after for r in b.control.requests(api="FindCoordinator")), "no FindCoordinator"
+
+
+def _seq_after(b, api: str, group: str, broker: int, error: str) -> int:
+    return next(r["seq"] for r in b.control.requests(api=api, group=group)
+                if r["broker"] == broker and r["error"] == error)
+
+
+def test_coordinator_broker_stops_mid_delivery(cluster):
+    """The broker holding the group's coordinator stops (its partition leaders move too):
+    the consumers find the new coordinator and the new leaders; nothing is lost or doubled."""
+    b = cluster
+    group = "g-coord-stop"
+    _, old = _run_through_coordinator_change(b, group, lambda old: b.control.stop_broker(old))
+    beats = [(r["broker"], r["error"]) for r in b.control.requests(api="ShareGroupHeartbeat", group=group)]
+    assert beats[-1][0] != old and beats[-1][1] == "NONE", beats
