@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaError, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 pytestmark = pytest.mark.integration
@@ -236,3 +236,99 @@ def test_coordinator_broker_stops_mid_delivery(cluster):
     _, old = _run_through_coordinator_change(b, group, lambda old: b.control.stop_broker(old))
     beats = [(r["broker"], r["error"]) for r in b.control.requests(api="ShareGroupHeartbeat", group=group)]
     assert beats[-1][0] != old and beats[-1][1] == "NONE", beats
+
+
+@pytest.fixture
+def single(broker_factory):
+    return broker_factory(control=True)
+
+
+def _fired(b, rule_id: int) -> int:
+    return int(b.control.fault(rule_id)["fired"])
+
+
+def test_share_fetch_delayed_and_heartbeat_errors(single):
+    """Delayed ShareFetch answers and ShareGroupHeartbeat errors: the consumer waits, finds the
+    coordinator again, and every record is delivered and acknowledged once."""
+    b = single
+    bs = b.bootstrap_servers
+    topic = _topic(bs, partitions=2, replication=1)
+    group = "g-fetch-hb-faults"
+    _group_configs(bs, group, share_auto_offset_reset="earliest")
+    _produce(bs, topic, 40, partitions=2)
+    delay = b.control.add_fault(api="ShareFetch", action="delay", delay_ms=1500, group=group, count=3)
+    beat = b.control.add_fault(api="ShareGroupHeartbeat", action="error", error="COORDINATOR_NOT_AVAILABLE",
+                               group=group, nth=2)
+    c = _consumer(bs, group, topic)
+    ledger = Ledger()
+    want = _all_keys(80, 2)
+    try:
+        # produced in three rounds, so that several ShareFetch answers carry records
+        _poll([c], lambda: len(ledger.accepted) >= 10, 30, ledger.accept)
+        _produce(bs, topic, 20, partitions=2, start=40)
+        _poll([c], lambda: len(ledger.accepted) >= 50, 30, ledger.accept)
+        _produce(bs, topic, 20, partitions=2, start=60)
+        _poll([c], lambda: (set(ledger.accepted) >= want and _fired(b, beat["id"]) >= 1
+                            and _fired(b, delay["id"]) >= 3), 60, ledger.accept)
+        c.commit_sync(15)
+    finally:
+        c.close()
+    assert sorted(ledger.accepted) == sorted(want)
+    assert all(counts == [1] for counts in ledger.deliveries.values()), ledger.deliveries
+    assert _fired(b, delay["id"]) == 3 and _fired(b, beat["id"]) == 1
+    delayed = [r for r in b.control.requests(api="ShareFetch", group=group) if r["fault"]]
+    assert len(delayed) == 3 and all(r["latency_ms"] >= 1400 for r in delayed), delayed
+    beats = b.control.requests(api="ShareGroupHeartbeat", group=group)
+    failed = next(r for r in beats if r["error"] == "COORDINATOR_NOT_AVAILABLE")
+    assert any(r["seq"] > failed["seq"] for r in b.control.requests(api="FindCoordinator")), \
+        "the client did not look the coordinator up again"
+    assert beats[-1]["error"] == "NONE"
+    for p in (0, 1):
+        _assert_done(b, group, topic, p, 40)
+
+
+@pytest.mark.parametrize("rule, again, client_error", [
+    # refused, nothing applied: the records stay acquired until their lock expires
+    ({"action": "error", "error": "UNKNOWN_SERVER_ERROR"}, True, KafkaError.UNKNOWN),
+    # the connection closed before the broker read it: the share session goes with the
+    # connection and releases the member's records at once (KIP-932's disconnect listener)
+    ({"action": "disconnect", "when": "before"}, True, KafkaError._TRANSPORT),
+    # applied, then answered with an error: the records are acknowledged, never seen again
+    ({"action": "error-after-apply", "error": "UNKNOWN_SERVER_ERROR"}, False, KafkaError.UNKNOWN),
+], ids=["error", "disconnect", "error-after-apply"])
+def test_share_acknowledge_fault(single, rule, again, client_error):
+    """One ShareAcknowledge (the explicit acknowledgements of a commit_sync) faulted: the client
+    reports the partition's error, and the broker's state decides what comes again."""
+    b = single
+    bs = b.bootstrap_servers
+    topic = _topic(bs, partitions=1, replication=1)
+    group = "g-ack-" + rule["action"]
+    _group_configs(bs, group, share_auto_offset_reset="earliest",
+                   share_record_lock_duration_ms=GROUP_LOCK_MS)
+    _produce(bs, topic, 10, partitions=1)
+    fault = b.control.add_fault(api="ShareAcknowledge", group=group, count=1, **rule)
+    c = _consumer(bs, group, topic)
+    ledger = Ledger()
+    want = _all_keys(10, 1)
+    outcome = None
+    try:
+        _poll([c], lambda: set(ledger.accepted) >= want, 30, ledger.accept)
+        try:
+            outcome = c.commit_sync(15)  # explicit acknowledgements go in a ShareAcknowledge
+        except Exception as e:  # what librdkafka reports is printed; the broker's state decides
+            outcome = e
+        assert _fired(b, fault["id"]) == 1, b.control.faults()
+        _poll([c], lambda: all(len(v) >= 2 for v in ledger.deliveries.values()),
+              45 if again else 8, ledger.accept)
+        c.commit_sync(15)
+    finally:
+        c.close()
+    # librdkafka reports the failed acknowledgement per partition
+    assert isinstance(outcome, dict), outcome
+    [(tp, err)] = outcome.items()
+    assert (tp.topic, tp.partition) == (topic, 0) and err.args[0].code() == client_error, outcome
+    expected = [1, 2] if again else [1]
+    assert {k: v for k, v in ledger.deliveries.items()} == {k: expected for k in want}
+    _assert_done(b, group, topic, 0, 10)
+    [faulted] = [r for r in b.control.requests(api="ShareAcknowledge", group=group) if r["fault"]]
+    assert faulted["fault"] == fault["id"], faulted
