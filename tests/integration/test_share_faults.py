@@ -146,6 +146,11 @@ def test_leader_moves_mid_delivery(cluster):
         c.close()
     _assert_done(b, group, topic, 0, 30)
     assert sorted(ledger.accepted) == sorted(want), "each record acknowledged exactly once"
+    # share explain tells why the held records came twice
+    story = _share_state(b, group, topic, 0)
+    moved = [r for r in story["records"] if r["first_offset"] <= min(held)[1] <= r["last_offset"]]
+    assert moved and moved[0]["redeliveries"] == {"leader_moved": 1}, story["text"]
+    assert "leader moved" in moved[0]["diagnosis"], moved[0]["diagnosis"]
     # Kafka's new leader loads the persisted state, and acquisitions are not persisted: what
     # was held comes back as never delivered (delivery count 1 again; nothing was ever written)
     for key in held:

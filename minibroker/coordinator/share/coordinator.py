@@ -68,6 +68,7 @@ from .partition import (
     AckBatch,
     Acquired,
     AcquireMode,
+    Action,
     AutoOffsetReset,
     HistoryEvent,
     LogBatch,
@@ -78,6 +79,7 @@ from .partition import (
     ShareUpdate,
     StateBatch,
 )
+from .record_state import RecordState
 from .sessions import ShareSession, ShareSessionCache
 
 log = get_logger("minibroker.share")
@@ -745,16 +747,33 @@ class ShareCoordinator:
         persisted, so what was acquired and not yet acknowledged comes back AVAILABLE with its
         persisted delivery count, and acknowledging it against the new leader is refused."""
         dropped = [k for k in self.partitions if k[1] == topic and k[2] == partition]
+        now = self.clock.wall_ms()
         for key in dropped:
             view = self.partitions.pop(key)
             timer = self._lock_timers.pop(key, None)
             if timer is not None:
                 timer.cancel()
+            self._tell_leader_moved(view, now)
             log.info("share.partition_unloaded", group=key[0], topic=topic, partition=partition,
                      reason="leader moved", start_offset=view.sp.start_offset)
         if dropped:
             self._arm()
             self.notify(topic, partition)
+
+    def _tell_leader_moved(self, view: SharePartitionView, now: int) -> None:
+        """The history's line for what was acquired when the leader moved: available again
+        with the delivery count the new leader loads (the persisted one, 0 if none)."""
+        sp = view.sp
+        persisted = self.persisted.get((sp.group_id, view.topic_id, sp.partition))
+        counts = {o: b.delivery_count for b in (persisted.batches if persisted is not None else ())
+                  for o in range(b.first_offset, b.last_offset + 1)}
+        events = [HistoryEvent(o, o, Action.LEADER_MOVED, member, now, RecordState.AVAILABLE,
+                               counts.get(o, 0), deadline)
+                  for first, last, state, _count, member, deadline in sp.in_flight()
+                  if state is RecordState.ACQUIRED for o in range(first, last + 1)]
+        if events:
+            self.history.record(sp.group_id, sp.topic, sp.partition, _merge_events(events),
+                                delivery_limit=sp.config.delivery_count_limit)
 
     # ---- what the console and the broker read --------------------------------------------
     def share_partition(self, group: str, topic: str, partition: int) -> SharePartition | None:
@@ -763,6 +782,18 @@ class ShareCoordinator:
 
     def share_groups(self) -> list[tuple[str, str]]:
         return self.groups.list_groups()
+
+
+def _merge_events(events: list[HistoryEvent]) -> list[HistoryEvent]:
+    """Adjacent per-offset events alike but for the offset, as ranges."""
+    out: list[HistoryEvent] = []
+    for e in events:
+        if out and out[-1].last_offset + 1 == e.first_offset and dataclasses.replace(
+                out[-1], first_offset=e.first_offset, last_offset=e.last_offset) == e:
+            out[-1] = dataclasses.replace(out[-1], last_offset=e.last_offset)
+        else:
+            out.append(e)
+    return out
 
 
 def _overlay(old: Iterable[StateBatch], new: Iterable[Any]) -> list[StateBatch]:

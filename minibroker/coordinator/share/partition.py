@@ -114,6 +114,9 @@ class Action:
     ABORTED_TXN = "archived_aborted_transaction"
     LOG_START_MOVED = "archived_log_start_moved"
     NOT_IN_LOG = "archived_not_in_log"
+    # the partition's leader moved: the new leader loads the persisted state, where no
+    # acquisition is kept (SharePartitionListener.onBecomingFollower)
+    LEADER_MOVED = "leader_moved"
 
 
 _VALID_ACK_TYPES = frozenset(int(t) for t in AckType)
