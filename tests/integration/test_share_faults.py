@@ -337,3 +337,33 @@ def test_share_acknowledge_fault(single, rule, again, client_error):
     _assert_done(b, group, topic, 0, 10)
     [faulted] = [r for r in b.control.requests(api="ShareAcknowledge", group=group) if r["fault"]]
     assert faulted["fault"] == fault["id"], faulted
+
+
+def test_one_share_session_per_leader(cluster):
+    """A consumer fetching from three leaders holds a share session on each broker, as against
+    a Kafka cluster: no ShareFetch or ShareAcknowledge is refused for its session, the final
+    acknowledgements on close included."""
+    b = cluster
+    bs = ",".join(b.addresses)
+    topic = _topic(bs, partitions=3)
+    group = "g-sessions"
+    _group_configs(bs, group, share_auto_offset_reset="earliest")
+    _produce(bs, topic, 60, partitions=3)
+    c = _consumer(bs, group, topic)
+    ledger = Ledger()
+    want = _all_keys(60, 3)
+    try:
+        _poll([c], lambda: set(ledger.accepted) >= want, 40, ledger.accept)
+        _produce(bs, topic, 30, partitions=3, start=60)
+        want = _all_keys(90, 3)
+        _poll([c], lambda: set(ledger.accepted) >= want, 40, ledger.accept)
+        c.commit_sync(15)
+    finally:
+        c.close()
+    assert sorted(ledger.accepted) == sorted(want)
+    seen = [(r["api"], r["broker"], r["error"]) for r in b.control.requests(group=group)
+            if r["api"] in ("ShareFetch", "ShareAcknowledge")]
+    assert len({broker for _, broker, _ in seen}) == 3, seen
+    assert all(error == "NONE" for _, _, error in seen), seen
+    for p in (0, 1, 2):
+        _assert_done(b, group, topic, p, 30)
