@@ -166,6 +166,7 @@ class Broker:
             notify=lambda t, p: self.fetch_waiters.notify(t, p),
             is_other_group=lambda g: g in self.group_coordinator.groups,
             history=self.share_history,
+            leads=lambda node, t, p: self.cluster is None or not self.cluster.not_leader(node, t, p),
             dlq=DeadLetterQueues(
                 logs=self.logs, clock=clock,
                 enabled=lambda: self.features.share_version >= 2,  # ShareVersion.SV_2

@@ -367,3 +367,84 @@ def test_one_share_session_per_leader(cluster):
     assert all(error == "NONE" for _, _, error in seen), seen
     for p in (0, 1, 2):
         _assert_done(b, group, topic, p, 30)
+
+
+def test_closing_the_old_leaders_session_releases_nothing_on_the_new_one(cluster):
+    """Raw requests: a member acquires on the old leader, the leader moves, the member acquires
+    the same records again from the new leader (its state was reloaded), then its connection
+    to the old leader closes. That session's end releases nothing: the old leader no longer
+    holds the share partition (Kafka drops it on losing the lead)."""
+    import datetime
+
+    from tests.reference.client import Connection, part, req
+
+    b = cluster
+    bs = ",".join(b.addresses)
+    topic = _topic(bs, partitions=1)
+    group = "g-raw-move"
+    _group_configs(bs, group, share_auto_offset_reset="earliest")
+    _produce(bs, topic, 5, partitions=1)
+    node_of = {}
+    for n in (1, 2, 3):
+        node_of[n] = b.addresses[n - 1].rsplit(":", 1)
+    old = _leader(bs, topic, 0)
+    new = next(n for n in (1, 2, 3) if n != old)
+
+    def conn(n):
+        host, port = node_of[n]
+        return Connection(host, int(port))
+
+    def fetch(c, topic_id):
+        base = (78, 1)
+        return c.call(req(78, 1, group_id=group, member_id="raw-m", share_session_epoch=0,
+                          max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                          max_records=10, batch_size=10,
+                          topics=(part(base, "FetchTopic", topic_id=topic_id, partitions=(
+                              part(base, "FetchPartition", partition_index=0,
+                                   acknowledgement_batches=()),)),),
+                          forgotten_topics_data=()))
+
+    def acquired(r) -> int:
+        return sum(a.last_offset - a.first_offset + 1 for t in r.responses for p in t.partitions
+                   for a in p.acquired_records)
+
+    coordinator = None
+    for n in (1, 2, 3):  # the coordinator answers the join, the others NOT_COORDINATOR
+        with conn(n) as c:
+            r = c.call(req(76, 1, group_id=group, member_id="raw-m", member_epoch=0, rack_id=None,
+                           subscribed_topic_names=(topic,)))
+        if r.error_code == 0:
+            coordinator, epoch = n, r.member_epoch
+            break
+    assert coordinator is not None
+    with conn(coordinator) as c:
+        deadline = time.monotonic() + 20
+        for _ in range(100):  # the assignment comes with a later heartbeat
+            r = c.call(req(76, 1, group_id=group, member_id="raw-m", member_epoch=epoch, rack_id=None,
+                           subscribed_topic_names=None))
+            assert r.error_code == 0, r
+            epoch = r.member_epoch
+            if r.assignment is not None and r.assignment.topic_partitions:
+                break
+            assert time.monotonic() < deadline, r
+            time.sleep(0.2)
+        topic_id = r.assignment.topic_partitions[0].topic_id
+    on_old = conn(old).__enter__()
+    try:
+        assert acquired(fetch(on_old, topic_id)) == 5
+        b.control.move_leader(topic, 0, new)
+        with conn(new) as on_new:
+            assert acquired(fetch(on_new, topic_id)) == 5, "the new leader reloaded the state"
+            on_old.__exit__(None, None, None)
+            on_old = None
+            deadline = time.monotonic() + 10
+            for _ in range(100):  # the broker's loop handles the disconnect
+                if "share.session_closed_by_disconnect" in b.log_text():
+                    break
+                assert time.monotonic() < deadline, "the old leader's session did not end"
+                time.sleep(0.1)
+            state = _share_state(b, group, topic, 0)["state"]["in_flight"]
+            assert state["acquired"] == 5, state
+    finally:
+        if on_old is not None:
+            on_old.__exit__(None, None, None)

@@ -147,8 +147,12 @@ class ShareCoordinator:
                  is_other_group: Callable[[str], bool] = lambda g: False,
                  history: History | None = None, max_sessions: int = 2000,
                  prune_interval_ms: int = PRUNE_INTERVAL_MS,
-                 dlq: DeadLetterQueues | None = None) -> None:
+                 dlq: DeadLetterQueues | None = None,
+                 leads: Callable[[int | None, str, int], bool] = lambda node, t, p: True) -> None:
         self.logs = logs
+        # leads(node, topic, partition): whether that broker leads the partition now (virtual
+        # brokers); a session on a broker that lost the lead has nothing there to release
+        self.leads = leads
         # where archived records go first when the group has a DLQ topic (share.version 2)
         self.dlq = dlq
         self.clock = clock
@@ -621,7 +625,10 @@ class ShareCoordinator:
                 name = self._topic_name(uuid.UUID(tid_text))
             except ValueError:
                 continue
-            if name is None:
+            if name is None or not self.leads(session.node, name, p):
+                # Kafka's old leader dropped the share partition when it lost the lead
+                # (SharePartitionListener.onBecomingFollower): closing a session there
+                # releases nothing the member holds on the new leader
                 continue
             view = self.partitions.get((session.group_id, name, p))
             if view is None:
