@@ -170,7 +170,7 @@ def _coordinator(b, group: str) -> int:
     return int(beats[-1]["broker"])
 
 
-def _run_through_coordinator_change(b, group: str, change) -> tuple[Ledger, int]:
+def _run_through_coordinator_change(b, group: str, change, leaders_move: bool = False) -> tuple[Ledger, int]:
     """Two consumers of a 2-partition topic; ``change(old_coordinator)`` happens after some
     records were acknowledged, with more records still to come. Returns the ledger and the old
     coordinator's node id."""
@@ -186,6 +186,7 @@ def _run_through_coordinator_change(b, group: str, change) -> tuple[Ledger, int]
         _poll(consumers, lambda: len(ledger.accepted) >= 10, 40, ledger.accept)
         assert len(ledger.accepted) >= 10, ledger.deliveries
         old = _coordinator(b, group)
+        leaders_before = {p: _leader(bs, topic, p) for p in (0, 1)}
         change(old)
         _produce(bs, topic, 40, partitions=2, start=40)
         _poll(consumers, lambda: set(ledger.accepted) >= want, 60, ledger.accept)
@@ -201,10 +202,19 @@ def _run_through_coordinator_change(b, group: str, change) -> tuple[Ledger, int]
     finally:
         for c in consumers:
             c.close()
-    assert sorted(ledger.accepted) == sorted(want), "each record acknowledged exactly once"
-    assert all(counts == [1] for counts in ledger.deliveries.values()), ledger.deliveries
     for p in (0, 1):
         _assert_done(b, group, topic, p, 40)
+    if not leaders_move:
+        assert sorted(ledger.accepted) == sorted(want), "each record acknowledged exactly once"
+        assert all(counts == [1] for counts in ledger.deliveries.values()), ledger.deliveries
+    else:
+        # records in flight on a partition whose leader went come back from the new leader
+        # (reloaded state: acquisitions are not persisted); nothing else is delivered twice
+        assert set(ledger.accepted) == want
+        moved = {p for p in (0, 1) if leaders_before[p] == old}
+        twice = {k for k, counts in ledger.deliveries.items() if len(counts) > 1}
+        assert {p for p, _ in twice} <= moved, (moved, ledger.deliveries)
+        assert all(len(c) <= 2 and max(c) <= 2 for c in ledger.deliveries.values()), ledger.deliveries
     return ledger, old
 
 
@@ -238,7 +248,8 @@ def test_coordinator_broker_stops_mid_delivery(cluster):
     the consumers find the new coordinator and the new leaders; nothing is lost or doubled."""
     b = cluster
     group = "g-coord-stop"
-    _, old = _run_through_coordinator_change(b, group, lambda old: b.control.stop_broker(old))
+    _, old = _run_through_coordinator_change(b, group, lambda old: b.control.stop_broker(old),
+                                             leaders_move=True)
     beats = [(r["broker"], r["error"]) for r in b.control.requests(api="ShareGroupHeartbeat", group=group)]
     assert beats[-1][0] != old and beats[-1][1] == "NONE", beats
 
