@@ -459,3 +459,59 @@ def test_closing_the_old_leaders_session_releases_nothing_on_the_new_one(cluster
     finally:
         if on_old is not None:
             on_old.__exit__(None, None, None)
+
+
+# ---- the Java client 4.4's KafkaShareConsumer --------------------------------------------------
+
+def test_java_share_consumer_through_leader_and_coordinator_moves(cluster):
+    """The stock Java client (implicit acknowledgement) while both partitions' leaders and the
+    group's coordinator move: it follows them and every record ends acknowledged."""
+    import json
+
+    from .java_client import compile_drivers, finish_driver, java_toolchain, start_driver
+
+    tc = java_toolchain()
+    classes = compile_drivers(tc)
+    b = cluster
+    bs = ",".join(b.addresses)
+    topic = _topic(bs, partitions=2)
+    group = "g-java-moves"
+    _group_configs(bs, group, share_auto_offset_reset="earliest")
+    _produce(bs, topic, 40, partitions=2)
+    proc = start_driver(tc, classes, "ShareConsume",
+                        [bs, "consume", group, topic, "implicit", 80, 50_000, "accept", "sync"])
+    try:
+        deadline = time.monotonic() + 40
+        for _ in range(400):  # until the consumer is fetching
+            if any(r["error"] == "NONE" for r in b.control.requests(api="ShareFetch", group=group)):
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, "the Java consumer never fetched"
+            time.sleep(0.1)
+        old_coordinator = _coordinator(b, group)
+        new_coordinator = next(n for n in (1, 2, 3) if n != old_coordinator)
+        b.control.move_coordinator(new_coordinator, group=group)
+        deadline = time.monotonic() + 30
+        for _ in range(300):  # its next heartbeat (every 5 s) finds the new coordinator
+            if _coordinator(b, group) == new_coordinator:
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, "no heartbeat reached the new coordinator"
+            time.sleep(0.1)
+        leaders = {p: _leader(bs, topic, p) for p in (0, 1)}
+        for p, old in leaders.items():
+            b.control.move_leader(topic, p, next(n for n in (1, 2, 3) if n != old))
+        _produce(bs, topic, 40, partitions=2, start=40)
+    finally:
+        r = finish_driver(proc, 90)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    got = [x for x in lines if "o" in x]
+    assert {(x["p"], x["o"]) for x in got} == _all_keys(80, 2), r.stdout[-2000:]
+    assert all(x["dc"] <= 2 for x in got), got
+    for p in (0, 1):
+        _assert_done(b, group, topic, p, 40)
+    fetches = [(x["broker"], x["error"]) for x in b.control.requests(api="ShareFetch", group=group)]
+    for p, old in leaders.items():
+        assert (old, "NOT_LEADER_OR_FOLLOWER") in fetches, (p, old, fetches)
+    assert fetches[-1][1] == "NONE", fetches
+    beats = [(x["broker"], x["error"]) for x in b.control.requests(api="ShareGroupHeartbeat", group=group)]
+    assert (old_coordinator, "NOT_COORDINATOR") in beats and (new_coordinator, "NONE") in beats, beats
