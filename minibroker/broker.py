@@ -166,6 +166,7 @@ class Broker:
             notify=lambda t, p: self.fetch_waiters.notify(t, p),
             is_other_group=lambda g: g in self.group_coordinator.groups,
             history=self.share_history,
+            leads=lambda node, t, p: self.cluster is None or not self.cluster.not_leader(node, t, p),
             dlq=DeadLetterQueues(
                 logs=self.logs, clock=clock,
                 enabled=lambda: self.features.share_version >= 2,  # ShareVersion.SV_2
@@ -324,6 +325,9 @@ class Broker:
         plog = self.logs.get_log(topic, partition)
         if plog is not None:
             plog.become_leader(epoch)
+        share = getattr(self, "share_coordinator", None)
+        if share is not None:
+            share.leader_changed(topic, partition)
 
     def add_partitions(self, name: str, count: int, assignments: dict[int, list[int]] | None = None) -> None:
         """CreatePartitions: the topic grows to ``count`` partitions, with the replicas given."""

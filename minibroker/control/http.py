@@ -50,7 +50,7 @@ log = get_logger("minibroker.control")
 
 _TXN_COORDINATOR_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn")
 _GROUP_COORDINATOR_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
-                           "OffsetFetch", "TxnOffsetCommit", "ConsumerGroupHeartbeat")
+                           "OffsetFetch", "TxnOffsetCommit", "ConsumerGroupHeartbeat", "ShareGroupHeartbeat")
 
 
 class ControlPlane:

@@ -165,7 +165,7 @@ class ShareHandlers:
         try:
             context = self.share.sessions.new_context(req.group_id, req.member_id,
                                                       req.share_session_epoch, wanted, forgotten,
-                                                      has_acks, conn)
+                                                      has_acks, conn, connection_node(ctx))
         except ShareSessionError as e:
             return Response.of(ctx.correlation_id, self._top_error(R, e.code, None, lock=False))
         is_renew = bool(getattr(req, "is_renew_ack", False))
@@ -343,7 +343,7 @@ class ShareHandlers:
         keys = list(context.partitions)
         if close:
             keys = list(acks)
-            self._close_session(req.group_id, req.member_id)
+            self._close_session(req.group_id, req.member_id, connection_node(ctx))
         else:
             summary = {k: PartitionResult(bool(r[2]), r[0]) for k, r in results.items()}
             for k in acks:
@@ -391,9 +391,9 @@ class ShareHandlers:
         return tuple(build(N, node_id=n, host=known[n][0], port=known[n][1], rack=None)
                      for n in sorted(leaders) if n in known)
 
-    def _close_session(self, group_id: str, member_id: str) -> None:
+    def _close_session(self, group_id: str, member_id: str, node: int | None) -> None:
         try:
-            session = self.share.sessions.release(group_id, member_id)
+            session = self.share.sessions.release(group_id, member_id, node)
         except ShareSessionError:
             return
         self.share._release_session(session)
@@ -414,13 +414,14 @@ class ShareHandlers:
         if top is not None:
             return self._top_error(R, *top)
         try:
-            self.share.sessions.acknowledge_update(req.group_id, req.member_id, req.share_session_epoch)
+            self.share.sessions.acknowledge_update(req.group_id, req.member_id, req.share_session_epoch,
+                                                   connection_node(ctx))
         except ShareSessionError as e:
             return self._top_error(R, e.code, None)
         is_renew = bool(getattr(req, "is_renew_ack", False))
         acks = self._acknowledge_all(ctx, req, req.topics, is_renew)
         if req.share_session_epoch == -1:
-            self._close_session(req.group_id, req.member_id)
+            self._close_session(req.group_id, req.member_id, connection_node(ctx))
         P = nested(R, "PartitionData")
         T = nested(R, "ShareAcknowledgeTopicResponse")
         L = nested(R, "LeaderIdAndEpoch")

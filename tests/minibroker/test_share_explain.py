@@ -271,3 +271,21 @@ def test_offline_a_start_after_an_acquisition_gives_it_back(tmp_path):
     assert r.state == "AVAILABLE"
     assert r.diagnosis.startswith("Available again because the broker restarted at 22:13:27.000 while member A "
                                   "held it"), r.diagnosis
+
+
+def test_a_leader_move_gives_the_records_back_with_the_persisted_count(hist):
+    from minibroker.coordinator.share.partition import Action, HistoryEvent
+    from minibroker.coordinator.share.record_state import RecordState
+
+    run = Run(hist)
+    run.acquire("A", 0, 0, 2)
+    # what the coordinator tells when the leader moves (nothing persisted: count 0)
+    run._keep([HistoryEvent(0, 2, Action.LEADER_MOVED, "A", T + 500, RecordState.AVAILABLE, 0, T + LOCK)])
+    run.sp = SharePartition("g", "t", 0, ShareConfig(delivery_count_limit=5), 0)  # the new leader's load
+    assert run.acquire("A", 600, 0, 2) == [(0, 2, 1)]
+    run.ack("A", 700, (0, 2, ACCEPT))
+    r = run.explain(offset=1).records[0]
+    assert "the partition's leader moved while member A held it" in r.story[1], r.story
+    assert "delivery count 0" in r.story[1]
+    assert r.redeliveries == {"leader_moved": 1}
+    assert "the partition's leader moved at 22:13:20.500 while member A held it" in r.diagnosis, r.diagnosis

@@ -142,3 +142,17 @@ def test_remove_all_on_share_version_off():
     open_session(cache, "b", conn="c2")
     assert {s.member_id for s in cache.remove_all()} == {"a", "b"}
     assert len(cache) == 0 and cache.members("g") == 0
+
+
+def test_each_broker_keeps_its_own_session_of_a_member():
+    """Kafka's ShareSessionCache is per broker: a member fetching from two leaders opens a
+    session on each, and one's epoch 0 replaces nothing on the other."""
+    cache = ShareSessionCache()
+    a = cache.new_context("g", "m", 0, [P0], [], False, "c1", node=1)
+    b = cache.new_context("g", "m", 0, [P1], [], False, "c2", node=2)
+    assert a.session is not None and b.session is not None and a.session is not b.session
+    assert cache.new_context("g", "m", 1, [], [], True, "c1", node=1).partitions == (P0,)
+    assert cache.acknowledge_update("g", "m", 1, node=2).epoch == 2
+    assert code_of(cache.acknowledge_update, "g", "m", 1, node=3) == ErrorCode.share_session_not_found
+    assert cache.release("g", "m", node=1).partitions == {P0: False}
+    assert cache.get("g", "m", node=2) is b.session and cache.get("g", "m", node=1) is None

@@ -69,6 +69,7 @@ from .partition import (
     AckBatch,
     Acquired,
     AcquireMode,
+    Action,
     AutoOffsetReset,
     HistoryEvent,
     LogBatch,
@@ -78,7 +79,9 @@ from .partition import (
     SharePartition,
     ShareUpdate,
     StateBatch,
+    merge_events,
 )
+from .record_state import RecordState
 from .sessions import ShareSession, ShareSessionCache
 
 log = get_logger("minibroker.share")
@@ -148,8 +151,12 @@ class ShareCoordinator:
                  is_other_group: Callable[[str], bool] = lambda g: False,
                  history: History | None = None, max_sessions: int = 2000,
                  prune_interval_ms: int = PRUNE_INTERVAL_MS,
-                 dlq: DeadLetterQueues | None = None) -> None:
+                 dlq: DeadLetterQueues | None = None,
+                 leads: Callable[[int | None, str, int], bool] = lambda node, t, p: True) -> None:
         self.logs = logs
+        # leads(node, topic, partition): whether that broker leads the partition now (virtual
+        # brokers); a session on a broker that lost the lead has nothing there to release
+        self.leads = leads
         # where archived records go first when the group has a DLQ topic (share.version 2)
         self.dlq = dlq
         self.clock = clock
@@ -636,7 +643,10 @@ class ShareCoordinator:
                 name = self._topic_name(uuid.UUID(tid_text))
             except ValueError:
                 continue
-            if name is None:
+            if name is None or not self.leads(session.node, name, p):
+                # Kafka's old leader dropped the share partition when it lost the lead
+                # (SharePartitionListener.onBecomingFollower): closing a session there
+                # releases nothing the member holds on the new leader
                 continue
             view = self.partitions.get((session.group_id, name, p))
             if view is None:
@@ -753,6 +763,42 @@ class ShareCoordinator:
             self._tombstone(g, tid, p)
         log.info("share.topic_forgotten", topic=name, topic_id=str(topic_id))
         self._arm()
+
+    def leader_changed(self, topic: str, partition: int) -> None:
+        """The partition's leader moved: as Kafka's SharePartitionManager drops the share
+        partition from the old leader's cache (SharePartitionListener.onBecomingFollower) and
+        the new leader loads it from the share coordinator, every group's cached share
+        partition goes and the next ShareFetch loads the persisted state. Acquisitions are never
+        persisted, so what was acquired and not yet acknowledged comes back AVAILABLE with its
+        persisted delivery count, and acknowledging it against the new leader is refused."""
+        dropped = [k for k in self.partitions if k[1] == topic and k[2] == partition]
+        now = self.clock.wall_ms()
+        for key in dropped:
+            view = self.partitions.pop(key)
+            timer = self._lock_timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+            self._tell_leader_moved(view, now)
+            log.info("share.partition_unloaded", group=key[0], topic=topic, partition=partition,
+                     reason="leader moved", start_offset=view.sp.start_offset)
+        if dropped:
+            self._arm()
+            self.notify(topic, partition)
+
+    def _tell_leader_moved(self, view: SharePartitionView, now: int) -> None:
+        """The history's line for what was acquired when the leader moved: available again
+        with the delivery count the new leader loads (the persisted one, 0 if none)."""
+        sp = view.sp
+        persisted = self.persisted.get((sp.group_id, view.topic_id, sp.partition))
+        counts = {o: b.delivery_count for b in (persisted.batches if persisted is not None else ())
+                  for o in range(b.first_offset, b.last_offset + 1)}
+        events = [HistoryEvent(o, o, Action.LEADER_MOVED, member, now, RecordState.AVAILABLE,
+                               counts.get(o, 0), deadline)
+                  for first, last, state, _count, member, deadline in sp.in_flight()
+                  if state is RecordState.ACQUIRED for o in range(first, last + 1)]
+        if events:
+            self.history.record(sp.group_id, sp.topic, sp.partition, merge_events(events),
+                                delivery_limit=sp.config.delivery_count_limit)
 
     # ---- what the console and the broker read --------------------------------------------
     def share_partition(self, group: str, topic: str, partition: int) -> SharePartition | None:

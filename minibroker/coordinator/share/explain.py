@@ -31,7 +31,7 @@ from .record_state import RecordState
 InFlightRow = tuple[int, int, RecordState, int, str, int | None]
 
 # What ended a delivery and let the record be delivered again, as the diagnosis says it.
-_GIVE_BACK = {Action.LOCK_EXPIRED, Action.RELEASED, Action.MEMBER_RELEASED}
+_GIVE_BACK = {Action.LOCK_EXPIRED, Action.RELEASED, Action.MEMBER_RELEASED, Action.LEADER_MOVED}
 RESTART = "broker_restart"
 
 # Text shown per cause in the diagnosis's tally.
@@ -39,6 +39,7 @@ CAUSES = {
     Action.LOCK_EXPIRED: "lock expiry",
     Action.RELEASED: "release",
     Action.MEMBER_RELEASED: "member gone",
+    Action.LEADER_MOVED: "leader moved",
     RESTART: "broker restart",
 }
 
@@ -248,6 +249,9 @@ def _plain_line(e: dict[str, Any], limit: int | None) -> str:
         return f"{at}  lock of {who} expired{deadline}, no acknowledgement came → {back}"
     if action == Action.MEMBER_RELEASED:
         return f"{at}  {who} left the group or closed its share session while holding it → {back}"
+    if action == Action.LEADER_MOVED:
+        return (f"{at}  the partition's leader moved while {who} held it: the new leader loaded the "
+                f"persisted state (acquisitions are not persisted) → available, delivery count {count}")
     if action == Action.ABORTED_TXN:
         return f"{at}  archived: the record belongs to an aborted transaction (read_committed group)"
     if action == Action.LOG_START_MOVED:
@@ -339,6 +343,8 @@ def _cause_text(cause: str, e: dict[str, Any], restart_at: int | None) -> str:
         return f"{_member(e.get('member'))} RELEASED it at {at}"
     if cause == Action.MEMBER_RELEASED:
         return f"{_member(e.get('member'))} left or closed its session at {at}"
+    if cause == Action.LEADER_MOVED:
+        return f"the partition's leader moved at {at} while {_member(e.get('member'))} held it"
     if restart_at is None:
         return f"the delivery to {_member(e.get('member'))} ended with no kept event (a broker restart?)"
     return f"the broker restarted at {clock_time(restart_at)} while {_member(e.get('member'))} held it"

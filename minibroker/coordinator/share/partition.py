@@ -114,6 +114,9 @@ class Action:
     ABORTED_TXN = "archived_aborted_transaction"
     LOG_START_MOVED = "archived_log_start_moved"
     NOT_IN_LOG = "archived_not_in_log"
+    # the partition's leader moved: the new leader loads the persisted state, where no
+    # acquisition is kept (SharePartitionListener.onBecomingFollower)
+    LEADER_MOVED = "leader_moved"
 
 
 _VALID_ACK_TYPES = frozenset(int(t) for t in AckType)
@@ -361,7 +364,8 @@ def merge_ranges(ranges: Iterable[AcquiredRange]) -> list[AcquiredRange]:
     return out
 
 
-def _merge_events(events: list[HistoryEvent]) -> list[HistoryEvent]:
+def merge_events(events: list[HistoryEvent]) -> list[HistoryEvent]:
+    """Adjacent per-offset events alike but for the offset, as ranges."""
     out: list[HistoryEvent] = []
     for e in events:
         if out:
@@ -609,7 +613,7 @@ class SharePartition:
             self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size,
                               max_to_acquire, now_ms, out)
             self._filter_aborted(read, batches, out, now_ms)
-            out.events = _merge_events(out.events)
+            out.events = merge_events(out.events)
             return out
 
         result: list[AcquiredRange] = []
@@ -667,7 +671,7 @@ class SharePartition:
         out.records = result
         if result:
             self._filter_aborted(read, batches, out, now_ms)
-        out.events = _merge_events(out.events)
+        out.events = merge_events(out.events)
         return out
 
     def _limits(self, fetch_offset: int, max_records: int, last_offset: int) -> tuple[int, int]:
@@ -1023,11 +1027,11 @@ class SharePartition:
         self.start_offset = log_start_offset
         if self.end_offset < self.start_offset:
             self.end_offset = self.start_offset
-        out.events = _merge_events(out.events)
+        out.events = merge_events(out.events)
         return out
 
     def _commit(self, persist: list[StateBatch], events: list[HistoryEvent]) -> Outcome:
-        out = Outcome(events=_merge_events(events))
+        out = Outcome(events=merge_events(events))
         if persist:
             out.update = ShareUpdate(self.start_offset, self.delivery_complete_count(),
                                      _merge_state_batches(sorted(persist, key=lambda s: s.first_offset)))

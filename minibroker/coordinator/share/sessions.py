@@ -40,7 +40,7 @@ DEFAULT_MAX_SESSIONS = 2000  # group.share.max.share.sessions
 
 # A share partition as sessions know it: (topic id, partition index).
 PartitionKey = tuple[str, int]
-SessionKey = tuple[str, str]  # (group id, member id)
+SessionKey = tuple[str, str, int | None]  # (group id, member id, the broker that holds it)
 
 
 def next_epoch(epoch: int) -> int:
@@ -68,10 +68,14 @@ class ShareSession:
     connection_id: str
     # insertion-ordered; the value is CachedSharePartition.requiresUpdateInResponse
     partitions: dict[PartitionKey, bool] = field(default_factory=dict)
+    # Each Kafka broker has its own ShareSessionCache: a member fetching from three leaders has
+    # three sessions with their own epochs. Virtual brokers (--brokers N) keep theirs apart by
+    # node id (None: a single broker).
+    node: int | None = None
 
     @property
     def key(self) -> SessionKey:
-        return (self.group_id, self.member_id)
+        return (self.group_id, self.member_id, self.node)
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,8 @@ class ShareSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def get(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self._sessions.get((group_id, member_id))
+    def get(self, group_id: str, member_id: str, node: int | None = None) -> ShareSession | None:
+        return self._sessions.get((group_id, member_id, node))
 
     def members(self, group_id: str) -> int:
         return self._members_per_group.get(group_id, 0)
@@ -114,10 +118,10 @@ class ShareSessionCache:
 
     def new_context(self, group_id: str, member_id: str, epoch: int, partitions: Iterable[PartitionKey],
                     forgotten: Iterable[PartitionKey], has_acknowledgements: bool,
-                    connection_id: str) -> FetchContext:
+                    connection_id: str, node: int | None = None) -> FetchContext:
         """SharePartitionManager.newContext; raises ShareSessionError."""
         wanted = _dedupe(partitions)
-        key = (group_id, member_id)
+        key = (group_id, member_id, node)
         if epoch == FINAL_EPOCH:
             if key not in self._sessions:
                 raise ShareSessionError(ErrorCode.share_session_not_found)
@@ -132,7 +136,7 @@ class ShareSessionCache:
             if len(self._sessions) >= self.max_sessions:
                 raise ShareSessionError(ErrorCode.share_session_limit_reached)
             opened = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH), connection_id,
-                                  {p: False for p in wanted})
+                                  {p: False for p in wanted}, node)
             self._sessions[key] = opened
             self._members_per_group[group_id] = self._members_per_group.get(group_id, 0) + 1
             self._by_connection[connection_id] = (key, False)
@@ -176,12 +180,13 @@ class ShareSessionCache:
 
     # ------------------------------------------------------------------ ShareAcknowledge
 
-    def acknowledge_update(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+    def acknowledge_update(self, group_id: str, member_id: str, epoch: int,
+                           node: int | None = None) -> ShareSession:
         """SharePartitionManager.acknowledgeSessionUpdate; raises ShareSessionError. With epoch -1
         the caller releases the session after acknowledging."""
         if epoch == INITIAL_EPOCH:
             raise ShareSessionError(ErrorCode.invalid_share_session_epoch)
-        session = self._sessions.get((group_id, member_id))
+        session = self._sessions.get((group_id, member_id, node))
         if session is None:
             raise ShareSessionError(ErrorCode.share_session_not_found)
         if epoch == FINAL_EPOCH:
@@ -193,11 +198,11 @@ class ShareSessionCache:
 
     # ------------------------------------------------------------------ endings
 
-    def release(self, group_id: str, member_id: str) -> ShareSession:
+    def release(self, group_id: str, member_id: str, node: int | None = None) -> ShareSession:
         """releaseSession (after an epoch -1 request, or the member left the group): the session
         goes; the caller releases the member's records in ``session.partitions``. Raises
         ShareSessionError(SHARE_SESSION_NOT_FOUND) when there is none."""
-        session = self._remove((group_id, member_id))
+        session = self._remove((group_id, member_id, node))
         if session is None:
             raise ShareSessionError(ErrorCode.share_session_not_found)
         return session
