@@ -33,7 +33,7 @@ def _ok(r: subprocess.CompletedProcess) -> list[str]:
 SYSTEM = "(system clock: real time, plus every advance)"
 VIRTUAL = "(virtual clock: it moves only when advanced)"
 RAN = ("transactions aborted: 0, transactional ids expired: 0, producers expired: 0, "
-       "segments deleted: 0")
+       "segments deleted: 0, delegation tokens expired: 0")
 
 
 def _clock(control: str) -> dict:
@@ -125,7 +125,7 @@ def test_requests_have_a_header_and_error_names(broker_factory, topic):
 
 def test_a_bad_fault_rule_is_refused_without_a_broker():
     nobody = "127.0.0.1:1"  # nothing listens: had the CLI asked, it would say it cannot reach it
-    actions = "error, error-after-apply, drop-response, delay, disconnect, hold, crash"
+    actions = "error, error-after-apply, drop-response, delay, disconnect, hold, crash, throttle"
     cases = [
         (["--api", "EndTxn", "--action", "explode"], f"action must be one of {actions}, not 'explode'"),
         (["--api", "EndTxn"], f"faults add needs --action (one of {actions})"),
@@ -167,4 +167,4 @@ def test_counts_in_the_faults_cli_agree_in_number(broker_factory, tmp_path):
     r = _cli("faults", "load", str(scenario), "--control", "127.0.0.1:1")
     assert r.returncode == 2 and r.stderr == (f"minibroker: error: --faults '{scenario}': rule 1: action must be "
                                               "one of error, error-after-apply, drop-response, delay, disconnect, "
-                                              "hold, crash, not 'explode'\n"), r.stderr
+                                              "hold, crash, throttle, not 'explode'\n"), r.stderr
