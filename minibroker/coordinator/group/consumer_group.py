@@ -45,6 +45,7 @@ import base64
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from minibroker_protocol.errors import ErrorCode
 from minibroker_storage.lazylog import get_logger
@@ -578,20 +579,28 @@ def subscribed_by_consumer_group(cg: ConsumerGroupState) -> set[str]:
 def validate_offset_commit(g: Group, member_id: str, instance_id: str | None, epoch: int,
                            transactional: bool, api_version: int) -> None:
     """Kafka's ConsumerGroup.validateOffsetCommit, for a group that has consumer state."""
-    cg = g.consumer
-    assert cg is not None
-    if epoch < 0 and not cg.members:
+    assert g.consumer is not None
+    check_member_offset_commit(g, g.consumer.members, "modern", member_id, instance_id, epoch,
+                               transactional, api_version)
+
+
+def check_member_offset_commit(g: Group, members: Mapping[str, Any], protocol: str, member_id: str,
+                               instance_id: str | None, epoch: int, transactional: bool,
+                               api_version: int) -> None:
+    """The commit rules ConsumerGroup and StreamsGroup.validateOffsetCommit share, over the
+    group's ``members`` (each with a ``member_epoch``); ``protocol`` names it in the v<9 refusal."""
+    if epoch < 0 and not members:
         return  # the admin client, or a consumer outside group management
     if transactional and epoch == -1 and member_id == "" and instance_id is None:
         return  # TxnOffsetCommit without group metadata
-    member = cg.members.get(member_id)
+    member = members.get(member_id)
     if member is None:
         raise ConsumerGroupError(ErrorCode.unknown_member_id,
                                  f"Member {member_id} is not a member of group {g.group_id}.")
     if not transactional and api_version < 9:
         raise ConsumerGroupError(ErrorCode.unsupported_version,
                                  "OffsetCommit version 9 or above must be used by members using "
-                                 "the modern group protocol")
+                                 f"the {protocol} group protocol")
     if epoch != member.member_epoch:
         raise ConsumerGroupError(ErrorCode.stale_member_epoch,
                                  f"The member epoch {epoch} is stale; the current one is "
@@ -600,11 +609,16 @@ def validate_offset_commit(g: Group, member_id: str, instance_id: str | None, ep
 
 def validate_offset_fetch(g: Group, member_id: str | None, epoch: int) -> None:
     """Kafka's ConsumerGroup.validateOffsetFetch."""
-    cg = g.consumer
-    assert cg is not None
+    assert g.consumer is not None
+    check_member_offset_fetch(g, g.consumer.members, member_id, epoch)
+
+
+def check_member_offset_fetch(g: Group, members: Mapping[str, Any], member_id: str | None,
+                              epoch: int) -> None:
+    """The fetch rules ConsumerGroup and StreamsGroup.validateOffsetFetch share."""
     if member_id is None and epoch < 0:
         return
-    member = cg.members.get(member_id or "")
+    member = members.get(member_id or "")
     if member is None:
         raise ConsumerGroupError(ErrorCode.unknown_member_id,
                                  f"Member {member_id} is not a member of group {g.group_id}.")

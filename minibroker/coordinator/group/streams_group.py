@@ -43,7 +43,13 @@ from ...core.clock import Clock
 from ..timers import Deadlines
 from . import streams_assignor as sa
 from . import streams_topology as st
-from .consumer_group import ConsumerGroupError, GroupConfigLookup, Topics
+from .consumer_group import (
+    ConsumerGroupError,
+    GroupConfigLookup,
+    Topics,
+    check_member_offset_commit,
+    check_member_offset_fetch,
+)
 from .model import Group
 from .state import GroupState
 from .streams_state import StreamsGroupState, StreamsMember
@@ -577,40 +583,15 @@ def _show(a: Mapping[str, frozenset[int]]) -> dict[str, list[int]]:
 def validate_streams_offset_commit(g: Group, member_id: str, instance_id: str | None, epoch: int,
                                    transactional: bool, api_version: int) -> None:
     """Kafka's StreamsGroup.validateOffsetCommit (the same rules as a consumer group's)."""
-    sg = g.streams
-    assert sg is not None
-    if epoch < 0 and not sg.members:
-        return  # the admin client (kafka-streams-application-reset and the like)
-    if transactional and epoch == -1 and member_id == "" and instance_id is None:
-        return  # TxnOffsetCommit without group metadata
-    member = sg.members.get(member_id)
-    if member is None:
-        raise ConsumerGroupError(ErrorCode.unknown_member_id,
-                                 f"Member {member_id} is not a member of group {g.group_id}.")
-    if not transactional and api_version < 9:
-        raise ConsumerGroupError(ErrorCode.unsupported_version,
-                                 "OffsetCommit version 9 or above must be used by members using "
-                                 "the streams group protocol")
-    if epoch != member.member_epoch:
-        raise ConsumerGroupError(ErrorCode.stale_member_epoch,
-                                 f"The member epoch {epoch} is stale; the current one is "
-                                 f"{member.member_epoch}.")
+    assert g.streams is not None
+    check_member_offset_commit(g, g.streams.members, "streams", member_id, instance_id, epoch,
+                               transactional, api_version)
 
 
 def validate_streams_offset_fetch(g: Group, member_id: str | None, epoch: int) -> None:
     """Kafka's StreamsGroup.validateOffsetFetch."""
-    sg = g.streams
-    assert sg is not None
-    if member_id is None and epoch < 0:
-        return
-    member = sg.members.get(member_id or "")
-    if member is None:
-        raise ConsumerGroupError(ErrorCode.unknown_member_id,
-                                 f"Member {member_id} is not a member of group {g.group_id}.")
-    if epoch != member.member_epoch:
-        raise ConsumerGroupError(ErrorCode.stale_member_epoch,
-                                 f"The member epoch {epoch} is stale; the current one is "
-                                 f"{member.member_epoch}.")
+    assert g.streams is not None
+    check_member_offset_fetch(g, g.streams.members, member_id, epoch)
 
 
 def source_topics_of(sg: StreamsGroupState) -> set[str]:
