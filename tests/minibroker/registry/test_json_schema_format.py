@@ -274,3 +274,24 @@ def test_the_json_serializer_registration_parses_and_keeps_its_identity():
     parsed = FORMAT.parse(registered.schema_str, {})
     assert parsed.canonical() == json.dumps(json.loads(schema_str), separators=(",", ":"))
     assert parsed.normalized().canonical() == parsed.normalized().normalized().canonical()
+
+
+@pytest.mark.parametrize("schema, refs", [
+    ({"properties": {"a": {"$ref": "#/definitions/missing"}}}, {}),
+    ({"properties": {"a": {"$ref": "other.json"}}}, {}),
+    ({"properties": {"a": {"$ref": "#nowhere"}}}, {}),
+])
+def test_unresolvable_refs_are_refused(schema, refs):
+    with pytest.raises(InvalidSchema, match="unresolved \\$ref"):
+        parse(schema, refs)
+
+
+def test_resolvable_refs_are_accepted():
+    parse({"properties": {"a": {"$ref": "#/definitions/x"}}, "definitions": {"x": {}}})
+    parse({"properties": {"a": {"$ref": "other.json"}}}, {"other.json": '{"type":"string"}'})
+    parse({"properties": {"a": {"$ref": "other.json#/definitions/x"}}},
+          {"other.json": '{"definitions":{"x":{"type":"string"}}}'})
+    parse({"$schema": "https://json-schema.org/draft/2020-12/schema",
+           "properties": {"a": {"$ref": "#thing"}}, "$defs": {"t": {"$anchor": "thing"}}})
+    parse({"enum": [{"$ref": "not a reference, a value"}]})
+    parse({"$ref": "http://json-schema.org/draft-07/schema#"})

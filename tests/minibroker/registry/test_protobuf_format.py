@@ -374,3 +374,42 @@ message User {
     # The descriptor and the text of the same file are compatible both ways.
     text = parse(schema.canonical())
     assert text.compatibility_errors(schema) == [] and schema.compatibility_errors(text) == []
+
+
+def test_the_protobuf_serializer_registers_references_that_resolve():
+    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
+        MockSchemaRegistryClient,
+    )
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message_factory import GetMessageClass
+
+    F = descriptor_pb2.FieldDescriptorProto
+    dep = descriptor_pb2.FileDescriptorProto(name="acme/address.proto", package="acme.geo",
+                                             syntax="proto3")
+    address = dep.message_type.add(name="Address")
+    address.field.add(name="city", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    main = descriptor_pb2.FileDescriptorProto(name="acme/order.proto", package="acme",
+                                              syntax="proto3", dependency=["acme/address.proto"])
+    order = main.message_type.add(name="Order")
+    order.field.add(name="to", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                    type_name=".acme.geo.Address")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(dep)
+    pool.Add(main)
+    cls = GetMessageClass(pool.FindMessageTypeByName("acme.Order"))
+    client = MockSchemaRegistryClient({"url": "mock://srformats-refs"})
+    ProtobufSerializer(cls, client, {"use.deprecated.format": False})(
+        cls(), SerializationContext("orders", MessageField.VALUE))
+    registered = client.get_latest_version("orders-value").schema
+    [ref] = registered.references
+    assert ref.name == "acme/address.proto"
+    dep_text = client.get_version(ref.subject, ref.version).schema.schema_str
+    references = {ref.name: dep_text}
+    schema = FORMAT.parse(registered.schema_str, references)
+    assert "  .acme.geo.Address to = 1;\n" in schema.canonical()
+    assert FORMAT.parse(dep_text, {}).canonical().startswith('syntax = "proto3";\npackage acme.geo;')
+    # Without the reference the type does not resolve: Confluent answers 42201.
+    with pytest.raises(InvalidSchema, match="acme.geo.Address"):
+        FORMAT.parse(registered.schema_str, {})
