@@ -69,6 +69,15 @@ class JsonSchemaFormat:
     name = "JSON"
 
     def parse(self, text: str, references: Mapping[str, str]) -> JsonSchema:
+        try:
+            return self._parse(text, references)
+        except RecursionError:
+            raise InvalidSchema("Invalid JSON schema: nested too deeply") from None
+        except InvalidSchema as e:
+            # One line, whatever the schema's text put in the detail.
+            raise InvalidSchema(str(e).replace("\n", "\\n")) from None
+
+    def _parse(self, text: str, references: Mapping[str, str]) -> JsonSchema:
         node = _parse_document(text, "schema")
         _check_meta_schema(node)
         refs = {name: _parse_document(ref_text, f"reference '{name}'")

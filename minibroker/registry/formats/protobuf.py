@@ -623,7 +623,8 @@ def _element(text: str, what: str) -> ProtoFile:
         try:
             return parse_descriptor(text)
         except ValueError:
-            raise InvalidSchema(f"Could not parse Protobuf {what} - {text_error}") from None
+            detail = str(text_error).replace("\n", "\\n")  # one line, whatever the text holds
+            raise InvalidSchema(f"Could not parse Protobuf {what} - {detail}") from None
     except RecursionError:
         raise InvalidSchema(f"Could not parse Protobuf {what} - nested too deeply") from None
 
@@ -639,6 +640,8 @@ class ProtobufFormat:
             schema.normalized_text()  # Confluent's validate(): every named type must resolve
         except _Unresolved as e:
             raise InvalidSchema(f"Invalid Protobuf schema - {e}") from None
+        except RecursionError:
+            raise InvalidSchema("Invalid Protobuf schema - nested too deeply") from None
         return schema
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from minibroker.registry.formats.base import InvalidSchema
 from minibroker.registry.formats.protobuf import FORMAT
@@ -413,3 +415,28 @@ def test_the_protobuf_serializer_registers_references_that_resolve():
     # Without the reference the type does not resolve: Confluent answers 42201.
     with pytest.raises(InvalidSchema, match="acme.geo.Address"):
         FORMAT.parse(registered.schema_str, {})
+
+
+_TOKENS = ['syntax = "proto3";', 'syntax = "proto2";', "message", "M", "N", "{", "}", ";", "=",
+           "1", "2", "string", "int32", "repeated", "optional", "oneof", "enum", "map<string, M>",
+           "option", "(x).y", "[", "]", "reserved", "to", "max", '"a"', "package p;", "import",
+           '"m.proto"', "extend", "service", "rpc", "(", ")", "returns", "stream", ".", ",", "//c\n",
+           "/*", "*/", "-1", "0x10", "group", "extensions", "{a: 1}", "N.M", ".p.M"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=200),
+                 st.lists(st.sampled_from(_TOKENS), max_size=60).map(" ".join)))
+def test_any_text_parses_or_is_refused_cleanly(text):
+    try:
+        schema = FORMAT.parse(text, {})
+    except InvalidSchema as e:
+        assert "\n" not in str(e)
+        return
+    assert parse(schema.canonical()).canonical() == schema.canonical()
+    assert schema.compatibility_errors(schema) == []
+
+
+def test_deep_nesting_is_refused_cleanly():
+    with pytest.raises(InvalidSchema):
+        FORMAT.parse("message M {" * 3000 + "}" * 3000, {})
