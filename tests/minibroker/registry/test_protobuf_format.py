@@ -440,3 +440,23 @@ def test_any_text_parses_or_is_refused_cleanly(text):
 def test_deep_nesting_is_refused_cleanly():
     with pytest.raises(InvalidSchema):
         FORMAT.parse("message M {" * 3000 + "}" * 3000, {})
+
+
+def test_confluent_meta_options_normalize_as_confluents():
+    # confluent/meta.proto is always in scope (Confluent's KNOWN_DEPENDENCIES): its tags merge.
+    text = ('syntax = "proto3";\nimport "confluent/meta.proto";\nmessage R {\n'
+            '  int32 f = 1 [(confluent.field_meta).tags = "a", (confluent.field_meta).tags = "b"];\n'
+            '  confluent.type.Decimal d = 2;\n}\n')
+    normalized = parse(text).normalized().canonical()
+    assert ('  int32 f = 1 [(confluent.field_meta) = {\n    tags: [\n      "a",\n      "b"\n'
+            '    ]\n  }];\n') in normalized
+    assert "  .confluent.type.Decimal d = 2;\n" in normalized
+
+
+def test_extension_keys_inside_option_maps_get_full_names():
+    text = ('syntax = "proto2";\npackage p;\nimport "google/protobuf/descriptor.proto";\n'
+            'message Opt { extensions 100 to 200; }\n'
+            'extend Opt { optional int32 inner = 100; }\n'
+            'extend google.protobuf.MessageOptions { optional Opt opt = 50000; }\n'
+            'message M { option (opt) = { [inner]: 5 }; optional int32 a = 1; }\n')
+    assert "  option (p.opt) = {\n    [p.inner]: 5\n  };\n" in parse(text).normalized().canonical()
