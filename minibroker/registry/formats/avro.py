@@ -94,8 +94,12 @@ def _java_decimal(shortest: str, negative: bool, plain: bool) -> str:
 
 def _jstr(s: str) -> str:
     # Jackson escapes '"', '\\' and control characters (\b \t \n \f \r short, others \u00XX)
-    # and writes everything else as is, which is json.dumps without ensure_ascii.
-    return json.dumps(s, ensure_ascii=False)
+    # and writes everything else as is, which is json.dumps without ensure_ascii. A lone
+    # surrogate (a "\ud800" escape in the input) stays escaped so the text can be UTF-8.
+    out = json.dumps(s, ensure_ascii=False)
+    if any("\ud800" <= c <= "\udfff" for c in out):
+        out = "".join(f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in out)
+    return out
 
 
 def _jval(v: Any) -> str:
@@ -1277,6 +1281,9 @@ class AvroSchema:
         return self._canonical
 
     def normalized(self) -> AvroSchema:
+        """Confluent's normalize(): its normalized text reparsed with the same references. As
+        Confluent writes every named type as its full name without a namespace, a type in the
+        null namespace nested in a namespaced one comes back in the enclosing namespace."""
         out: list[str] = []
         _normalized_text(self.schema, {n: _jstr(n) for n in self.reference_names}, out)
         return FORMAT.parse("".join(out), self.references)
