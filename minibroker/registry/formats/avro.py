@@ -19,9 +19,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import struct
 from collections.abc import Iterator, Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from .base import InvalidSchema
@@ -60,7 +61,7 @@ def _java_double(x: float) -> str:
         return '"Infinity"' if x > 0 else '"-Infinity"'
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
-    return _java_decimal(repr(abs(x)), x < 0, 1e-3 <= abs(x) < 1e7)
+    return _java_decimal(repr(abs(x)), x < 0, 1e-3 <= abs(x) < 1e7, abs(x))
 
 
 def _java_float(x: float) -> str:
@@ -75,10 +76,18 @@ def _java_float(x: float) -> str:
     return _java_decimal(text, f < 0, 1e-3 <= abs(f) < 1e7)
 
 
-def _java_decimal(shortest: str, negative: bool, plain: bool) -> str:
-    sign, digit_tuple, exponent = Decimal(shortest).normalize().as_tuple()
+def _java_decimal(shortest: str, negative: bool, plain: bool, exact: float | None = None) -> str:
+    """Java's rendering of a shortest decimal: at least two significant digits, and when the
+    shortest has one, the two-digit decimal nearest the exact binary value (JDK 19+'s
+    Double.toString: 1e-322 is 9.9E-323; JDK 17's older algorithm differs on such values)."""
+    _, digit_tuple, exponent = Decimal(shortest).normalize().as_tuple()
     digits = "".join(map(str, digit_tuple))
     assert isinstance(exponent, int)
+    if len(digits) == 1 and exact is not None:
+        value = Decimal(exact)
+        two = value.scaleb(-value.adjusted() + 1).quantize(Decimal(1), rounding=ROUND_HALF_EVEN)
+        if int(two) % 10 and float(two.scaleb(value.adjusted() - 1)) == exact:
+            digits, exponent = str(int(two)), value.adjusted() - 1
     if plain:
         point = len(digits) + exponent  # digits before the decimal point
         if point <= 0:
@@ -530,18 +539,20 @@ def _parse_field(node: Any, ctx: _Context, space: str | None, position: int) -> 
     return field
 
 
+_JAVA_DECIMAL = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)")
+_JAVA_HEX = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?")
+
+
 def _parse_java_double(text: str) -> float:
-    """Double.parseDouble (a float field's default given as a string, e.g. "NaN")."""
-    t = text.strip()
-    body = t.lstrip("+-")
-    if body in ("NaN", "Infinity"):
-        return float(t)
-    try:
-        if body.lower().startswith(("nan", "inf")):
-            raise ValueError
-        return float(t.rstrip("dDfF") if t[-1:] in "dDfF" else t)
-    except (ValueError, IndexError):
-        raise _Error(f'For input string: "{text}"' if t else "empty String") from None
+    """Double.parseDouble (a float field's default given as a string, e.g. "NaN"): Java's
+    grammar, leading and trailing control characters and spaces ignored."""
+    t = text.strip("".join(map(chr, range(33))))
+    if _JAVA_DECIMAL.fullmatch(t):
+        return float(t.rstrip("fFdD") if not t.endswith("Infinity") else t)
+    hex_float = _JAVA_HEX.fullmatch(t)
+    if hex_float:
+        return float.fromhex(hex_float.group(1))
+    raise _Error(f'For input string: "{text}"' if t else "empty String")
 
 
 def _resolve(schema: Schema, ctx: _Context, done: set[int]) -> Schema:
@@ -758,6 +769,10 @@ def _parse_text(text: str, ctx: _Context) -> Schema:
         ctx.new.clear()
         raise
     ctx.commit()
+    if isinstance(schema, Unresolved) and schema.full not in ctx.old:
+        # The text is only a name nothing defines: ParseContext.resolve looks the placeholder's
+        # own name up and fails (a NullPointerException with this message).
+        raise _Error(f"Unknown schema: org.apache.avro.compiler.UnresolvedSchema_{schema.number}")
     _check_defaults([*ctx.old.values(), schema], ctx)
     for named in list(ctx.old.values()):
         _resolve(named, ctx, set())

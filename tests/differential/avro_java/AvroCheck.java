@@ -62,6 +62,7 @@ public final class AvroCheck {
       JsonNode request = MAPPER.readTree(line);
       ObjectNode answer = MAPPER.createObjectNode();
       answer.set("id", request.get("id"));
+      answer.put("jdk", Runtime.version().feature());
       JsonNode refs = request.get("refs");
       Schema reader = parse(request.get("reader").textValue(), refs, answer.putObject("reader"));
       Schema writer = parse(request.get("writer").textValue(), refs, answer.putObject("writer"));
