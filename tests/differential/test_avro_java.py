@@ -115,12 +115,13 @@ def full_name(node: dict[str, Any], space: str | None) -> tuple[str, str | None]
     return (f"{own}.{name}" if own else name), own
 
 
-def schema(draw: Any, ctx: Ctx, depth: int, space: str | None) -> Any:
-    kinds = ["prim", "prim", "prim_obj"]
-    if depth < 3:
-        kinds += ["record", "record", "enum", "fixed", "array", "map", "union", "union"]
-    if ctx.named:
-        kinds += ["ref"]
+def schema(draw: Any, ctx: Ctx, depth: int, space: str | None, kinds: list[str] | None = None) -> Any:
+    if kinds is None:
+        kinds = ["prim", "prim", "prim_obj"]
+        if depth < 3:
+            kinds += ["record", "record", "enum", "fixed", "array", "map", "union", "union"]
+        if ctx.named:
+            kinds += ["ref"]
     kind = draw(st.sampled_from(kinds))
     if kind == "prim":
         return draw(st.sampled_from(PRIMS))
@@ -367,7 +368,18 @@ def mutate(draw: Any, root: Any) -> Any:
 
 @st.composite
 def schema_pairs(draw: Any) -> tuple[str, str]:
+    return draw(schema_pairs_with_references(with_references=False))[:2]
+
+
+@st.composite
+def schema_pairs_with_references(draw: Any, with_references: bool = True) -> tuple[str, str, list[str]]:
+    """(reader, writer, referenced schemas): the references are named types the two schemas
+    may use by name, parsed first as the registry hands them over."""
     ctx = Ctx()
+    refs: list[str] = []
+    if with_references:
+        for _ in range(draw(st.integers(0, 2))):
+            refs.append(json.dumps(schema(draw, ctx, 1, None, ["record", "enum", "fixed"])))
     writer = schema(draw, ctx, 0, None)
     reader = copy.deepcopy(writer)
     for _ in range(draw(st.integers(0, 3))):
@@ -375,13 +387,20 @@ def schema_pairs(draw: Any) -> tuple[str, str]:
     if draw(st.booleans()):
         reader, writer = writer, reader
     indent = draw(st.sampled_from([None, 2]))
-    return json.dumps(reader, indent=indent), json.dumps(writer, indent=indent)
+    return json.dumps(reader, indent=indent), json.dumps(writer, indent=indent), refs
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(pair=schema_pairs())
 def test_generated_pairs_match_avro_java(java: AvroJava, pair: tuple[str, str]) -> None:
     compare(java, *pair)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=schema_pairs_with_references())
+def test_generated_pairs_with_references_match_avro_java(java: AvroJava,
+                                                         case: tuple[str, str, list[str]]) -> None:
+    compare(java, *case)
 
 
 # --- hand-picked cases: what the generator reaches rarely ---------------------------------------
