@@ -54,19 +54,22 @@ def unnumbered(message: str) -> str:
     return re.sub(r"UnresolvedSchema_\d+", "UnresolvedSchema_N", message)
 
 
-def ours(text: str, refs: list[str]) -> dict[str, Any]:
+def ours(text: str, refs: list[str], lenient: bool = False) -> dict[str, Any]:
     try:
-        parsed = FORMAT.parse(text, {str(i): r for i, r in enumerate(refs)})
+        parsed = FORMAT.parse(text, {str(i): r for i, r in enumerate(refs)}, new=not lenient)
     except InvalidSchema as e:
         return {"ok": False, "message": str(e)}
     return {"ok": True, "canonical": parsed.canonical(), "parsing_form": parsed.parsing_form(),
             "parsed": parsed}
 
 
-def compare(java: AvroJava, reader: str, writer: str, refs: list[str] | None = None) -> None:
+def compare(java: AvroJava, reader: str, writer: str, refs: list[str] | None = None,
+            lenient: bool = False) -> None:
+    """``lenient``: parse as Confluent parses a schema that is not new (no name or default
+    validation, then its names checked with the UTF rules)."""
     refs = refs or []
-    theirs = java.ask({"id": 0, "reader": reader, "writer": writer, "refs": refs})
-    mine = {"reader": ours(reader, refs), "writer": ours(writer, refs)}
+    theirs = java.ask({"id": 0, "reader": reader, "writer": writer, "refs": refs, "lenient": lenient})
+    mine = {"reader": ours(reader, refs, lenient), "writer": ours(writer, refs, lenient)}
     for side in ("reader", "writer"):
         t, m = theirs[side], mine[side]
         assert m["ok"] == t["ok"], f"{side} parse: Java {t} vs ours {m}\n{side}: {locals()[side]}"
@@ -457,6 +460,9 @@ CASES = [
           '{"name":"b","type":{"type":"enum","name":"E","symbols":["A"],"aliases":["Q"]}}'), '"E"'),
     (R % ("R", '{"name":"a","type":{"type":"fixed","name":"F","size":1}},'
           '{"name":"b","type":{"type":"fixed","name":"F","size":1,"p":1}}'), '"int"'),
+    # Names Confluent lets by when the schema is not new (the strict validator refuses them).
+    ('{"type":"record","name":"Réc","namespace":"1a.-b","aliases":["9"],"fields":[{"name":"ü","type":'
+     '{"type":"enum","name":"E","symbols":["Ä","b"]}}]}', '{"type":"enum","name":"E","symbols":["-"]}'),
     # Numbers as Jackson reads and writes them.
     ('{"type":"string","n":[1E2,-0,-0.0,0.001,0.0001,1e7,9999999.0,1e-400,1e400,-1e400,5e-324,'
      '1.7976931348623157e308,123456789012345678,0.1,100.5e-2,2.5E+3,3.0000000000000004,1e21,1e22,1e23]}', '"int"'),
@@ -469,6 +475,13 @@ CASES = [
 def test_hand_picked_pairs_match_avro_java(java: AvroJava, reader: str, writer: str) -> None:
     compare(java, reader, writer)
     compare(java, writer, reader)
+    compare(java, reader, writer, lenient=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pair=schema_pairs())
+def test_generated_pairs_parsed_as_not_new_match_avro_java(java: AvroJava, pair: tuple[str, str]) -> None:
+    compare(java, *pair, lenient=True)
 
 
 def test_references_match_avro_java(java: AvroJava) -> None:

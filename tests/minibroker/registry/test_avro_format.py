@@ -263,3 +263,20 @@ def test_lone_surrogate_stays_escaped() -> None:
     text = canon('{"type":"string","k":"a\\ud800b\\u00e9\\u0001"}')
     assert text == '{"type":"string","k":"a\\ud800b\u00e9\\u0001"}'
     text.encode("utf-8")
+
+
+def test_a_schema_not_new_is_parsed_without_validation() -> None:
+    # A lookup, or a schema read back from _schemas that an older registry accepted: Confluent
+    # parses it without name or default validation, then checks its own names (UTF rules).
+    text = ('{"type":"record","name":"Réc","namespace":"1a","fields":[{"name":"a","type":"int",'
+            '"default":"oops"}]}')
+    with pytest.raises(InvalidSchema):
+        FORMAT.parse(text, {})
+    parsed = FORMAT.parse(text, {}, new=False)
+    assert parsed.canonical() == ('{"type":"record","name":"Réc","namespace":"1a","fields":[{"name":"a",'
+                                  '"type":"int","default":"oops"}]}')
+    # normalize writes Field.defaultVal(), which has no value for a string default of an int
+    assert parsed.normalized().canonical() == ('{"type":"record","name":"Réc","namespace":"1a","fields":'
+                                               '[{"name":"a","type":"int"}]}')
+    with pytest.raises(InvalidSchema, match="Illegal character in: a-b"):
+        FORMAT.parse('{"type":"enum","name":"E","symbols":["a-b"]}', {}, new=False)
