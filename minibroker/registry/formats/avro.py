@@ -474,9 +474,9 @@ def _parse_name(node: dict[str, Any], space: str | None) -> Name:
 
 
 def _parse_alias_list(node: dict[str, Any]) -> list[str] | None:
-    aliases = node.get("aliases") if "aliases" in node else None
     if "aliases" not in node:
         return None
+    aliases = node["aliases"]
     if not isinstance(aliases, list):
         raise _Error(f"aliases not an array: {_jval(node)}")
     out: list[str] = []

@@ -280,3 +280,19 @@ def test_a_schema_not_new_is_parsed_without_validation() -> None:
                                                '[{"name":"a","type":"int"}]}')
     with pytest.raises(InvalidSchema, match="Illegal character in: a-b"):
         FORMAT.parse('{"type":"enum","name":"E","symbols":["a-b"]}', {}, new=False)
+
+
+def test_compatibility_errors_for_other_types_and_checker_failures() -> None:
+    class Other:
+        schema_type = "JSON"
+
+    avro = FORMAT.parse('"int"', {})
+    assert avro.compatibility_errors(Other()) == ["Incompatible because of different schema type"]
+    reader = FORMAT.parse('{"type":"record","name":"R","fields":[{"name":"a","type":"int","aliases":["x"]}]}', {})
+    writer = FORMAT.parse('{"type":"record","name":"R","fields":[{"name":"a","type":"int"},'
+                          '{"name":"x","type":"int"}]}', {})
+    # Avro's checker throws when a reader field matches two writer fields; Confluent reports it.
+    assert reader.compatibility_errors(writer) == [
+        "Unexpected exception during compatibility check: Reader record field a type:INT pos:0 matches "
+        'multiple fields in writer record schema {"type":"record","name":"R","fields":[{"name":"a",'
+        '"type":"int"},{"name":"x","type":"int"}]}']
