@@ -240,7 +240,7 @@ def test_normalize_is_idempotent_and_keeps_the_parsing_form() -> None:
 
     from tests.differential.test_avro_java import schema_pairs
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(pair=schema_pairs())
     def check(pair: tuple[str, str]) -> None:
         for text in pair:
