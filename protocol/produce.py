@@ -172,7 +172,11 @@ def _decode_flexible(body, version: int) -> ProduceRequest:
 
 _I16_BE = struct.Struct(">h")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_PARTITION_V5 = struct.Struct(">ihqqq")  # and the log start offset, from v5
 _I64 = struct.Struct(">q")
+# after those from v8: empty RecordErrors and a null ErrorMessage, then (v9+) no tagged fields
+_PLAIN_TAIL_V8 = b"\x00\x00\x00\x00\xff\xff"
+_PLAIN_TAIL_FLEX = b"\x01\x00\x00"
 _EMPTY_ARRAY_FLEX = b"\x01"
 _NULL_FLEX = b"\x00"
 _NULL_LEGACY = b"\xff\xff"
@@ -220,6 +224,11 @@ def encode_produce_response(correlation_id: int, version: int,
             out.append(_string(name, flexible))
         out.append(_count(len(parts), flexible))
         for index, error, base_offset, append_time, log_start, record_errors, message in parts:
+            if version >= 5 and not record_errors and message is None:
+                # the usual answer, whole: no record errors, no message, no tagged fields
+                out.append(_PARTITION_V5.pack(index, error, base_offset, append_time, log_start))
+                out.append(_PLAIN_TAIL_FLEX if flexible else _PLAIN_TAIL_V8 if version >= 8 else b"")
+                continue
             out.append(_PARTITION_HEAD.pack(index, error, base_offset, append_time))
             if version >= 5:
                 out.append(_I64.pack(log_start))
