@@ -192,7 +192,12 @@ def main() -> int:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(asyncio.run(_run(a))))
+        try:  # the broker's own loop (minibroker/app.py runs under uvloop where it is installed)
+            import uvloop
+            result = uvloop.run(_run(a))
+        except ImportError:
+            result = asyncio.run(_run(a))
+        print(json.dumps(result))
         return 0
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = [("this tree", here)] + ([("baseline", os.path.abspath(a.baseline))] if a.baseline else [])
