@@ -33,6 +33,10 @@ def read_uvarint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
     """Unsigned varint at ``pos``, read no further than ``end`` (default: the buffer's end)."""
     if end is None:
         end = len(buf)
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one byte: nearly every length and count of a request
+            return b, pos + 1
     result = 0
     shift = 0
     while True:
@@ -58,6 +62,8 @@ def write_uvarint(value: int) -> bytes:
 
 
 def skip_tagged_fields(buf, pos: int) -> int:
+    if pos < len(buf) and buf[pos] == 0:
+        return pos + 1  # no tagged fields, the usual case
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 from minibroker_protocol import produce as wire
 from minibroker_protocol.api_keys import ApiKey
@@ -19,7 +18,6 @@ from minibroker_protocol.batch import (
     read_header,
     validate_produce_records,
 )
-from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.record_checks import RecordErrors, RecordRules, check_records, stamp_log_append_time
 from minibroker_protocol.topics import is_internal
@@ -33,7 +31,7 @@ from ..coordinator.txn.timeline import NO_TIMELINE, Timeline
 from ..core.crash_points import CrashPoints
 from .api import NO_RESPONSE, Api, Disconnect, RequestContext, Response
 from .authz import OFF, Authz, Op, Res
-from .common import ZERO, partition_log, response_cls
+from .common import partition_log
 
 log = get_logger("minibroker.produce")
 
@@ -42,7 +40,6 @@ log = get_logger("minibroker.produce")
 PartitionResult = tuple[int, ErrorCode, int, int, str | None] | tuple[
     int, ErrorCode, int, int, str | None, RecordErrors | None, int]
 NO_TIMESTAMP = -1
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kio writes a datetime as its epoch milliseconds
 
 
 class ProduceHandlers:
@@ -134,35 +131,29 @@ class ProduceHandlers:
                 # Kafka closes the connection so an acks=0 producer notices (KafkaApis.handleProduceRequest).
                 raise Disconnect("produce_error_acks0", "a partition failed in an acks=0 produce")
             return NO_RESPONSE
-        R = response_cls(ctx)
-        T = nested(R, "TopicProduceResponse")
-        P = nested(R, "PartitionProduceResponse")
-        E = nested(R, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
-        topics = []
+        version = ctx.api_version
+        answers = []
+        first_error = 0
         for t, parts in results:
             entries = []
             for res in parts:
                 index, error, base_offset, log_start, message = res[:5]
                 rejected, append_time = (res[5], res[6]) if len(res) > 5 else (None, NO_TIMESTAMP)
                 # The code this request version understands (TRANSACTION_ABORTABLE since v11).
-                error = for_version(error, ApiKey.Produce, ctx.api_version)
-                record_errors: tuple[object, ...] = ()
-                if E is not None and rejected is not None:
-                    record_errors = tuple(build(E, batch_index=i, batch_index_error_message=m)
-                                          for i, m in rejected.records)
-                elif E is not None and error == ErrorCode.invalid_record:
-                    record_errors = (build(E, batch_index=0, batch_index_error_message=message),)
-                entries.append(build(
-                    P, index=index, error_code=error, base_offset=base_offset,
-                    log_append_time=None if append_time == NO_TIMESTAMP else _EPOCH + timedelta(
-                        milliseconds=append_time),
-                    log_start_offset=log_start,
-                    record_errors=record_errors,
-                    error_message=message if error != ErrorCode.none else None,
-                ))
-            topics.append(build(T, name=t.name, topic_id=t.topic_id, partition_responses=tuple(entries)))
-        return Response.of(ctx.correlation_id,
-                           build(R, responses=tuple(topics), throttle_time=ZERO))
+                error = for_version(error, ApiKey.Produce, version)
+                record_errors: tuple[tuple[int, str | None], ...] = ()
+                if rejected is not None:
+                    record_errors = rejected.records
+                elif error == ErrorCode.invalid_record:
+                    record_errors = ((0, message),)
+                if error and not first_error:
+                    first_error = int(error)
+                entries.append((index, int(error), base_offset, append_time, log_start, record_errors,
+                                message if error != ErrorCode.none else None))
+            answers.append((t.name, t.topic_id, entries))
+        data = wire.encode_produce_response(ctx.correlation_id, version, answers)
+        # the request log and /metrics read the first partition error from error_code
+        return Response.encoded((data,), len(data), first_error)
 
     def _isr_short(self, topic: str, partition: int, info: TopicInfo) -> str | None:
         """Partition.appendRecordsToLeader: an acks=all write needs min.insync.replicas in sync,

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from minibroker_protocol import fetch as fetch_wire
+from minibroker_protocol import produce as produce_wire
 from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode
@@ -205,6 +206,10 @@ def throttled(ctx: RequestContext, response: Response, ms: int, *, quota: str, u
         chunks, size = fetch_wire.encode_fetch_response(ctx.correlation_id, ctx.api_version, [],
                                                         throttle_ms=ms)
         return Response.encoded(chunks, size)
+    if ctx.api_key == ApiKey.Produce and response.entity is None:
+        # the hand-encoded Produce answer (minibroker_protocol.produce): the same answer, throttled
+        data = produce_wire.with_throttle(bytes(response.chunks[0]), ctx.api_version, ms)
+        return Response.encoded((data,), len(data), response.error_code)
     entity = response.entity
     if entity is not None and any(f.name == "throttle_time" for f in dataclasses.fields(entity)):
         return Response.of(ctx.correlation_id,

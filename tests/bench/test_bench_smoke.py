@@ -123,3 +123,18 @@ def test_bench_share_row(tmp_path):
     for n in (1, 4):
         assert med.get(f"share consumer 100 B, {n} consumer(s): records acknowledged/s", 0) > 0, med
     assert not [p for p in os.listdir(tmp_path) if p.startswith("bench-")]
+
+
+def test_produce_path_smoke(tmp_path):
+    """bench/produce_path.py, both ways (dispatcher and socket), a few requests each: it runs and
+    its own check (every partition's log end is requests x records) holds."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    for extra in ([], ["--socket", "--window", "3"]):
+        r = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "produce_path.py"), "--requests", "20", "--warmup", "2",
+             "--records", "5", "--partitions", "2", "--reps", "1", *extra],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "us CPU per request" in r.stdout
+    assert os.listdir(tmp_path) == []  # the temp data dirs are gone

@@ -274,3 +274,23 @@ async def test_client_control_batches_are_refused(broker):
     marker = build_control_batch(producer_id=1, producer_epoch=0, commit=True, coordinator_epoch=0)
     resp = await c.call(rq.produce("ctl", 0, marker))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
+
+
+async def test_a_default_topic_never_decodes_records_but_a_compacted_one_does(broker, monkeypatch):
+    """The record-level rules (protocol/record_checks.py) are per record: on a topic with the
+    default configs Produce reads only the batch header; cleanup.policy=compact needs every key."""
+    from minibroker.handlers import produce as handler
+    decoded = []
+    real = handler.check_records
+
+    def counting(*args, **kwargs):
+        decoded.append(args[4])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(handler, "check_records", counting)
+    c = await broker.connect()
+    await c.call(rq.create_topics([("plain", 1, 1, None), ("keyed", 1, 1, {"cleanup.policy": "compact"})]))
+    for topic in ("plain", "keyed"):
+        resp = await c.call(rq.produce(topic, 0, rq.batch(3)))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert decoded == ["keyed-0"]
