@@ -13,7 +13,12 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
-from minibroker_protocol.txn_wire import encode_add_partitions_response, encode_end_txn_response
+from minibroker_protocol.txn_wire import (
+    decode_add_partitions,
+    decode_end_txn,
+    encode_add_partitions_response,
+    encode_end_txn_response,
+)
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
@@ -48,9 +53,10 @@ class TxnHandlers:
     def apis(self) -> list[Api]:
         return [
             Api(ApiKey.InitProducerId, 0, 5, self.init_producer_id),
-            Api(ApiKey.AddPartitionsToTxn, 0, 5, self.add_partitions),
+            # one of each per transaction: decoded by hand (protocol/txn_wire.py)
+            Api(ApiKey.AddPartitionsToTxn, 0, 5, self.add_partitions, decoder=decode_add_partitions),
             Api(ApiKey.AddOffsetsToTxn, 0, 4, self.add_offsets),
-            Api(ApiKey.EndTxn, 0, 5, self.end_txn),
+            Api(ApiKey.EndTxn, 0, 5, self.end_txn, decoder=decode_end_txn),
             Api(ApiKey.WriteTxnMarkers, 1, 2, self.write_txn_markers),
         ]
 
