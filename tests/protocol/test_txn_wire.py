@@ -115,3 +115,18 @@ def test_the_brokers_batched_request_goes_through_kio():
     body = _body(cls(transactions=(T(transactional_id="x", producer_id=1, producer_epoch=0,
                                      verify_only=True, topics=()),)))
     assert decode_add_partitions(memoryview(body), 4) == codec.decode_request(24, 4, memoryview(body))
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+def test_a_null_topic_array_is_refused(version):
+    """kio reads it as None and the handler would fail on it; Kafka's generated reader refuses a
+    non-nullable array serialized as null, and so does this one (the connection closes)."""
+    import struct
+
+    from minibroker_protocol.txn_wire import TxnDecodeError, decode_add_partitions
+    if version >= 3:
+        body = b"\x02t" + struct.pack(">qh", 1, 0) + b"\x00" + b"\x00"
+    else:
+        body = struct.pack(">h", 1) + b"t" + struct.pack(">qhi", 1, 0, -1)
+    with pytest.raises(TxnDecodeError, match="null"):
+        decode_add_partitions(memoryview(body), version)
