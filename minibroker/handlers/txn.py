@@ -13,6 +13,12 @@ from minibroker_protocol.api_keys import ApiKey
 from minibroker_protocol.build import build, nested
 from minibroker_protocol.errors import ErrorCode, for_version
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, is_internal
+from minibroker_protocol.txn_wire import (
+    decode_add_partitions,
+    decode_end_txn,
+    encode_add_partitions_response,
+    encode_end_txn_response,
+)
 from minibroker_storage.lazylog import get_logger
 from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
@@ -20,7 +26,7 @@ from minibroker_storage.producer_ids import ProducerIdAllocator
 from ..coordinator.txn.coordinator import TransactionCoordinator, TxnError
 from ..coordinator.txn.machine import TV_EPOCH_BUMP
 from ..coordinator.txn.timeline import Timeline, requester_of
-from .api import Api, RequestContext
+from .api import Api, RequestContext, Response
 from .authz import OFF, Authz, Op, Res
 from .common import ZERO, answers, response_cls
 
@@ -47,9 +53,10 @@ class TxnHandlers:
     def apis(self) -> list[Api]:
         return [
             Api(ApiKey.InitProducerId, 0, 5, self.init_producer_id),
-            Api(ApiKey.AddPartitionsToTxn, 0, 5, self.add_partitions),
+            # one of each per transaction: decoded by hand (protocol/txn_wire.py)
+            Api(ApiKey.AddPartitionsToTxn, 0, 5, self.add_partitions, decoder=decode_add_partitions),
             Api(ApiKey.AddOffsetsToTxn, 0, 4, self.add_offsets),
-            Api(ApiKey.EndTxn, 0, 5, self.end_txn),
+            Api(ApiKey.EndTxn, 0, 5, self.end_txn, decoder=decode_end_txn),
             Api(ApiKey.WriteTxnMarkers, 1, 2, self.write_txn_markers),
         ]
 
@@ -106,10 +113,9 @@ class TxnHandlers:
                      producer_epoch=epoch)
 
     # -- AddPartitionsToTxn ----------------------------------------------------------------
-    @answers
-    def add_partitions(self, ctx: RequestContext, req: Any) -> Any:
+    def add_partitions(self, ctx: RequestContext, req: Any) -> Response:
         if ctx.api_version >= 4:
-            return self._add_partitions_batched(ctx, req)
+            return Response.of(ctx.correlation_id, self._add_partitions_batched(ctx, req))
         R = response_cls(ctx)
         T = nested(R, "AddPartitionsToTxnTopicResult")
         P = nested(R, "AddPartitionsToTxnPartitionResult")
@@ -117,8 +123,8 @@ class TxnHandlers:
         tid = req.v3_and_below_transactional_id
         if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
             # AddPartitionsToTxnRequest.errorResponseForTransaction: every partition the same
-            return self._partition_errors(R, T, P, {tp: ErrorCode.transactional_id_authorization_failed
-                                                    for tp in wanted})
+            return self._partition_errors(ctx, R, T, P, {
+                tp: ErrorCode.transactional_id_authorization_failed for tp in wanted})
         writable = self.authz.topics(ctx, Op.WRITE, (t for t, _ in wanted if not is_internal(t)))
         # KafkaApis.handleAddPartitionsToTxnRequest (v0-v3, from clients): internal
         # topics are never authorized for a client's transaction (TOPIC_AUTHORIZATION_FAILED,
@@ -148,7 +154,7 @@ class TxnHandlers:
                               req.v3_and_below_producer_epoch)
                 code = _code(ctx, e.code)
             errors = {tp: code for tp in wanted}
-        return self._partition_errors(R, T, P, errors)
+        return self._partition_errors(ctx, R, T, P, errors)
 
     def _add_partitions_batched(self, ctx: RequestContext, req: Any) -> Any:
         """v4-5: what a partition leader sends the coordinator (KIP-890): several transactions,
@@ -191,12 +197,20 @@ class TxnHandlers:
         return build(R, throttle_time=ZERO, error_code=ErrorCode.none, results_by_transaction=tuple(results))
 
     @staticmethod
-    def _partition_errors(R: Any, T: Any, P: Any, errors: dict[tuple[str, int], ErrorCode]) -> Any:
+    def _partition_errors(ctx: RequestContext, R: Any, T: Any, P: Any,
+                          errors: dict[tuple[str, int], ErrorCode]) -> Response:
         by_topic: dict[str, list] = {}
         for (t, p), code in errors.items():
-            by_topic.setdefault(t, []).append(build(P, partition_index=p, partition_error_code=code))
-        return build(R, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
-            build(T, name=t, results_by_partition=tuple(parts)) for t, parts in by_topic.items()))
+            by_topic.setdefault(t, []).append((p, code))
+        # The entity is kept for the request log and for a quota's throttle, which re-encodes
+        # it; the bytes are written by hand (protocol/txn_wire.py), kio's writer being most of
+        # this answer's cost on a transaction's path.
+        entity = build(R, throttle_time=ZERO, results_by_topic_v3_and_below=tuple(
+            build(T, name=t, results_by_partition=tuple(
+                build(P, partition_index=p, partition_error_code=code) for p, code in parts))
+            for t, parts in by_topic.items()))
+        data = encode_add_partitions_response(ctx.correlation_id, ctx.api_version, 0, by_topic.items())
+        return Response((data,), len(data), entity)
 
     # -- AddOffsetsToTxn -----------------------------------------------------------------
     @answers
@@ -219,16 +233,21 @@ class TxnHandlers:
         return build(R, throttle_time=ZERO, error_code=code)
 
     # -- EndTxn -----------------------------------------------------------------------------
-    @answers
-    def end_txn(self, ctx: RequestContext, req: Any) -> Any:
-        R = response_cls(ctx)
+    @staticmethod
+    def _end_txn_answer(ctx: RequestContext, code: ErrorCode, pid: int, epoch: int) -> Response:
+        # As _partition_errors: the entity for the log and quotas, the bytes by hand.
+        entity = build(response_cls(ctx), throttle_time=ZERO, error_code=code, producer_id=pid,
+                       producer_epoch=epoch)
+        data = encode_end_txn_response(ctx.correlation_id, ctx.api_version, 0, code, pid, epoch)
+        return Response((data,), len(data), entity)
+
+    def end_txn(self, ctx: RequestContext, req: Any) -> Response:
         # KafkaApis.handleEndTxnRequest: v5 is a transactions-v2 client, whose epoch moves on
         # at every EndTxn; the answer carries the producer id and epoch to go on with.
         client_tv = 2 if ctx.api_version >= 5 else 0
         if not self.authz.allowed(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, req.transactional_id):
             # EndTxnResponseData's defaults: producer id -1, epoch -1
-            return build(R, throttle_time=ZERO, error_code=ErrorCode.transactional_id_authorization_failed,
-                         producer_id=-1, producer_epoch=-1)
+            return self._end_txn_answer(ctx, ErrorCode.transactional_id_authorization_failed, -1, -1)
         try:
             pid, epoch = self.coordinator.end_txn(req.transactional_id, req.producer_id,
                                                   req.producer_epoch, req.committed, client_tv,
@@ -242,7 +261,7 @@ class TxnHandlers:
                      commit=req.committed, error=e.code.name, detail=str(e))
             code = _code(ctx, e.code)
             pid, epoch = -1, -1
-        return build(R, throttle_time=ZERO, error_code=code, producer_id=pid, producer_epoch=epoch)
+        return self._end_txn_answer(ctx, code, pid, epoch)
 
     def _refused(self, ctx: RequestContext, tid: str | None, e: TxnError, pid: int, epoch: int,
                  **fields: Any) -> None:

@@ -563,3 +563,12 @@ def test_stamp_log_append_time_keeps_the_payload():
         assert after.attributes == before.attributes | 0x08 and after.is_transactional
         assert bytes(out[61:]) == bytes(buf[61:])  # the records, compressed or not, untouched
         assert [r.timestamp for r in decode_batch(out)] == [99_000, 99_000]
+
+
+@pytest.mark.parametrize("key,value", [
+    (b"\x00\x00\x00\x03abc", b"v" * 10), (b"k" * 70, None), (b"k" * 200, b"x" * 20000), (b"", b""),
+])
+def test_build_keyed_batch_is_build_batch(key, value):
+    from minibroker_protocol.records import build_keyed_batch
+    ts = 1_795_000_000_123
+    assert build_keyed_batch(key, value, ts) == build_batch([{"key": key, "value": value, "timestamp": ts}])

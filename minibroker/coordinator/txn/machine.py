@@ -47,7 +47,7 @@ from typing import Protocol
 
 from minibroker_protocol import txn_log as tl
 from minibroker_protocol.errors import ErrorCode
-from minibroker_protocol.records import build_batch
+from minibroker_protocol.records import build_keyed_batch
 from minibroker_storage.lazylog import get_logger
 
 from ...core.clock import Clock
@@ -151,7 +151,8 @@ class TransactionMachine:
     # -- the one way state changes -----------------------------------------------------
     def _persist(self, meta: TxnMetadata, new_state: TxnState, **changes) -> None:
         """Write the transition, then apply it; an illegal transition is a bug."""
-        new_state = TxnState(new_state)
+        if type(new_state) is not TxnState:
+            new_state = TxnState(new_state)
         check_transition(meta.transactional_id, meta.state, new_state)
         for k, v in changes.items():
             setattr(meta, k, v)
@@ -159,11 +160,13 @@ class TransactionMachine:
         meta.last_update_ms = self.clock.wall_ms()
         value = (None if new_state == TxnState.DEAD
                  else tl.encode_value(meta.value(), 1 if self.transaction_version() >= 1 else 0))
-        batch = build_batch([{"key": tl.encode_key(meta.transactional_id), "value": value}])
+        # three of these per transaction: the one-record builder, not build_batch's general one
+        # (the batch's timestamp is the system's time, as build_batch gives it, not the clock's)
+        batch = build_keyed_batch(tl.encode_key(meta.transactional_id), value)
         self.applied_end = self.append(batch) + 1
         self.snapshots.wrote()
         log.debug("txn.transition", transactional_id=meta.transactional_id,
-                  producer_id=meta.producer_id, epoch=meta.producer_epoch, state=meta.state_name,
+                  producer_id=meta.producer_id, epoch=meta.producer_epoch, state=new_state.kafka_name,
                   partitions=len(meta.partitions))
 
     # -- replay (start-up) -------------------------------------------------------------
