@@ -160,6 +160,7 @@ class RunningBroker:
     listeners: tuple[BoundListener, ...]
     connections: set = field(default_factory=set)
     control: Any = None  # control.http.ControlPlane, with --control-listener
+    registry: Any = None  # registry.http.RegistryServer, with --schema-registry-listener
     # --brokers N: each virtual broker's listener, to close and bind again
     nodes: dict[int, _NodeListener] = field(default_factory=dict)
 
@@ -198,6 +199,8 @@ class RunningBroker:
         self.broker.request_counts.log_table()
         if self.control is not None:
             await self.control.close()
+        if self.registry is not None:
+            await self.registry.close()
         for server in self.servers:
             server.close()
         self.broker.share_coordinator.stop_serving()
@@ -275,6 +278,9 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
         control = await _start_control(config.control_listener, broker, clock, injector, request_log,
                                        control_sock)
+    registry = None
+    if config.schema_registry_listener is not None:
+        registry = await _start_registry(config, broker, tls)
     broker.start_background()
     # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
     crash_points.arm(injector.book if injector is not None else None)
@@ -285,6 +291,7 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert early is not None
         _take_over(early, handover, servers, dispatcher, broker)
     running = RunningBroker(broker, servers, everything, connections, control, nodes)
+    running.registry = registry
     if control is not None and broker.cluster is not None:
         control.cluster_ops = running
     return running
@@ -358,6 +365,42 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
     log.info("control.listening", host=host, port=plane.port, clock="virtual" if clock.virtual else "system",
              faults=len(injector.book.rules))
     return plane
+
+
+async def _start_registry(config: Config, broker: Broker, tls: Any) -> Any:
+    """The Schema Registry's listener, serving at once; ``_schemas`` is replayed on the loop
+    meanwhile (requests wait for it, then get 50002)."""
+    from .registry.http import RegistryServer
+    from .registry.state import Registry
+    from .registry.topic import CONFIGS, TOPIC, BrokerSchemasTopic
+
+    assert config.schema_registry_listener is not None
+    scheme, host, port = config.schema_registry_listener
+    topic = BrokerSchemasTopic(
+        existing=lambda: broker.existing_log(TOPIC, 0),
+        create=lambda: (broker.create_topic(TOPIC, 1, dict(CONFIGS), reason="schema_registry"),
+                        broker.get_log(TOPIC, 0))[1],
+        wall_ms=broker.clock.wall_ms, appended=lambda: broker.notify_append(TOPIC, 0))
+    users = None
+    if config.schema_registry_auth == "basic":
+        users = broker.sasl_credentials.password
+    server = RegistryServer(Registry(topic), users=users)
+    ssl_context = None
+    if scheme == "https":
+        if tls is None:
+            from .security.tls import server_context
+            assert config.ssl_certfile is not None and config.ssl_keyfile is not None  # config checked
+            tls = server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
+                                 config.ssl_client_auth)
+        ssl_context = tls
+    socks = bind(host, port)
+    for extra in socks[1:]:
+        extra.close()
+    await server.start(socks[0], ssl_context)
+    server.start_replay()
+    log.info("registry.listening", url=f"{scheme}://{host}:{server.port}",
+             auth=config.schema_registry_auth)
+    return server
 
 
 async def serve(config: Config, started_at: float | None = None,
