@@ -1,0 +1,193 @@
+"""The AVRO format: parse, Schema.toString, normalize and reader/writer compatibility.
+
+The expected strings are what Apache Avro 1.12 (Java) and Confluent answer; the differential
+test (tests/differential/test_avro_java.py) checks the same things against Java over generated
+schemas, these pin the cases worth reading."""
+from __future__ import annotations
+
+import pytest
+
+from minibroker.registry.formats.avro import FORMAT, check_reader_writer
+from minibroker.registry.formats.base import InvalidSchema
+
+
+def canon(text: str, refs: dict[str, str] | None = None) -> str:
+    return FORMAT.parse(text, refs or {}).canonical()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (' "int" ', '"int"'),
+    ('{"type": "int"}', '"int"'),
+    ('{"type":"long","logicalType":"timestamp-millis","name":"dropped"}',
+     '{"type":"long","logicalType":"timestamp-millis"}'),
+    ('["null", {"type": "array", "items": "string", "x": 1.50}]',
+     '["null",{"type":"array","items":"string","x":1.5}]'),
+    # Attribute order is Java's, whatever the input's; props keep theirs, after the fields.
+    ('{"fields":[{"default":0,"type":"int","name":"a","order":"DESCENDING","aliases":["b"],"p":true,'
+     '"doc":"d"}],"aliases":["Old"],"x":{"k":[1e3,0.0001,12345678.0]},"name":"R","type":"record","doc":"r"}',
+     '{"type":"record","name":"R","doc":"r","fields":[{"name":"a","type":"int","doc":"d","default":0,'
+     '"order":"descending","aliases":["b"],"p":true}],"x":{"k":[1000.0,1.0E-4,1.2345678E7]},'
+     '"aliases":["Old"]}'),
+])
+def test_canonical_is_avro_java_to_string(text: str, expected: str) -> None:
+    assert canon(text) == expected
+
+
+def test_namespaces_and_name_references() -> None:
+    text = ('{"type":"record","name":"a.b.Outer","fields":['
+            '{"name":"in","type":{"type":"record","name":"Inner","fields":[{"name":"x","type":"int"}]}},'
+            '{"name":"again","type":"Inner"},'
+            '{"name":"other","type":{"type":"enum","name":"E","namespace":"c","symbols":["X"]}},'
+            '{"name":"e2","type":"c.E"},'
+            '{"name":"top","type":{"type":"fixed","name":"F","namespace":"","size":2}},'
+            '{"name":"f2","type":"F"},'
+            '{"name":"r","type":{"type":"record","name":"record","fields":[]}},{"name":"r2","type":"record"}]}')
+    assert canon(text) == (
+        '{"type":"record","name":"Outer","namespace":"a.b","fields":['
+        '{"name":"in","type":{"type":"record","name":"Inner","fields":[{"name":"x","type":"int"}]}},'
+        '{"name":"again","type":"Inner"},'
+        '{"name":"other","type":{"type":"enum","name":"E","namespace":"c","symbols":["X"]}},'
+        '{"name":"e2","type":"c.E"},'
+        '{"name":"top","type":{"type":"fixed","name":"F","namespace":"","size":2}},'
+        '{"name":"f2","type":"F"},'
+        # a type named like a primitive is written qualified even in its own namespace
+        '{"name":"r","type":{"type":"record","name":"record","fields":[]}},{"name":"r2","type":"a.b.record"}]}')
+
+
+def test_forward_reference_is_inlined_where_first_written() -> None:
+    text = ('{"type":"record","name":"A","fields":[{"name":"b","type":"B"},'
+            '{"name":"c","type":{"type":"fixed","name":"B","size":2}}]}')
+    assert canon(text) == ('{"type":"record","name":"A","fields":[{"name":"b","type":{"type":"fixed",'
+                           '"name":"B","size":2}},{"name":"c","type":"B"}]}')
+
+
+def test_references_are_written_by_name() -> None:
+    refs = {"com.x.Addr": '{"type":"record","name":"Addr","namespace":"com.x","fields":['
+                          '{"name":"k","type":{"type":"enum","name":"Kind","symbols":["H","W"]}}]}'}
+    text = ('{"type":"record","name":"P","namespace":"com.x","fields":[{"name":"a","type":"Addr"},'
+            '{"name":"k","type":"Kind"}]}')
+    # Only the referenced schema's own name is known: a type nested in it is inlined.
+    assert canon(text, refs) == (
+        '{"type":"record","name":"P","namespace":"com.x","fields":[{"name":"a","type":"Addr"},'
+        '{"name":"k","type":{"type":"enum","name":"Kind","symbols":["H","W"]}}]}')
+    with pytest.raises(InvalidSchema, match="Undefined schema: com.x.Addr"):
+        FORMAT.parse(text, {})
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "Cannot parse <null> schema"),
+    ('{"type":"int"} {}', "dangling content after end of schema: {}"),
+    ('{"type":"record","name":"R"}', 'Record has no fields: {"type":"record","name":"R"}'),
+    ('{"type":"record","name":"R-1","fields":[]}', "Illegal character in: R-1"),
+    ('{"type":"record","name":"R","namespace":"a.1b","fields":[]}', 'Namespace part "1b" is invalid: '
+     "Illegal initial character: 1b"),
+    ('{"type":"enum","name":"E","symbols":["A","A"]}', "Duplicate enum symbol: A"),
+    ('{"type":"enum","name":"E","symbols":["A"],"default":"B"}',
+     "The Enum Default: B is not in the enum symbol set: [A]"),
+    ('{"type":"fixed","name":"F","size":"4"}', 'Invalid or no size: {"type":"fixed","name":"F","size":"4"}'),
+    ('{"type":"decimal"}', 'A schema "type" MUST be a primitive type'),
+    ('["int",["long"]]', "Nested union"),
+    ('["string","string"]', "Duplicate in union:string"),
+    ('{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":1.5}]}',
+     'Invalid default for field a: 1.5 not a "int"'),
+    ('{"type":"record","name":"R","fields":[{"name":"a","type":["null","int"],"default":"x"}]}',
+     'Invalid default for field a: "x" not a ["null","int"]'),
+    ('{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"a","type":"long"}]}',
+     "Duplicate field a in record R: a type:LONG pos:1 and a type:INT pos:0."),
+    ('{"type":"record","name":"R","fields":[{"name":"a","type":"R2"}]}', "Undefined schema: R2"),
+    ('{"type":"record","name":"int","fields":[]}', "Schemas may not be named after primitives: int"),
+    ('{"type":"record","name":"R","fields":[{"name":"e","type":{"type":"enum","name":"E","symbols":["A"]}},'
+     '{"name":"f","type":{"type":"enum","name":"E","symbols":["B"]}}]}', "Can't redefine: E"),
+    ("[1, 2", "Invalid JSON"),
+])
+def test_invalid_schemas_say_what_avro_says(text: str, message: str) -> None:
+    with pytest.raises(InvalidSchema) as e:
+        FORMAT.parse(text, {})
+    assert message in str(e.value)
+
+
+def test_valid_defaults_and_float_strings() -> None:
+    text = ('{"type":"record","name":"R","fields":[{"name":"u","type":["null","int"],"default":3},'
+            '{"name":"d","type":"double","default":"NaN"},{"name":"f","type":"float","default":"1.5"},'
+            '{"name":"l","type":"long","default":9007199254740993},'
+            '{"name":"m","type":{"type":"map","values":"int"},"default":{"a":1}},'
+            '{"name":"s","type":{"type":"record","name":"S","fields":[{"name":"x","type":"int","default":1},'
+            '{"name":"y","type":"string"}]},"default":{"y":"z"}}]}')
+    assert canon(text) == (
+        '{"type":"record","name":"R","fields":[{"name":"u","type":["null","int"],"default":3},'
+        '{"name":"d","type":"double","default":"NaN"},{"name":"f","type":"float","default":1.5},'
+        '{"name":"l","type":"long","default":9007199254740993},'
+        '{"name":"m","type":{"type":"map","values":"int"},"default":{"a":1}},'
+        '{"name":"s","type":{"type":"record","name":"S","fields":[{"name":"x","type":"int","default":1},'
+        '{"name":"y","type":"string"}]},"default":{"y":"z"}}]}')
+
+
+def test_normalize_sorts_what_confluent_sorts() -> None:
+    text = ('{"type":"record","namespace":"n","name":"R","doc":"","aliases":["Z","A"],"zz":1,"aa":2,'
+            '"fields":[{"name":"d","type":"double","default":1,"aliases":["y","x"]},'
+            '{"name":"t","type":{"type":"int","logicalType":"date","q":1}},'
+            '{"name":"dec","type":{"type":"bytes","scale":0,"precision":4,"logicalType":"decimal"}}]}')
+    assert FORMAT.parse(text, {}).normalized().canonical() == (
+        '{"type":"record","name":"R","namespace":"n","fields":['
+        '{"name":"d","type":"double","default":1.0,"aliases":["x","y"]},'
+        '{"name":"t","type":{"type":"int","logicalType":"date","q":1}},'
+        '{"name":"dec","type":{"type":"bytes","logicalType":"decimal","precision":4,"scale":0}}],'
+        '"aa":2,"zz":1,"aliases":["A","Z"]}')
+
+
+def _pair(reader: str, writer: str) -> list[tuple[str, str, str]]:
+    ok, found = check_reader_writer(FORMAT.parse(reader, {}).schema, FORMAT.parse(writer, {}).schema)
+    assert ok == (not found)
+    return [(i.kind, i.pointer(), i.message) for i in found]
+
+
+def test_promotions_and_mismatches() -> None:
+    for reader, writer in [("long", "int"), ("float", "long"), ("double", "float"), ("string", "bytes"),
+                           ("bytes", "string")]:
+        assert _pair(f'"{reader}"', f'"{writer}"') == []
+    assert _pair('"int"', '"long"') == [("TYPE_MISMATCH", "/", "reader type: INT not compatible with "
+                                         "writer type: LONG")]
+
+
+def test_record_rules() -> None:
+    writer = '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}'
+    reader = ('{"type":"record","name":"Other","aliases":["R"],"fields":[{"name":"b","type":"long",'
+              '"aliases":["a"]},{"name":"c","type":"string"},{"name":"d","type":"string","default":""},'
+              '{"name":"e","type":{"type":"enum","name":"E","symbols":["X"],"default":"X"}}]}')
+    assert _pair(reader, writer) == [
+        ("READER_FIELD_MISSING_DEFAULT_VALUE", "/fields/1", "c"),
+        ("TYPE_MISMATCH", "/fields/3/type", "reader type: ENUM not compatible with writer type: RECORD"),
+    ]
+    renamed = reader.replace('"aliases":["R"],', "")
+    assert ("NAME_MISMATCH", "/name", "expected: R") in _pair(renamed, writer)
+
+
+def test_enum_union_fixed_rules() -> None:
+    e1 = '{"type":"enum","name":"E","symbols":["A","B","C"]}'
+    e2 = '{"type":"enum","name":"E","symbols":["A"]}'
+    assert _pair(e2, e1) == [("MISSING_ENUM_SYMBOLS", "/symbols", "[B, C]")]
+    assert _pair(e2.replace("]}", '],"default":"A"}'), e1) == []
+    assert _pair('["null","string"]', '["null","int","string"]') == [
+        ("MISSING_UNION_BRANCH", "/1", "reader union lacking writer type: INT")]
+    assert _pair('["null","long"]', '"int"') == []
+    assert _pair('"long"', '["int","string"]') == [
+        ("TYPE_MISMATCH", "/1", "reader type: LONG not compatible with writer type: STRING")]
+    assert _pair('{"type":"fixed","name":"F","size":4}', '{"type":"fixed","name":"G","size":5}') == [
+        ("NAME_MISMATCH", "/name", "expected: G"), ("FIXED_SIZE_MISMATCH", "/size", "expected: 5, found: 4")]
+
+
+def test_recursive_schemas_terminate() -> None:
+    a = '{"type":"record","name":"L","fields":[{"name":"n","type":["null","L"]},{"name":"v","type":"int"}]}'
+    b = a.replace('"int"', '"string"')
+    assert _pair(a, a) == []
+    assert _pair(a, b)[0][0] == "TYPE_MISMATCH"
+
+
+def test_confluent_messages() -> None:
+    new = FORMAT.parse('{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}', {})
+    old = FORMAT.parse('{"type":"record","name":"R","fields":[]}', {})
+    assert old.compatibility_errors(new) == []
+    [message] = new.compatibility_errors(old)
+    assert message % ("new", "old") == (
+        "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'a' at path '/fields/0' in "
+        "the new schema has no default value and is missing in the old schema', additionalInfo:'a'}")
