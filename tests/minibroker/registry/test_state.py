@@ -214,3 +214,11 @@ def test_replay_in_steps():
         steps += 1
         assert steps < 10
     assert steps >= 2 and again.loaded and again.version_list("s") == [1, 2, 3, 4, 5]
+
+
+def test_lookup_imports_the_formats_modules():
+    from minibroker.registry.formats.lookup import lookup
+    assert lookup(None).name == "AVRO" and lookup("AVRO").name == "AVRO"
+    assert lookup("JSON").name == "JSON"
+    with pytest.raises(UnknownSchemaType):
+        lookup("THRIFT")

@@ -1,0 +1,152 @@
+"""The built-in Schema Registry with real clients: confluent-kafka's SchemaRegistryClient and its
+Avro serializer/deserializer produce through minibroker and consume back, evolve a schema, get
+409 on an incompatible one; the state (ids, versions, soft-deleted subjects, configs, modes)
+comes back after a restart and after kill -9; ``_schemas`` holds Confluent's JSON."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "test",
+                      "fields": [{"name": "name", "type": "string"}]})
+# adds a field with a default: BACKWARD compatible
+USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "test",
+                      "fields": [{"name": "name", "type": "string"},
+                                 {"name": "age", "type": "int", "default": 0}]})
+# adds a field without a default: a v2 reader cannot read v1 data
+USER_BAD = json.dumps({"type": "record", "name": "User", "namespace": "test",
+                       "fields": [{"name": "name", "type": "string"},
+                                  {"name": "email", "type": "string"}]})
+
+
+def _get(url: str, path: str):
+    with urllib.request.urlopen(url + path, timeout=10) as resp:
+        return resp.status, json.loads(resp.read())
+
+
+def _consume(bootstrap: str, topic: str, n: int, deserialize) -> list:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    out = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(out) < n and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            out.append(deserialize(msg.value(), SerializationContext(topic, MessageField.VALUE)))
+    finally:
+        c.close()
+    return out
+
+
+@pytest.fixture
+def registry_broker(broker_factory):
+    return broker_factory(name="registry", schema_registry=True, fsync="always")
+
+
+def test_avro_pipeline_evolution_and_409(registry_broker, topic):
+    url = registry_broker.schema_registry_url
+    client = SchemaRegistryClient({"url": url})
+    ser1 = AvroSerializer(client, USER_V1)
+    ser2 = AvroSerializer(client, USER_V2)
+    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p.produce(topic, value=ser1({"name": "ada"}, ctx))
+    p.produce(topic, value=ser2({"name": "bob", "age": 41}, ctx))
+    assert p.flush(30) == 0
+    subject = f"{topic}-value"
+    assert client.get_subjects() == [subject]
+    assert client.get_versions(subject) == [1, 2]
+    latest = client.get_latest_version(subject)
+    assert latest.version == 2 and latest.schema_id == 2
+    # the reader's schema is the latest: v1 data gets the default
+    de = AvroDeserializer(client, USER_V2)
+    assert _consume(registry_broker.bootstrap_servers, topic, 2, de) == [
+        {"name": "ada", "age": 0}, {"name": "bob", "age": 41}]
+    with pytest.raises(SchemaRegistryError) as e:
+        client.register_schema(subject, Schema(USER_BAD, "AVRO"))
+    assert e.value.http_status_code == 409 and e.value.error_code == 409
+    assert client.test_compatibility(subject, Schema(USER_BAD, "AVRO")) is False
+    # the same schema under another subject keeps its id
+    assert client.register_schema("other-value", Schema(USER_V1, "AVRO")) == 1
+    found = client.lookup_schema(subject, Schema(USER_V1, "AVRO"))
+    assert (found.schema_id, found.version) == (1, 1)
+    with pytest.raises(SchemaRegistryError) as e:
+        client.get_version(subject, 9)
+    assert e.value.error_code == 40402
+
+
+def _state(url: str) -> dict:
+    def safe(path):
+        try:
+            return _get(url, path)[1]
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read())
+    return {p: safe(p) for p in (
+        "/subjects", "/subjects?deleted=true", "/subjects/a-value/versions?deleted=true",
+        "/subjects/a-value/versions/2", "/schemas/ids/1", "/schemas/ids/2/versions",
+        "/config", "/config/a-value", "/mode/b-value", "/subjects/b-value/versions")}
+
+
+@pytest.mark.parametrize("graceful", [True, False], ids=["restart", "kill9"])
+def test_state_comes_back(registry_broker, graceful):
+    url = registry_broker.schema_registry_url
+    client = SchemaRegistryClient({"url": url})
+    assert client.register_schema("a-value", Schema(USER_V1, "AVRO")) == 1
+    assert client.register_schema("a-value", Schema(USER_V2, "AVRO")) == 2
+    client.delete_version("a-value", 1)
+    client.register_schema("b-value", Schema(USER_BAD, "AVRO"))
+    client.delete_subject("b-value")
+    assert client.set_compatibility("a-value", "FULL") == {"compatibility": "FULL"}  # as Confluent echoes it
+    client.set_compatibility(None, "NONE")
+    assert client.get_compatibility("a-value") == "FULL"
+    req = urllib.request.Request(url + "/mode/b-value", data=b'{"mode": "READONLY"}', method="PUT",
+                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    urllib.request.urlopen(req, timeout=10).close()
+    before = _state(url)
+    assert before["/subjects"] == ["a-value"]
+    assert before["/subjects?deleted=true"] == ["a-value", "b-value"]
+    assert before["/config/a-value"] == {"compatibilityLevel": "FULL"}
+    registry_broker.restart(graceful=graceful)
+    after = _state(url)
+    assert after == before
+    # ids go on after the highest, versions after the subject's last
+    assert client.register_schema("c-value", Schema(json.dumps(
+        {"type": "record", "name": "C", "fields": []}), "AVRO")) == 4
+
+
+def test_schemas_topic_holds_confluents_json(registry_broker):
+    url = registry_broker.schema_registry_url
+    client = SchemaRegistryClient({"url": url})
+    client.register_schema("k-value", Schema(USER_V1, "AVRO"))
+    client.set_compatibility("k-value", "FORWARD")
+    c = Consumer({"bootstrap.servers": registry_broker.bootstrap_servers, "group.id": "schemas-reader",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(["_schemas"])
+    records = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(records) < 2 and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and not msg.error():
+                records.append((msg.key(), msg.value()))
+    finally:
+        c.close()
+    assert records[0][0] == b'{"keytype":"SCHEMA","subject":"k-value","version":1,"magic":1}'
+    value = json.loads(records[0][1])
+    assert value["subject"] == "k-value" and value["version"] == 1 and value["id"] == 1
+    assert value["schemaType"] == "AVRO" and value["deleted"] is False
+    assert json.loads(value["schema"]) == json.loads(USER_V1)
+    assert records[1] == (b'{"keytype":"CONFIG","subject":"k-value","magic":0}',
+                          b'{"subject":"k-value","compatibilityLevel":"FORWARD"}')
