@@ -150,3 +150,37 @@ def test_schemas_topic_holds_confluents_json(registry_broker):
     assert json.loads(value["schema"]) == json.loads(USER_V1)
     assert records[1] == (b'{"keytype":"CONFIG","subject":"k-value","magic":0}',
                           b'{"subject":"k-value","compatibilityLevel":"FORWARD"}')
+
+
+def test_https_and_basic_auth_with_the_sasl_users(broker_factory, tmp_path, topic):
+    """The registry on https with the broker's certificates, asking for the --sasl-users users'
+    passwords: confluent-kafka's client with basic.auth.user.info registers and serializes; a
+    wrong password is a 401 it reports."""
+    import subprocess
+    import sys
+
+    from minibroker.testing.broker import _free_port
+
+    subprocess.run([sys.executable, "-m", "minibroker", "certs", str(tmp_path)], check=True,
+                   capture_output=True, timeout=60)
+    users = tmp_path / "users"
+    users.write_text("alice:alice-secret\n")
+    port = _free_port("127.0.0.1")
+    b = broker_factory(name="registry-tls", ssl_certfile=tmp_path / "broker.crt",
+                       ssl_keyfile=tmp_path / "broker.key", sasl_users=users,
+                       schema_registry_auth="basic",
+                       extra_args=["--schema-registry-listener", f"https://127.0.0.1:{port}"])
+    url = f"https://127.0.0.1:{port}"
+    tls = {"url": url, "ssl.ca.location": str(tmp_path / "ca.crt")}
+    good = SchemaRegistryClient({**tls,
+                                 "basic.auth.user.info": "alice:alice-secret"})
+    ser = AvroSerializer(good, USER_V1)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers})
+    p.produce(topic, value=ser({"name": "ada"}, SerializationContext(topic, MessageField.VALUE)))
+    assert p.flush(30) == 0
+    assert good.get_subjects() == [f"{topic}-value"]
+    bad = SchemaRegistryClient({**tls,
+                                "basic.auth.user.info": "alice:wrong"})
+    with pytest.raises(SchemaRegistryError) as e:
+        bad.get_subjects()
+    assert e.value.http_status_code == 401
