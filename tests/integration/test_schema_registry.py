@@ -184,3 +184,38 @@ def test_https_and_basic_auth_with_the_sasl_users(broker_factory, tmp_path, topi
     with pytest.raises(SchemaRegistryError) as e:
         bad.get_subjects()
     assert e.value.http_status_code == 401
+
+
+PERSON_V1 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
+                        "type": "object", "properties": {"name": {"type": "string"}},
+                        "required": ["name"], "additionalProperties": False})
+# an optional property added to a closed content model: BACKWARD compatible in Confluent's rules
+# (adding it to an open model is not: the old data may hold anything under that name)
+PERSON_V2 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
+                        "type": "object", "properties": {"name": {"type": "string"},
+                                                         "age": {"type": "integer"}},
+                        "required": ["name"], "additionalProperties": False})
+# name is now a number: neither way compatible
+PERSON_BAD = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
+                         "type": "object", "properties": {"name": {"type": "integer"}},
+                         "required": ["name"]})
+
+
+def test_json_schema_pipeline_evolution_and_409(registry_broker, topic):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    client = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    p.produce(topic, value=JSONSerializer(PERSON_V1, client)({"name": "ada"}, ctx))
+    p.produce(topic, value=JSONSerializer(PERSON_V2, client)({"name": "bob", "age": 41}, ctx))
+    assert p.flush(30) == 0
+    subject = f"{topic}-value"
+    assert client.get_versions(subject) == [1, 2]
+    assert client.get_latest_version(subject).schema.schema_type == "JSON"
+    de = JSONDeserializer(PERSON_V2, schema_registry_client=client)
+    assert _consume(registry_broker.bootstrap_servers, topic, 2, de) == [
+        {"name": "ada"}, {"name": "bob", "age": 41}]
+    with pytest.raises(SchemaRegistryError) as e:
+        client.register_schema(subject, Schema(PERSON_BAD, "JSON"))
+    assert e.value.http_status_code == 409
