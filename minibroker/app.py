@@ -160,9 +160,10 @@ class RunningBroker:
     listeners: tuple[BoundListener, ...]
     connections: set = field(default_factory=set)
     control: Any = None  # control.http.ControlPlane, with --control-listener
-    registry: Any = None  # registry.http.RegistryServer, with --schema-registry-listener
     # --brokers N: each virtual broker's listener, to close and bind again
     nodes: dict[int, _NodeListener] = field(default_factory=dict)
+    # registry.http.RegistryServer, with --schema-registry-listener: the task that starts it
+    registry_task: asyncio.Task | None = None
 
     async def stop_node(self, node: int) -> list[str]:
         """Stop one virtual broker: its listener closes, its connections drop, its partitions'
@@ -199,8 +200,17 @@ class RunningBroker:
         self.broker.request_counts.log_table()
         if self.control is not None:
             await self.control.close()
-        if self.registry is not None:
-            await self.registry.close()
+        if self.registry_task is not None:
+            if not self.registry_task.done():
+                self.registry_task.cancel()
+            try:
+                registry = await self.registry_task
+            except asyncio.CancelledError:
+                registry = None
+            except Exception:  # it failed to start (logged then): the broker still stops cleanly
+                registry = None
+            if registry is not None:
+                await registry.close()
         for server in self.servers:
             server.close()
         self.broker.share_coordinator.stop_serving()
@@ -278,9 +288,7 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
         control = await _start_control(config.control_listener, broker, clock, injector, request_log,
                                        control_sock)
-    registry = None
-    if config.schema_registry_listener is not None:
-        registry = await _start_registry(config, broker, tls)
+    registry_sock = _bind_registry(config) if config.schema_registry_listener is not None else None
     broker.start_background()
     # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
     crash_points.arm(injector.book if injector is not None else None)
@@ -291,7 +299,10 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert early is not None
         _take_over(early, handover, servers, dispatcher, broker)
     running = RunningBroker(broker, servers, everything, connections, control, nodes)
-    running.registry = registry
+    if registry_sock is not None:
+        running.registry_task = asyncio.get_running_loop().create_task(
+            _start_registry(config, broker, tls, registry_sock))
+        running.registry_task.add_done_callback(_registry_started)
     if control is not None and broker.cluster is not None:
         control.cluster_ops = running
     return running
@@ -367,15 +378,35 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
     return plane
 
 
-async def _start_registry(config: Config, broker: Broker, tls: Any) -> Any:
-    """The Schema Registry's listener, serving at once; ``_schemas`` is replayed on the loop
-    meanwhile (requests wait for it, then get 50002)."""
+def _bind_registry(config: Config) -> socket.socket:
+    """The Schema Registry's socket, listening at once: a client that connects before the
+    registry serves waits in the backlog instead of being refused."""
+    assert config.schema_registry_listener is not None
+    _scheme, host, port = config.schema_registry_listener
+    socks = bind(host, port)
+    for extra in socks[1:]:
+        extra.close()
+    socks[0].listen(128)
+    return socks[0]
+
+
+def _registry_started(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("registry.start_failed", error=str(task.exception()))
+
+
+async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket.socket) -> Any:
+    """The Schema Registry, serving on ``sock``; ``_schemas`` is then replayed on the loop
+    meanwhile (requests wait for it, then get 50002). Started once the Kafka listeners serve,
+    its imports (aiohttp) in a thread: the broker's own start does not wait for them."""
+    import importlib
+    await asyncio.to_thread(importlib.import_module, "minibroker.registry.http")
     from .registry.http import RegistryServer
     from .registry.state import Registry
     from .registry.topic import CONFIGS, TOPIC, BrokerSchemasTopic
 
     assert config.schema_registry_listener is not None
-    scheme, host, port = config.schema_registry_listener
+    scheme, host, _port = config.schema_registry_listener
     topic = BrokerSchemasTopic(
         existing=lambda: broker.existing_log(TOPIC, 0),
         create=lambda: (broker.create_topic(TOPIC, 1, dict(CONFIGS), reason="schema_registry"),
@@ -393,10 +424,7 @@ async def _start_registry(config: Config, broker: Broker, tls: Any) -> Any:
             tls = server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
                                  config.ssl_client_auth)
         ssl_context = tls
-    socks = bind(host, port)
-    for extra in socks[1:]:
-        extra.close()
-    await server.start(socks[0], ssl_context)
+    await server.start(sock, ssl_context)
     server.start_replay()
     log.info("registry.listening", url=f"{scheme}://{host}:{server.port}",
              auth=config.schema_registry_auth)
