@@ -219,3 +219,34 @@ def test_json_schema_pipeline_evolution_and_409(registry_broker, topic):
     with pytest.raises(SchemaRegistryError) as e:
         client.register_schema(subject, Schema(PERSON_BAD, "JSON"))
     assert e.value.http_status_code == 409
+
+
+def test_answers_while_replaying(broker_factory):
+    """A long _schemas (records appended by another writer while this registry was not looking:
+    NOOPs, as Confluent's registry writes them) is replayed on the loop after a restart: the
+    registry answers meanwhile (the state, or 50002 while it is still loading), never refuses
+    or hangs, and then serves the state the log holds."""
+    b = broker_factory(name="registry-replay", schema_registry=True)
+    url = b.schema_registry_url
+    client = SchemaRegistryClient({"url": url})
+    assert client.register_schema("r-value", Schema(USER_V1, "AVRO")) == 1
+    p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 50})
+    for _ in range(60_000):
+        p.produce("_schemas", key=b'{"keytype":"NOOP","magic":0}', value=None)
+        p.poll(0)
+    assert p.flush(60) == 0
+    client.close() if hasattr(client, "close") else None
+    b.restart()
+    answers = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            status, body = _get(url, "/subjects")
+        except urllib.error.HTTPError as e:
+            status, body = e.code, json.loads(e.read())
+        answers.append((status, body))
+        if status == 200:
+            break
+    assert answers[-1] == (200, ["r-value"])
+    assert all(a == (200, ["r-value"]) or (a[0] == 500 and a[1]["error_code"] == 50002) for a in answers)
+    assert "registry.loaded" in b.log_text()
