@@ -31,6 +31,9 @@
 #   - installs Maven if missing and fetches Apache Kafka 4.4.0 (org.apache.kafka:kafka_2.13 and its
 #     runtime jars, pinned in tests/reference/pom.xml) into ~/.cache/minibroker-tests/kafka-4.4.0/libs
 #     for the differential tests (tests/differential), which run it as the reference broker;
+#   - fetches Apache Avro 1.12.2 (tests/differential/avro_java/pom.xml) into
+#     ~/.cache/minibroker-tests/avro-1.12.2/libs and compiles the AVRO format's differential
+#     program against it (python -m tests.differential.avro_java fetch);
 #   - builds the franz-go test program (tests/go/mbgo; Go from the machine, else Go's release from the
 #     Go module proxy; modules at go.sum's versions) and franz-go's own pkg/kgo test suite
 #     (go test -c, same version) into ~/.cache/minibroker-tests/go-bin;
@@ -181,6 +184,13 @@ if [ -z "${MINIBROKER_TEST_KAFKA_LIBS:-}" ]; then
     log "Apache Kafka jars (python -m tests.reference.kafka fetch)"
     "$VENV_PY" -m tests.reference.kafka fetch >/dev/null
 fi
+
+# --- Apache Avro (Java), the reference of the AVRO schema format (tests/differential/test_avro_java.py) --
+# avro 1.12.2 and its runtime jars from Maven Central (tests/differential/avro_java/pom.xml) into
+# ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/avro-1.12.2/libs, and AvroCheck.java compiled
+# against them into the cache's java-classes; nothing is fetched when already there.
+log "Apache Avro jars (python -m tests.differential.avro_java fetch)"
+"$VENV_PY" -m tests.differential.avro_java fetch >/dev/null
 
 # --- franz-go, the Go client (tests/go/mbgo) -----------------------------------------------------
 # franz-go 1.22 needs Go >= 1.26. A go >= 1.21 on PATH or in /usr/local/go fetches that release

@@ -16,6 +16,7 @@ schema-registry: ``AvroSchema.java``, ``AvroSchemaUtils.toNormalizedString``, ``
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import struct
@@ -300,6 +301,11 @@ class Unresolved(Schema):
         self.type = "record"  # SchemaResolver.unresolvedSchema is a record
         self.full = full
         self.props = {}
+        self.number = next(_UNRESOLVED_COUNTER)
+
+
+# SchemaResolver numbers its placeholders JVM-wide; only error messages ever show the number.
+_UNRESOLVED_COUNTER = itertools.count()
 
 
 # --- parsing (Schema.parse*, ParseContext) -------------------------------------------------------
@@ -336,10 +342,34 @@ class _Context:
         self.new.clear()
 
 
-def _props(node: dict[str, Any], target: dict[str, Any], reserved: frozenset[str]) -> None:
+def _props(node: dict[str, Any], target: dict[str, Any], reserved: frozenset[str],
+           schema: bool = True) -> None:
     for key, value in node.items():
         if key not in reserved:
+            if schema:
+                _check_schema_prop(key, value)
             target[key] = value
+
+
+def _big(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and not LONG_MIN <= value <= LONG_MAX
+
+
+def _nested_big(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_big(v) or _nested_big(v) for v in value)
+    if isinstance(value, dict):
+        return any(_big(v) or _nested_big(v) for v in value.values())
+    return False
+
+
+def _check_schema_prop(key: str, value: Any) -> None:
+    # A schema's (not a field's) props go through JacksonUtils.toObject and back, which has no
+    # case for an integer beyond 64 bits: null at the top, a NullPointerException when nested.
+    if _big(value):
+        raise _Error(f"Can't set a property to null: {key}")
+    if _nested_big(value):
+        raise _Error('Cannot invoke "Object.getClass()" because "datum" is null')
 
 
 def _parse(node: Any, ctx: _Context, space: str | None) -> Schema:
@@ -481,7 +511,11 @@ def _parse_field(node: Any, ctx: _Context, space: str | None, position: int) -> 
     if has_default and isinstance(default, str) and schema.type in ("float", "double"):
         default = _parse_java_double(default)
     field = Field(_validate_name(name), schema, doc, default, has_default, order, position)
-    _props(node, field.props, FIELD_RESERVED)
+    # Schema.Field's constructor validates the default against the type as parsed so far: a
+    # type named before its definition is still a placeholder record (only an object passes);
+    # SchemaResolver validates again once the names are resolved (_check_defaults).
+    _check_default(field)
+    _props(node, field.props, FIELD_RESERVED, schema=False)
     field.aliases = _parse_alias_list(node) or []
     return field
 
@@ -543,17 +577,43 @@ def _walk(schema: Schema, seen: set[int] | None = None) -> Iterator[Schema]:
             yield from _walk(t, seen)
 
 
-def _check_defaults(schema: Schema) -> None:
-    """Schema.validateDefault for every field (Confluent validates defaults of new schemas)."""
-    for s in _walk(schema):
+def _check_defaults(roots: list[Schema]) -> None:
+    """SchemaResolver's second validation: it copies every record depth first, validating each
+    field's default while building the copy's fields, so a record still being copied (one on
+    the path, itself included) has no fields yet and a default that looks into it fails with
+    Java's "Schema fields not set yet"."""
+    done: set[int] = set()
+    path: set[int] = set()
+
+    def visit(s: Schema) -> None:
+        if id(s) in done or id(s) in path:
+            return
         if isinstance(s, Record):
+            path.add(id(s))
             for f in s.fields:
-                if f.has_default and not _valid_default(f.schema, f.default):
-                    raise _Error(f"Invalid default for field {f.name}: {_jval(f.default)} not a "
-                                 f"{_to_string(f.schema)}")
+                visit(f.schema)
+            for f in s.fields:
+                _check_default(f, path)
+            path.discard(id(s))
+            done.add(id(s))
+        elif isinstance(s, Array):
+            visit(s.items)
+        elif isinstance(s, Map):
+            visit(s.values)
+        elif isinstance(s, Union):
+            for t in s.types:
+                visit(t)
+
+    for root in roots:
+        visit(root)
 
 
-def _valid_default(schema: Schema, value: Any) -> bool:
+def _check_default(f: Field, unfinished: set[int] | None = None) -> None:
+    if f.has_default and not _valid_default(f.schema, f.default, unfinished or set()):
+        raise _Error(f"Invalid default for field {f.name}: {_jval(f.default)} not a {_to_string(f.schema)}")
+
+
+def _valid_default(schema: Schema, value: Any, unfinished: set[int]) -> bool:
     t = schema.type
     if t in ("string", "bytes", "enum", "fixed"):
         return isinstance(value, str)
@@ -567,31 +627,34 @@ def _valid_default(schema: Schema, value: Any) -> bool:
     if t == "null":
         return value is None
     if isinstance(schema, Array):
-        return isinstance(value, list) and all(_valid_default(schema.items, v) for v in value)
+        return isinstance(value, list) and all(_valid_default(schema.items, v, unfinished) for v in value)
     if isinstance(schema, Map):
-        return isinstance(value, dict) and all(_valid_default(schema.values, v) for v in value.values())
+        return isinstance(value, dict) and all(
+            _valid_default(schema.values, v, unfinished) for v in value.values())
     if isinstance(schema, Union):
-        return any(_valid_default(branch, value) for branch in schema.types)
+        return any(_valid_default(branch, value, unfinished) for branch in schema.types)
     if isinstance(schema, Record):
         if not isinstance(value, dict):
             return False
+        if id(schema) in unfinished:
+            raise _Error("Schema fields not set yet")
         for f in schema.fields:
             if f.name in value:
-                ok = _valid_value(f.schema, value[f.name], True)
+                ok = _valid_value(f.schema, value[f.name], True, unfinished)
             else:
-                ok = _valid_value(f.schema, f.default, f.has_default)
+                ok = _valid_value(f.schema, f.default, f.has_default, unfinished)
             if not ok:
                 return False
         return True
     return isinstance(value, dict)  # an unresolved placeholder is an empty record
 
 
-def _valid_value(schema: Schema, value: Any, present: bool) -> bool:
+def _valid_value(schema: Schema, value: Any, present: bool, unfinished: set[int]) -> bool:
     if not present:
         return False
     if isinstance(schema, Union):
-        return any(_valid_default(branch, value) for branch in schema.types)
-    return _valid_default(schema, value)
+        return any(_valid_default(branch, value, unfinished) for branch in schema.types)
+    return _valid_default(schema, value, unfinished)
 
 
 def _equals(a: Schema, b: Schema, seen: set[tuple[int, int]]) -> bool:
@@ -654,7 +717,9 @@ def _parse_text(text: str, ctx: _Context) -> Schema:
     ctx.commit()
     for named in list(ctx.old.values()):
         _resolve(named, ctx, set())
-    return _resolve(schema, ctx, set())
+    schema = _resolve(schema, ctx, set())
+    _check_defaults([*ctx.old.values(), schema])
+    return schema
 
 
 # --- Schema.toString -----------------------------------------------------------------------------
@@ -753,7 +818,9 @@ def _to_json(s: Schema, known: set[str], space: str | None, out: list[str]) -> N
             _to_json(t, known, space, out)
         out.append("]")
     elif isinstance(s, Unresolved):
-        out.append(_jstr(s.full))
+        out.append(f'{{"type":"record","name":"UnresolvedSchema_{s.number}","namespace":'
+                   f'"org.apache.avro.compiler","doc":"unresolved schema","fields":[],'
+                   f'"org.apache.avro.idl.unresolved.name":{_jstr(s.full)}}}')
     elif s.props:
         out.append(f'{{"type":"{s.type}"')
         _write_props(s.props, out)
@@ -1102,6 +1169,48 @@ def _normalized_text(s: Schema, env: dict[str, str], out: list[str]) -> None:
         out.append(f'"{s.type}"')
 
 
+# --- SchemaNormalization.toParsingForm (Avro's Parsing Canonical Form) ---------------------------
+
+
+def _parsing_form(s: Schema, env: set[str], out: list[str]) -> None:
+    if isinstance(s, Union):
+        out.append("[")
+        for i, branch in enumerate(s.types):
+            if i:
+                out.append(",")
+            _parsing_form(branch, env, out)
+        out.append("]")
+    elif isinstance(s, Array):
+        out.append('{"type":"array","items":')
+        _parsing_form(s.items, env, out)
+        out.append("}")
+    elif isinstance(s, Map):
+        out.append('{"type":"map","values":')
+        _parsing_form(s.values, env, out)
+        out.append("}")
+    elif isinstance(s, Named):
+        full = s.name.full
+        if full in env:
+            out.append(f'"{full}"')
+            return
+        env.add(full)
+        out.append(f'{{"name":"{full}","type":"{s.type}"')
+        if isinstance(s, Enum):
+            out.append(',"symbols":[' + ",".join(f'"{x}"' for x in s.symbols) + "]")
+        elif isinstance(s, Fixed):
+            out.append(f',"size":{s.size}')
+        elif isinstance(s, Record):
+            out.append(',"fields":[')
+            for i, f in enumerate(s.fields):
+                out.append(("," if i else "") + f'{{"name":"{f.name}","type":')
+                _parsing_form(f.schema, env, out)
+                out.append("}")
+            out.append("]")
+        out.append("}")
+    else:
+        out.append(f'"{s.type}"')
+
+
 # --- the format ------------------------------------------------------------------------------------
 
 
@@ -1127,6 +1236,12 @@ class AvroSchema:
         out: list[str] = []
         _normalized_text(self.schema, {n: _jstr(n) for n in self.reference_names}, out)
         return FORMAT.parse("".join(out), self.references)
+
+    def parsing_form(self) -> str:
+        """SchemaNormalization.toParsingForm: what Avro's schema fingerprints are taken of."""
+        out: list[str] = []
+        _parsing_form(self.schema, set(), out)
+        return "".join(out)
 
     def compatibility_errors(self, previous: Any) -> list[str]:
         """Confluent's AvroSchema.isBackwardCompatible: this schema reads, ``previous`` wrote.
@@ -1157,7 +1272,6 @@ class AvroFormat:
                 ref = _parse_text(ref_text, ctx)
                 names.append(ref.full_name)
             schema = _parse_text(text, ctx)
-            _check_defaults(schema)
         except _Error as e:
             raise InvalidSchema(str(e)) from None
         except RecursionError:
