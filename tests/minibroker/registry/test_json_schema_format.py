@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from minibroker.registry.formats.base import InvalidSchema
 from minibroker.registry.formats.json_schema import FORMAT
@@ -274,3 +276,52 @@ def test_the_json_serializer_registration_parses_and_keeps_its_identity():
     parsed = FORMAT.parse(registered.schema_str, {})
     assert parsed.canonical() == json.dumps(json.loads(schema_str), separators=(",", ":"))
     assert parsed.normalized().canonical() == parsed.normalized().normalized().canonical()
+
+
+@pytest.mark.parametrize("schema, refs", [
+    ({"properties": {"a": {"$ref": "#/definitions/missing"}}}, {}),
+    ({"properties": {"a": {"$ref": "other.json"}}}, {}),
+    ({"properties": {"a": {"$ref": "#nowhere"}}}, {}),
+])
+def test_unresolvable_refs_are_refused(schema, refs):
+    with pytest.raises(InvalidSchema, match="unresolved \\$ref"):
+        parse(schema, refs)
+
+
+def test_resolvable_refs_are_accepted():
+    parse({"properties": {"a": {"$ref": "#/definitions/x"}}, "definitions": {"x": {}}})
+    parse({"properties": {"a": {"$ref": "other.json"}}}, {"other.json": '{"type":"string"}'})
+    parse({"properties": {"a": {"$ref": "other.json#/definitions/x"}}},
+          {"other.json": '{"definitions":{"x":{"type":"string"}}}'})
+    parse({"$schema": "https://json-schema.org/draft/2020-12/schema",
+           "properties": {"a": {"$ref": "#thing"}}, "$defs": {"t": {"$anchor": "thing"}}})
+    parse({"enum": [{"$ref": "not a reference, a value"}]})
+    parse({"$ref": "http://json-schema.org/draft-07/schema#"})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(
+    st.text(max_size=200),
+    st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5),
+                           st.sampled_from(["object", "string", "#/x", "integer"])),
+                 lambda inner: st.one_of(
+                     st.lists(inner, max_size=4),
+                     st.dictionaries(st.sampled_from(
+                         ["type", "properties", "items", "$ref", "enum", "anyOf", "required",
+                          "additionalProperties", "minimum", "not", "a"]), inner, max_size=4)),
+                 max_leaves=20).map(json.dumps),
+))
+def test_any_text_parses_or_is_refused_cleanly(text):
+    try:
+        schema = FORMAT.parse(text, {})
+    except InvalidSchema as e:
+        assert "\n" not in str(e)
+        return
+    assert isinstance(schema.canonical(), str)
+    assert schema.compatibility_errors(schema) == [] or all(
+        m.startswith("Unresolved") for m in schema.compatibility_errors(schema))
+
+
+def test_deep_nesting_is_refused_cleanly():
+    with pytest.raises(InvalidSchema):
+        FORMAT.parse('{"not":' * 5000 + "{}" + "}" * 5000, {})
