@@ -250,3 +250,44 @@ def test_answers_while_replaying(broker_factory):
     assert answers[-1] == (200, ["r-value"])
     assert all(a == (200, ["r-value"]) or (a[0] == 500 and a[1]["error_code"] == 50002) for a in answers)
     assert "registry.loaded" in b.log_text()
+
+
+def _proto_user(*fields: tuple[str, int, str]):
+    """A protoc-like message class acme.User with ``fields`` (name, number, scalar type), in a
+    pool of its own so that two versions of the one message can live side by side."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message_factory import GetMessageClass
+
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="acme/user.proto", package="acme", syntax="proto3")
+    m = fdp.message_type.add(name="User")
+    for name, number, kind in fields:
+        m.field.add(name=name, number=number, type=getattr(F, f"TYPE_{kind.upper()}"),
+                    label=F.LABEL_OPTIONAL, json_name=name)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return GetMessageClass(pool.FindMessageTypeByName("acme.User"))
+
+
+def test_protobuf_pipeline_evolution_and_409(registry_broker, topic):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    client = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    v1 = _proto_user(("name", 1, "string"))
+    v2 = _proto_user(("name", 1, "string"), ("age", 2, "int32"))  # a field added: compatible
+    bad = _proto_user(("name", 1, "int64"), ("age", 2, "int32"))  # string -> int64: not
+    conf = {"use.deprecated.format": False}
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    p.produce(topic, value=ProtobufSerializer(v1, client, conf)(v1(name="ada"), ctx))
+    p.produce(topic, value=ProtobufSerializer(v2, client, conf)(v2(name="bob", age=41), ctx))
+    assert p.flush(30) == 0
+    subject = f"{topic}-value"
+    assert client.get_versions(subject) == [1, 2]
+    assert client.get_latest_version(subject).schema.schema_type == "PROTOBUF"
+    de = ProtobufDeserializer(v2, {"use.deprecated.format": False})
+    got = _consume(registry_broker.bootstrap_servers, topic, 2, de)
+    assert [(m.name, m.age) for m in got] == [("ada", 0), ("bob", 41)]
+    with pytest.raises(SchemaRegistryError) as e:
+        ProtobufSerializer(bad, client, conf)(bad(name=7), ctx)
+    assert e.value.http_status_code == 409
