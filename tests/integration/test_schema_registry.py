@@ -291,3 +291,42 @@ def test_protobuf_pipeline_evolution_and_409(registry_broker, topic):
     with pytest.raises(SchemaRegistryError) as e:
         ProtobufSerializer(bad, client, conf)(bad(name=7), ctx)
     assert e.value.http_status_code == 409
+
+
+def test_compacted_by_the_cleaner_and_replayed_the_same(broker_factory):
+    """_schemas is a compacted topic the broker's cleaner cleans: config rewrites and a
+    permanently deleted version's records go, and a restart rebuilds the same answers."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from .test_compaction import _wait, cleaned_to, stored_records
+
+    b = broker_factory(name="registry-compact", schema_registry=True, log_cleaner_backoff_ms=100)
+    url = b.schema_registry_url
+    client = SchemaRegistryClient({"url": url})
+    client.register_schema("keep-value", Schema(USER_V1, "AVRO"))  # creates _schemas
+    admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "_schemas", incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in {"segment.ms": "400", "min.cleanable.dirty.ratio": "0.01",
+                     "delete.retention.ms": "300"}.items()])
+    admin.incremental_alter_configs([res])[res].result(15)
+    client.register_schema("gone-value", Schema(USER_BAD, "AVRO"))
+    client.delete_subject("gone-value")
+    client.delete_subject("gone-value", permanent=True)
+    written = 4
+    for _round in range(5):
+        for level in ("FULL", "FORWARD", "NONE", "BACKWARD_TRANSITIVE"):
+            client.set_compatibility("keep-value", level)
+            written += 1
+        time.sleep(0.45)  # the next write rolls the segment: the cleaner gets work
+    client.register_schema("keep-value", Schema(USER_V2, "AVRO"))
+    written += 1
+    before = {p: _get(url, p)[1] for p in ("/subjects?deleted=true", "/config/keep-value",
+                                            "/subjects/keep-value/versions", "/schemas/ids/3")}
+    assert before["/config/keep-value"] == {"compatibilityLevel": "BACKWARD_TRANSITIVE"}
+    _wait(lambda: cleaned_to(b.data_dir, "_schemas") > 0
+          and stored_records(b.data_dir, "_schemas") < written - 10, 60, "_schemas cleaned")
+    b.restart()
+    after = {p: _get(url, p)[1] for p in before}
+    assert after == before
+    assert after["/subjects?deleted=true"] == ["keep-value"]
