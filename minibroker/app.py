@@ -288,7 +288,18 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
         control = await _start_control(config.control_listener, broker, clock, injector, request_log,
                                        control_sock)
-    registry_sock = _bind_registry(config) if config.schema_registry_listener is not None else None
+    registry_sock = None
+    if config.schema_registry_listener is not None:
+        try:
+            registry_sock = _bind_registry(config)
+        except OSError:
+            for server in servers:
+                server.close()
+                await server.wait_closed()
+            if control is not None:
+                await control.close()
+            await broker.stop()
+            raise
     broker.start_background()
     # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
     crash_points.arm(injector.book if injector is not None else None)
@@ -383,7 +394,10 @@ def _bind_registry(config: Config) -> socket.socket:
     registry serves waits in the backlog instead of being refused."""
     assert config.schema_registry_listener is not None
     _scheme, host, port = config.schema_registry_listener
-    socks = bind(host, port)
+    try:
+        socks = bind(host, port)
+    except OSError as e:
+        raise OSError(e.errno, f"--schema-registry-listener {host}:{port}: {e.strerror}") from None
     for extra in socks[1:]:
         extra.close()
     socks[0].listen(128)

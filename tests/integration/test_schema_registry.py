@@ -330,3 +330,21 @@ def test_compacted_by_the_cleaner_and_replayed_the_same(broker_factory):
     after = {p: _get(url, p)[1] for p in before}
     assert after == before
     assert after["/subjects?deleted=true"] == ["keep-value"]
+
+
+def test_registry_port_taken_is_one_line(tmp_path):
+    """A taken registry port stops the start with one line naming the option, no traceback."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "minibroker", "--port", "0", "--data-dir",
+                            str(tmp_path / "data"), "--schema-registry-listener",
+                            f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    out = r.stdout + r.stderr
+    assert f"--schema-registry-listener 127.0.0.1:{port}" in out and "Traceback" not in out
