@@ -143,5 +143,5 @@ def delete_subject_value(subject: str, version: int) -> bytes:
     return _dump({"subject": subject, "version": version})
 
 
-def clear_subject_value(subject: str) -> bytes:
-    return _dump({"subject": subject})
+def clear_subject_value(subject: str | None) -> bytes:
+    return _dump({"subject": subject} if subject is not None else {})

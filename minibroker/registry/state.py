@@ -181,9 +181,14 @@ class Registry:
                     if v <= upto:
                         sv.deleted = True
             elif kind == r.CLEAR_SUBJECT and value_raw is not None:
+                # InMemoryCache.clearSubjects: the soft-deleted versions of the subject (of
+                # every subject without one) are gone
                 value = r.decode_json(value_raw)
-                for v in list(self.versions.get(str(value["subject"]), {})):
-                    self._tombstone(str(value["subject"]), v)
+                cleared = value.get("subject")
+                for s in [cleared] if cleared is not None else list(self.versions):
+                    for v, sv in list(self.versions.get(str(s), {}).items()):
+                        if sv.deleted:
+                            self._tombstone(str(s), v)
             # NOOP and kinds this registry does not keep (contexts, associations) change nothing
         except r.BadRecord as e:
             return str(e)
@@ -251,9 +256,10 @@ class Registry:
             return self.modes[subject]
         return self.modes.get(None, DEFAULT_MODE)
 
-    def _check_writable(self, subject: str) -> None:
+    def _check_writable(self, subject: str | None) -> None:
+        # AbstractSchemaRegistry.checkRegisterMode's words; "." is the default context
         if self.mode(subject) in ("READONLY", "READONLY_OVERRIDE"):
-            raise not_permitted(f"Subject {subject} is in read-only mode")
+            raise not_permitted(f"Subject {subject} in context . is in read-only mode")
 
     # -- reading -------------------------------------------------------------------------------
     def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
@@ -435,7 +441,9 @@ class Registry:
             raise invalid_schema("id and version must be integers")
         importing = mode == "IMPORT"
         if want_id >= 0 and not importing:
-            raise not_permitted(f"Subject {subject} is not in import mode")
+            raise not_permitted(f"Subject {subject} in context . is not in import mode")
+        if want_id < 0 and mode != "READWRITE":
+            raise not_permitted(f"Subject {subject} in context . is not in read-write mode")
         parsed, text, refs = self._request(body, normalize, subject)
         every = self.versions.get(subject, {})
         live = self._live(subject)
@@ -463,8 +471,8 @@ class Registry:
         if schema_id >= 0:
             taken = self.schemas.get(schema_id)
             if taken is not None and (taken.schema_type, taken.schema, taken.references) != identity:
-                raise RegistryError(422, 42207, f"Overwrite new schema with id {schema_id} is not "
-                                                "permitted.")
+                raise not_permitted(f"Overwrite new schema with id {schema_id} in context . is not "
+                                    "permitted.")
         else:
             schema_id = self.max_id + 1
         recs: list[tuple[bytes, bytes | None]] = []
@@ -581,8 +589,7 @@ class Registry:
             raise invalid_level()
         if normalize is not None and not isinstance(normalize, bool):
             raise invalid_schema("normalize must be true or false")
-        if subject is not None:
-            self._check_writable(subject)
+        self._check_writable(subject)
         old = self.configs.get(subject, {})
         level = level.upper() if level is not None else old.get("compatibilityLevel")
         normalize = normalize if normalize is not None else old.get("normalize")
@@ -614,12 +621,23 @@ class Registry:
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise invalid_mode()
         mode = mode.upper()
-        if mode == "IMPORT" and not force:
-            # KafkaSchemaRegistry.setMode: IMPORT only where nothing was registered yet
-            found = self.subjects() if subject is None else self._live(subject)
-            if found:
+        recs: list[tuple[bytes, bytes | None]] = []
+        if mode == "IMPORT" and self.mode(subject) != "IMPORT" and not force:
+            # KafkaSchemaRegistry.setMode: IMPORT only where no live version is; the
+            # soft-deleted ones go for good first (so imported ids and versions are free)
+            scope = list(self.versions) if subject is None else [subject]
+            if any(self._live(s) for s in scope):
                 raise not_permitted("Cannot import since found existing subjects")
-        self._write([(r.subject_key(r.MODE, subject), r.mode_value(subject, mode))])
+            for s in scope:
+                for v in sorted(self.versions.get(s, {})):
+                    if self.referenced_by(s, v, deleted=True):
+                        raise RegistryError(422, 42206, "One or more references exist to the schema "
+                                            f"{{magic=1,keytype=SCHEMA,subject={s},version={v}}}.")
+                    recs.append((r.schema_key(s, v), None))
+            if recs or subject is not None:
+                recs.append((r.subject_key(r.CLEAR_SUBJECT, subject), r.clear_subject_value(subject)))
+        recs.append((r.subject_key(r.MODE, subject), r.mode_value(subject, mode)))
+        self._write(recs)
         return {"mode": mode}
 
     def delete_mode(self, subject: str) -> dict[str, str]:

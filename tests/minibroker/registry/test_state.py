@@ -142,7 +142,8 @@ def test_modes_readonly_and_import():
     reg.set_mode("imp", {"mode": "IMPORT"})
     assert reg.register("imp", body({"q": False}, id=50, version=7)) == (50, 7)
     assert reg.register("imp", body({"r": False}, id=51, version=3)) == (51, 3)  # no compat check
-    assert code(lambda: reg.register("imp", body({"w": False}, id=50, version=9))) == (422, 42207)
+    assert code(lambda: reg.register("imp", body({"w": False}, id=50, version=9))) == (422, 42205)
+    assert code(lambda: reg.register("imp", body({"w": False}))) == (422, 42205)  # IMPORT needs ids
     reg.delete_mode("imp")
     assert reg.register("fresh", body({"n": False}))[0] == 52  # ids go on past imported ones
 
@@ -194,12 +195,14 @@ def test_replay_skips_what_it_cannot_read_and_honours_clear_subject():
     log = MemoryLog()
     reg = new(log)
     reg.register("s", body({"a": False}))
+    reg.register("t", body({"a": False}))
+    reg.delete_subject("s", permanent=False)
     log.records.append((b"not json", b"{}"))
     log.records.append((r.noop_key(), None))
     log.records.append((r.subject_key(r.CLEAR_SUBJECT, "s"), r.clear_subject_value("s")))
     again = new(log)
     assert again.skipped == 1
-    assert again.subjects(deleted=True) == []
+    assert again.subjects(deleted=True) == ["t"]  # only soft-deleted versions are cleared
 
 
 def test_replay_in_steps():
@@ -222,3 +225,15 @@ def test_lookup_imports_the_formats_modules():
     assert lookup("JSON").name == "JSON"
     with pytest.raises(UnknownSchemaType):
         lookup("THRIFT")
+
+
+def test_import_mode_clears_soft_deleted_versions_first():
+    log = MemoryLog()
+    reg = new(log)
+    reg.register("s", body({"a": False}))
+    reg.delete_subject("s", permanent=False)
+    assert reg.set_mode("s", {"mode": "import"}) == {"mode": "IMPORT"}
+    assert reg.subjects(deleted=True) == []
+    assert json.loads(log.records[-2][0]) == {"keytype": "CLEAR_SUBJECT", "subject": "s", "magic": 0}
+    assert reg.register("s", body({"z": False}, id=1, version=1)) == (1, 1)
+    assert new(log).get_version("s", 1).schema == '{"fields":{"z":false}}'
