@@ -602,6 +602,11 @@ class Registry:
         return out
 
     def delete_config(self, subject: str | None) -> dict[str, Any]:
+        """DELETE /config[/{s}]: the config that was (ConfigResource: 40401 for a subject
+        without one; the global one falls back to the default)."""
+        if subject is not None and subject not in self.configs:
+            raise subject_not_found(subject)
+        self._check_writable(subject)
         old = self.get_config(subject)
         if subject is None and None not in self.configs:
             return old
@@ -641,6 +646,8 @@ class Registry:
         return {"mode": mode}
 
     def delete_mode(self, subject: str) -> dict[str, str]:
+        if subject not in self.modes:
+            raise subject_not_found(subject)  # ModeResource.deleteSubjectMode
         old = self.get_mode(subject)
         self._write([(r.subject_key(r.MODE, subject), None)])
         return old

@@ -69,6 +69,10 @@ def test_incompatible_is_409_and_none_allows_it():
     assert code(lambda: reg.get_config("other")) == (404, 40408)
     assert reg.get_config("other", default_to_global=True) == {"compatibilityLevel": "BACKWARD"}
     assert code(lambda: reg.set_config(None, {"compatibility": "SIDEWAYS"})) == (422, 42203)
+    assert code(lambda: reg.delete_config("other")) == (404, 40401)
+    assert code(lambda: reg.delete_mode("other")) == (404, 40401)
+    assert reg.delete_config("s") == {"compatibilityLevel": "NONE"}
+    assert reg.delete_config(None) == {"compatibilityLevel": "BACKWARD"}
 
 
 def test_transitive_checks_every_version_and_forward_is_the_other_way():
