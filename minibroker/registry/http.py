@@ -180,11 +180,9 @@ class RegistryServer:
             raise RegistryError(404, 404, "HTTP 404 Not Found") from None
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
-        schema_id = self._id(request)
-        stored = self.registry.schema_by_id(schema_id)
-        subject = request.query.get("subject")
-        if subject and not any(s == subject for s, _v in self.registry.id_versions(schema_id, True)):
-            raise RegistryError(404, 40403, f"Schema {schema_id} not found")
+        # ``subject=`` only picks the context in Confluent (the id is looked up there, then in
+        # the default one): with one context, an id is found whatever the subject
+        stored = self.registry.schema_by_id(self._id(request))
         return _reply(stored_json(stored))
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
