@@ -221,4 +221,8 @@ AVRO_DIVERGENCES: dict[str, str] = {
         "a schema that is not JSON at all: Java's message is Jackson's (with its source excerpt and "
         "line/column), ours is Python's json decoder's prefixed \"Invalid JSON: \"; the registry "
         "answers 42201 either way. The generator writes only well-formed JSON.",
+    "lone surrogates":
+        "a string with a lone UTF-16 surrogate (an unpaired \\ud800 escape): Java's toString "
+        "writes the char raw, which is not UTF-8; ours keeps it escaped so the canonical string "
+        "can be stored and served.",
 }

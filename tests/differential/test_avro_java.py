@@ -416,6 +416,18 @@ CASES = [
     ('{"type":"record","name":"R","namespace":"a","fields":[{"name":"f","type":{"type":"fixed","name":"F",'
      '"size":3,"aliases":["b.G",".H","I"]}}]}', '{"type":"record","name":"R","namespace":"a","fields":[{"name":"f",'
      '"type":{"type":"fixed","name":"b.G","size":4}}]}'),
+    # Defaults checked twice: when the field is built (a forward reference is an empty record
+    # then) and as SchemaResolver copies the records (one still being copied has no fields).
+    (R % ("R", '{"name":"self","type":["null","R"],"default":null},{"name":"s2","type":"R","default":{}}'), '"int"'),
+    (R % ("R1", '{"name":"a","type":[{"type":"record","name":"R2","fields":[{"name":"d","type":"R1"}]},"null"],'
+          '"default":{}}'), '"int"'),
+    (R % ("R1", '{"name":"a","type":["null",{"type":"record","name":"R2","fields":[{"name":"d","type":"R1"}]}],'
+          '"default":{}}'), '"int"'),
+    (R % ("R", '{"name":"e","type":"E","default":"A"},{"name":"f","type":{"type":"enum","name":"E","symbols":["A"]}}'),
+     '"int"'),
+    (R % ("R", '{"name":"e","type":"S","default":{}},{"name":"f","type":{"type":"record","name":"S","fields":'
+          '[{"name":"x","type":"int"}]}}'), '"int"'),
+    (R % ("R", '{"name":"a","type":["Undef1","Undef2"]},{"name":"b","type":"Undef3"}'), '"int"'),
 ]
 
 

@@ -94,8 +94,12 @@ def _java_decimal(shortest: str, negative: bool, plain: bool) -> str:
 
 def _jstr(s: str) -> str:
     # Jackson escapes '"', '\\' and control characters (\b \t \n \f \r short, others \u00XX)
-    # and writes everything else as is, which is json.dumps without ensure_ascii.
-    return json.dumps(s, ensure_ascii=False)
+    # and writes everything else as is, which is json.dumps without ensure_ascii. A lone
+    # surrogate (a "\ud800" escape in the input) stays escaped so the text can be UTF-8.
+    out = json.dumps(s, ensure_ascii=False)
+    if any("\ud800" <= c <= "\udfff" for c in out):
+        out = "".join(f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in out)
+    return out
 
 
 def _jval(v: Any) -> str:
@@ -428,12 +432,18 @@ def _parse(node: Any, ctx: _Context, space: str | None) -> Schema:
     raise _Error(f"Schema not yet supported: {_jval(node)}")
 
 
-def _check_union(u: Union) -> None:
+def _check_union(u: Union, resolved: Mapping[str, Named] | None = None) -> None:
+    """UnionSchema's constructor. A forward reference is a placeholder with a name of its own
+    while parsing; the resolver's copy of the union (``resolved``) checks the real names."""
     names: set[str] = set()
     for branch in u.types:
         if isinstance(branch, Union):
             raise _Error(f"Nested union: {_to_string(u)}")
-        full = branch.full if isinstance(branch, Unresolved) else branch.full_name
+        if isinstance(branch, Unresolved):
+            if resolved is None:
+                continue
+            branch = resolved[branch.full]
+        full = branch.full_name
         if full in names:
             raise _Error(f"Duplicate in union:{full}")
         names.add(full)
@@ -552,10 +562,7 @@ def _resolve(schema: Schema, ctx: _Context, done: set[int]) -> Schema:
     elif isinstance(schema, Map):
         schema.values = _resolve(schema.values, ctx, done)
     elif isinstance(schema, Union):
-        had_placeholder = any(isinstance(t, Unresolved) for t in schema.types)
         schema.types = [_resolve(t, ctx, done) for t in schema.types]
-        if had_placeholder:
-            _check_union(schema)
     return schema
 
 
@@ -577,43 +584,77 @@ def _walk(schema: Schema, seen: set[int] | None = None) -> Iterator[Schema]:
             yield from _walk(t, seen)
 
 
-def _check_defaults(roots: list[Schema]) -> None:
-    """SchemaResolver's second validation: it copies every record depth first, validating each
-    field's default while building the copy's fields, so a record still being copied (one on
-    the path, itself included) has no fields yet and a default that looks into it fails with
-    Java's "Schema fields not set yet"."""
-    done: set[int] = set()
-    path: set[int] = set()
+def _check_defaults(roots: list[Schema], ctx: _Context) -> None:
+    """SchemaResolver's second validation of defaults, in its order.
 
-    def visit(s: Schema) -> None:
-        if id(s) in done or id(s) in path:
-            return
-        if isinstance(s, Record):
-            path.add(id(s))
+    ParseContext resolves by copying every schema with Schemas.visit, a depth-first walk that
+    visits a record's fields in order but a union's branches last to first; a record's copy
+    gets its fields (each ``new Field(field, copy)`` validating the default) after all its
+    children are visited, and
+    a forward reference starts a visit of the schema it names unless that one is already being
+    copied. A default that looks into a record whose copy has no fields yet fails with
+    "Schema fields not set yet", so which defaults pass depends on this order exactly.
+    """
+    filled: dict[int, bool] = {}  # id(record) -> its copy has its fields
+
+    def visit(start: Schema) -> None:
+        visited: set[int] = set()
+        stack: list[Any] = [start]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, tuple):
+                after(item[1])
+                continue
+            if id(item) in visited or not isinstance(item, (Record, Unresolved, Array, Map, Union)):
+                continue
+            visited.add(id(item))
+            before(item)
+            stack.append(("after", item))
+            if isinstance(item, Record):  # pushed last to first: visited in order
+                stack.extend(f.schema for f in reversed(item.fields))
+            elif isinstance(item, Array):
+                stack.append(item.items)
+            elif isinstance(item, Map):
+                stack.append(item.values)
+            elif isinstance(item, Union):
+                stack.extend(item.types)
+
+    def before(s: Schema) -> None:
+        if isinstance(s, Unresolved):
+            target = ctx.old.get(s.full)
+            if target is None:
+                raise _Error(f"Undefined schema: {s.full}")
+            if id(target) not in filled:
+                visit(target)
+        elif isinstance(s, Record):
+            filled.setdefault(id(s), False)
+
+    def after(s: Schema) -> None:
+        if isinstance(s, Union) and any(isinstance(t, Unresolved) for t in s.types):
+            _check_union(s, ctx.old)
+        if isinstance(s, Record) and not filled[id(s)]:
+            unfinished = {k for k, done in filled.items() if not done}
             for f in s.fields:
-                visit(f.schema)
-            for f in s.fields:
-                _check_default(f, path)
-            path.discard(id(s))
-            done.add(id(s))
-        elif isinstance(s, Array):
-            visit(s.items)
-        elif isinstance(s, Map):
-            visit(s.values)
-        elif isinstance(s, Union):
-            for t in s.types:
-                visit(t)
+                _check_default(f, unfinished, ctx.old)
+            filled[id(s)] = True
 
     for root in roots:
         visit(root)
 
 
-def _check_default(f: Field, unfinished: set[int] | None = None) -> None:
-    if f.has_default and not _valid_default(f.schema, f.default, unfinished or set()):
-        raise _Error(f"Invalid default for field {f.name}: {_jval(f.default)} not a {_to_string(f.schema)}")
+def _check_default(f: Field, unfinished: set[int] | None = None,
+                   names: Mapping[str, Named] | None = None) -> None:
+    if f.has_default and not _valid_default(f.schema, f.default, unfinished or set(), names):
+        raise _Error(f"Invalid default for field {f.name}: {_jval(f.default)} not a "
+                     f"{_to_string(f.schema, names=names)}")
 
 
-def _valid_default(schema: Schema, value: Any, unfinished: set[int]) -> bool:
+def _valid_default(schema: Schema, value: Any, unfinished: set[int],
+                   names: Mapping[str, Named] | None = None) -> bool:
+    """Schema.isValidDefault; ``names`` resolves forward references (without it a reference is
+    still the placeholder, an empty record, as when the field was built)."""
+    if isinstance(schema, Unresolved) and names is not None and schema.full in names:
+        schema = names[schema.full]
     t = schema.type
     if t in ("string", "bytes", "enum", "fixed"):
         return isinstance(value, str)
@@ -627,12 +668,13 @@ def _valid_default(schema: Schema, value: Any, unfinished: set[int]) -> bool:
     if t == "null":
         return value is None
     if isinstance(schema, Array):
-        return isinstance(value, list) and all(_valid_default(schema.items, v, unfinished) for v in value)
+        return isinstance(value, list) and all(
+            _valid_default(schema.items, v, unfinished, names) for v in value)
     if isinstance(schema, Map):
         return isinstance(value, dict) and all(
-            _valid_default(schema.values, v, unfinished) for v in value.values())
+            _valid_default(schema.values, v, unfinished, names) for v in value.values())
     if isinstance(schema, Union):
-        return any(_valid_default(branch, value, unfinished) for branch in schema.types)
+        return any(_valid_default(branch, value, unfinished, names) for branch in schema.types)
     if isinstance(schema, Record):
         if not isinstance(value, dict):
             return False
@@ -640,21 +682,22 @@ def _valid_default(schema: Schema, value: Any, unfinished: set[int]) -> bool:
             raise _Error("Schema fields not set yet")
         for f in schema.fields:
             if f.name in value:
-                ok = _valid_value(f.schema, value[f.name], True, unfinished)
+                ok = _valid_value(f.schema, value[f.name], True, unfinished, names)
             else:
-                ok = _valid_value(f.schema, f.default, f.has_default, unfinished)
+                ok = _valid_value(f.schema, f.default, f.has_default, unfinished, names)
             if not ok:
                 return False
         return True
     return isinstance(value, dict)  # an unresolved placeholder is an empty record
 
 
-def _valid_value(schema: Schema, value: Any, present: bool, unfinished: set[int]) -> bool:
+def _valid_value(schema: Schema, value: Any, present: bool, unfinished: set[int],
+                 names: Mapping[str, Named] | None) -> bool:
     if not present:
         return False
     if isinstance(schema, Union):
-        return any(_valid_default(branch, value, unfinished) for branch in schema.types)
-    return _valid_default(schema, value, unfinished)
+        return any(_valid_default(branch, value, unfinished, names) for branch in schema.types)
+    return _valid_default(schema, value, unfinished, names)
 
 
 def _equals(a: Schema, b: Schema, seen: set[tuple[int, int]]) -> bool:
@@ -715,19 +758,21 @@ def _parse_text(text: str, ctx: _Context) -> Schema:
         ctx.new.clear()
         raise
     ctx.commit()
+    _check_defaults([*ctx.old.values(), schema], ctx)
     for named in list(ctx.old.values()):
         _resolve(named, ctx, set())
-    schema = _resolve(schema, ctx, set())
-    _check_defaults([*ctx.old.values(), schema])
-    return schema
+    return _resolve(schema, ctx, set())
 
 
 # --- Schema.toString -----------------------------------------------------------------------------
 
 
-def _to_string(schema: Schema, known: set[str] | None = None) -> str:
+def _to_string(schema: Schema, known: set[str] | None = None,
+               names: Mapping[str, Named] | None = None) -> str:
+    """Schema.toString; with ``names``, forward references print as what they name (the
+    resolver's copy), without, as Java's placeholder records."""
     out: list[str] = []
-    _to_json(schema, set() if known is None else set(known), None, out)
+    _to_json(schema, set() if known is None else set(known), None, out, names)
     return "".join(out)
 
 
@@ -751,7 +796,10 @@ def _write_aliases(schema: Named, out: list[str]) -> None:
             _jstr(a.qualified(schema.name.space)) for a in schema.aliases.values()) + "]")
 
 
-def _to_json(s: Schema, known: set[str], space: str | None, out: list[str]) -> None:
+def _to_json(s: Schema, known: set[str], space: str | None, out: list[str],
+             names: Mapping[str, Named] | None = None) -> None:
+    if isinstance(s, Unresolved) and names is not None and s.full in names:
+        s = names[s.full]
     if isinstance(s, Named):
         if s.name.full in known:
             out.append(_jstr(s.name.qualified(space)))
@@ -765,7 +813,7 @@ def _to_json(s: Schema, known: set[str], space: str | None, out: list[str]) -> N
         out.append(',"fields":[')
         for i, f in enumerate(s.fields):
             out.append(("," if i else "") + '{"name":' + _jstr(f.name) + ',"type":')
-            _to_json(f.schema, known, s.name.space, out)
+            _to_json(f.schema, known, s.name.space, out, names)
             if f.doc is not None:
                 out.append(f',"doc":{_jstr(f.doc)}')
             if f.has_default:
@@ -802,12 +850,12 @@ def _to_json(s: Schema, known: set[str], space: str | None, out: list[str]) -> N
         out.append("}")
     elif isinstance(s, Array):
         out.append('{"type":"array","items":')
-        _to_json(s.items, known, space, out)
+        _to_json(s.items, known, space, out, names)
         _write_props(s.props, out)
         out.append("}")
     elif isinstance(s, Map):
         out.append('{"type":"map","values":')
-        _to_json(s.values, known, space, out)
+        _to_json(s.values, known, space, out, names)
         _write_props(s.props, out)
         out.append("}")
     elif isinstance(s, Union):
@@ -815,7 +863,7 @@ def _to_json(s: Schema, known: set[str], space: str | None, out: list[str]) -> N
         for i, t in enumerate(s.types):
             if i:
                 out.append(",")
-            _to_json(t, known, space, out)
+            _to_json(t, known, space, out, names)
         out.append("]")
     elif isinstance(s, Unresolved):
         out.append(f'{{"type":"record","name":"UnresolvedSchema_{s.number}","namespace":'
@@ -1233,6 +1281,9 @@ class AvroSchema:
         return self._canonical
 
     def normalized(self) -> AvroSchema:
+        """Confluent's normalize(): its normalized text reparsed with the same references. As
+        Confluent writes every named type as its full name without a namespace, a type in the
+        null namespace nested in a namespaced one comes back in the enclosing namespace."""
         out: list[str] = []
         _normalized_text(self.schema, {n: _jstr(n) for n in self.reference_names}, out)
         return FORMAT.parse("".join(out), self.references)
