@@ -39,10 +39,16 @@ def write(node: Any, sort_keys: bool = False) -> str:
     return "".join(parts)
 
 
+def _utf16_key(item: tuple[str, Any]) -> bytes:
+    return item[0].encode("utf-16-be", "surrogatepass")
+
+
 def _write(node: Any, out: list[str], sort_keys: bool) -> None:
     if isinstance(node, dict):
         out.append("{")
-        items = sorted(node.items()) if sort_keys else node.items()
+        # Java's TreeMap orders String keys by UTF-16 code unit, which UTF-16BE bytes keep
+        # (a code point order would put U+E000..U+FFFF after the astral planes' surrogates).
+        items = sorted(node.items(), key=_utf16_key) if sort_keys else node.items()
         for i, (k, v) in enumerate(items):
             if i:
                 out.append(",")

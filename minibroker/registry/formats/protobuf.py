@@ -166,7 +166,9 @@ class Formatter:
     def option_map(self, out: list[str], value: dict[str, Any]) -> None:
         items = list(value.items())
         if self.normalize:
-            items = sorted((k, v) for k, v in items if not (isinstance(v, list) and not v))
+            items = [(self._extension_key(k), v) for k, v in items
+                     if not (isinstance(v, list) and not v)]
+            items.sort(key=lambda kv: kv[0])
             dedup: dict[str, Any] = {}
             for k, v in items:
                 dedup.setdefault(k, v)
@@ -174,6 +176,14 @@ class Formatter:
         for i, (k, v) in enumerate(items):
             end = "," if i != len(items) - 1 else ""
             indent(out, f"{k}: {self.value(v)}{end}")
+
+    def _extension_key(self, key: str) -> str:
+        """``[name]`` (an extension field set inside an option's message) with its full name."""
+        if key.startswith("[") and key.endswith("]") and self.types is not None:
+            full = self.types.resolve_extension(key[1:-1], self.scope)
+            if full is not None:
+                return f"[{full}]"
+        return key
 
     def value(self, v: Any) -> str:
         if isinstance(v, str):

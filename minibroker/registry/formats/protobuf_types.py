@@ -29,6 +29,30 @@ _KNOWN_MODULES = {
     "google/protobuf/type.proto": "google.protobuf.type_pb2",
     "google/protobuf/wrappers.proto": "google.protobuf.wrappers_pb2",
 }
+# Confluent's own known files, declared here by their wire interface (package, names, numbers):
+# the data-contract metadata options and the decimal logical type.
+_CONFLUENT_FILES = {
+    "confluent/meta.proto": """syntax = "proto3";
+package confluent;
+import "google/protobuf/descriptor.proto";
+message Meta {
+  string doc = 1;
+  map<string, string> params = 2;
+  repeated string tags = 3;
+  repeated Rule rules = 4;
+}
+message Rule { string name = 1; string doc = 2; string expr = 3; string sql = 4; }
+extend google.protobuf.FileOptions { Meta file_meta = 1088; }
+extend google.protobuf.MessageOptions { Meta message_meta = 1088; }
+extend google.protobuf.FieldOptions { Meta field_meta = 1088; }
+extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
+extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }
+""",
+    "confluent/type/decimal.proto": """syntax = "proto3";
+package confluent.type;
+message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }
+""",
+}
 # Packages whose types are taken on trust when their file is imported but not available here.
 _OPAQUE_PREFIXES = ("google/type/", "confluent/")
 _known_cache: dict[str, ProtoFile | None] = {}
@@ -38,6 +62,12 @@ def known_dependency(path: str) -> ProtoFile | None:
     if path in _known_cache:
         return _known_cache[path]
     result: ProtoFile | None = None
+    if path in _CONFLUENT_FILES:
+        from .protobuf_elements import parse_text
+
+        result = parse_text(_CONFLUENT_FILES[path])
+        _known_cache[path] = result
+        return result
     module = _KNOWN_MODULES.get(path)
     if module is None and path.startswith("google/type/"):
         module = "google.type." + path.rsplit("/", 1)[1].removesuffix(".proto") + "_pb2"
@@ -82,7 +112,7 @@ class Types:
             self._collect_file(dep, ("dep", name, (versions or {}).get(name)))
         # Confluent's dependenciesWithLogicalTypes(): the known files are always in scope, imported
         # or not, unless a reference of the same name replaces one.
-        for path in _KNOWN_MODULES:
+        for path in list(_KNOWN_MODULES) + list(_CONFLUENT_FILES):
             if path not in dependencies:
                 known = known_dependency(path)
                 if known is not None:

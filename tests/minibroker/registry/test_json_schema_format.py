@@ -325,3 +325,49 @@ def test_any_text_parses_or_is_refused_cleanly(text):
 def test_deep_nesting_is_refused_cleanly():
     with pytest.raises(InvalidSchema):
         FORMAT.parse('{"not":' * 5000 + "{}" + "}" * 5000, {})
+
+
+# Cases restated from Confluent's json-schema-provider diff-schema-examples.json (writer, reader,
+# every difference as "TYPE path", compatible): the exact list, not only the verdict.
+CONFLUENT_CASES = [
+    ({"type": "object"}, {"type": "array"}, ["TYPE_CHANGED #/"], False),
+    ({"type": "string", "minLength": 10}, {"type": "string", "minLength": 11},
+     ["MIN_LENGTH_INCREASED #/minLength"], False),
+    ({"type": "number", "multipleOf": 10}, {"type": "number", "multipleOf": 2},
+     ["MULTIPLE_OF_REDUCED #/multipleOf"], True),
+    ({"not": {"type": "integer"}}, {"not": {"type": "number"}}, ["NOT_TYPE_EXTENDED #/not"], False),
+    ({"type": "string", "enum": ["red"]}, {"type": "string"}, ["PRODUCT_TYPE_NARROWED #/"], True),
+    ({"allOf": [{"type": "string"}, {"enum": ["red"]}]},
+     {"allOf": [{"enum": ["red", "blue"]}, {"type": "string"}]},
+     ["ENUM_ARRAY_EXTENDED #/allOf/1/enum"], True),
+    ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"allOf": [{"type": "string"}]},
+     ["COMBINED_TYPE_CHANGED #/"], False),
+    ({"dependencies": {"foo": {"type": "string"}}}, {"dependencies": {"bar": {"type": "string"}}},
+     ["DEPENDENCY_SCHEMA_ADDED #/dependencies/bar", "DEPENDENCY_SCHEMA_REMOVED #/dependencies/foo"],
+     False),
+    ({"properties": {"foo": {"type": "string"}}, "required": ["foo"]},
+     {"properties": {"foo": {"type": "string"}}, "required": ["bar"]},
+     ["REQUIRED_ATTRIBUTE_REMOVED #/required/foo"], True),
+    ({"type": "array"}, {"type": "array", "items": {"type": "string"}}, ["SCHEMA_ADDED #/items"], False),
+    ({"type": "array", "items": [{"type": "string"}, {"type": "number"}]}, {"type": "array"},
+     ["ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL #/items/0", "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL #/items/1"],
+     True),
+    ({"additionalProperties": True}, {"additionalProperties": {"type": "number"}},
+     ["ADDITIONAL_PROPERTIES_NARROWED #/additionalProperties"], False),
+    ({"additionalProperties": False}, {"additionalProperties": False, "properties": {"foo": False}},
+     ["OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL #/properties/foo"], True),
+    ({"type": "string", "maxLength": 3}, {"oneOf": [{"type": "number"}, {"type": "string"}]},
+     ["MAX_LENGTH_REMOVED #/maxLength", "SUM_TYPE_EXTENDED #/"], True),
+]
+
+
+@pytest.mark.parametrize("writer, reader, changes, compatible", CONFLUENT_CASES)
+def test_confluents_documented_differences(writer, reader, changes, compatible):
+    from minibroker.registry.formats import json_schema_diff as diff
+
+    w, r = parse(writer), parse(reader)
+    lw, lr = diff.Loader(w.node, {}), diff.Loader(r.node, {})
+    ctx = diff.Context(lw, lr, [], set())
+    diff.compare(ctx, lw.load(w.node, w.node), lr.load(r.node, r.node))
+    assert sorted(f"{kind} {path}" for kind, path in ctx.diffs) == sorted(changes)
+    assert (r.compatibility_errors(w) == []) is compatible

@@ -440,3 +440,66 @@ def test_any_text_parses_or_is_refused_cleanly(text):
 def test_deep_nesting_is_refused_cleanly():
     with pytest.raises(InvalidSchema):
         FORMAT.parse("message M {" * 3000 + "}" * 3000, {})
+
+
+def test_confluent_meta_options_normalize_as_confluents():
+    # confluent/meta.proto is always in scope (Confluent's KNOWN_DEPENDENCIES): its tags merge.
+    text = ('syntax = "proto3";\nimport "confluent/meta.proto";\nmessage R {\n'
+            '  int32 f = 1 [(confluent.field_meta).tags = "a", (confluent.field_meta).tags = "b"];\n'
+            '  confluent.type.Decimal d = 2;\n}\n')
+    normalized = parse(text).normalized().canonical()
+    assert ('  int32 f = 1 [(confluent.field_meta) = {\n    tags: [\n      "a",\n      "b"\n'
+            '    ]\n  }];\n') in normalized
+    assert "  .confluent.type.Decimal d = 2;\n" in normalized
+
+
+def test_extension_keys_inside_option_maps_get_full_names():
+    text = ('syntax = "proto2";\npackage p;\nimport "google/protobuf/descriptor.proto";\n'
+            'message Opt { extensions 100 to 200; }\n'
+            'extend Opt { optional int32 inner = 100; }\n'
+            'extend google.protobuf.MessageOptions { optional Opt opt = 50000; }\n'
+            'message M { option (opt) = { [inner]: 5 }; optional int32 a = 1; }\n')
+    assert "  option (p.opt) = {\n    [p.inner]: 5\n  };\n" in parse(text).normalized().canonical()
+
+
+# Cases restated from Confluent's protobuf-provider diff-schema-examples.json (writer, reader,
+# every difference as "TYPE path", compatible); the last two follow SchemaDiff.java's rules for
+# added and reordered top-level messages.
+_P3 = 'syntax = "proto3";\n'
+CONFLUENT_CASES = [
+    (_P3 + "message T { string s = 1; }", _P3 + "message T { string s = 2; }",
+     ["FIELD_REMOVED #/T/1", "FIELD_ADDED #/T/2"], True),
+    (_P3 + "message W { int32 i = 1; message T { string s = 1; } }",
+     _P3 + "message W { int32 i = 1; message T { string s = 1; string t = 2; } }",
+     ["FIELD_ADDED #/W/T/2"], True),
+    (_P3 + "message T { int32 i = 2; }",
+     _P3 + "message T { Status i = 2; }\nenum Status { ACTIVE = 0; INACTIVE = 1; }",
+     ["ENUM_ADDED #/Status"], True),
+    (_P3 + "message T { Status i = 2; }\nenum Status { ACTIVE = 0; INACTIVE = 1; }",
+     _P3 + "message T { Status i = 2; }\nenum Status { ACTIVE = 0; NOT_ACTIVE = 1; }",
+     ["ENUM_CONST_CHANGED #/Status/1"], True),
+    (_P3 + "message T { string a = 1; string b = 2; }",
+     _P3 + "message T { string a = 1; oneof o { string b = 2; int32 c = 3; } }",
+     ["ONEOF_ADDED #/T/o", "ONEOF_FIELD_ADDED #/T/o/3"], True),
+    (_P3 + "message T { oneof o { string a = 1; string b = 2; int32 c = 3; } }",
+     _P3 + "message T { oneof o { string a = 1; string b = 2; } }",
+     ["ONEOF_FIELD_REMOVED #/T/o/3"], False),
+    (_P3 + "message T { string a = 1; oneof o { string b = 2; string c = 3; } }",
+     _P3 + "message T { oneof o { string a = 1; string b = 2; string c = 3; } }",
+     ["FIELD_MOVED_TO_EXISTING_ONEOF #/T/o"], False),
+    (_P3 + "message T { string a = 1; }", _P3 + "message T { string a = 1; }\nmessage U { }",
+     ["MESSAGE_ADDED #/U"], True),
+    (_P3 + "message A { }\nmessage B { }", _P3 + "message B { }\nmessage A { }",
+     ["MESSAGE_MOVED #/A", "MESSAGE_MOVED #/B"], True),
+]
+
+
+@pytest.mark.parametrize("writer, reader, changes, compatible", CONFLUENT_CASES)
+def test_confluents_documented_differences(writer, reader, changes, compatible):
+    from minibroker.registry.formats import protobuf_diff as diff
+
+    w, r = parse(writer), parse(reader)
+    ctx = diff.Context(w.types(), r.types())
+    diff.compare_files(ctx, w.element, r.element)
+    assert sorted(f"{kind} {path}" for kind, path in ctx.diffs) == sorted(changes)
+    assert (r.compatibility_errors(w) == []) is compatible
