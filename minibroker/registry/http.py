@@ -245,7 +245,7 @@ class RegistryServer:
         body = await _body(request)
         errors = self.registry.check_compatibility(request.match_info["subject"],
                                                    request.match_info.get("version"), body,
-                                                   _flag(request, "normalize"))
+                                                   _flag(request, "normalize"), _flag(request, "verbose"))
         out: dict[str, Any] = {"is_compatible": not errors}
         if _flag(request, "verbose"):
             out["messages"] = errors

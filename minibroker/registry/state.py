@@ -397,23 +397,27 @@ class Registry:
         return errors
 
     def check_compatibility(self, subject: str, version_text: str | None, body: Any,
-                            normalize: bool = False) -> list[str]:
-        """POST /compatibility/subjects/{s}/versions[/{v}]: the errors (empty: compatible)."""
-        parsed, _text, _refs = self._request(body, normalize, subject)
+                            normalize: bool = False, verbose: bool = False) -> list[str]:
+        """POST /compatibility/subjects/{s}/versions[/{v}] (CompatibilityResource): the errors
+        (empty: compatible); against the live versions only; no subject or no live version with
+        "latest" is compatible; an invalid schema is one message with ``verbose``, else 42201."""
+        version = parse_version(version_text) if version_text is not None else None
         live = self._live(subject)
-        if version_text is None:
-            previous = [live[v] for v in sorted(live)]
-            # every version handed to the subject's checker, which looks at the latest only
-            # unless the level is _TRANSITIVE (CompatibilityResource without a version)
-            return self.compatibility(parsed, previous, self.level(subject))
-        version = parse_version(version_text)
-        if not live:
-            raise subject_not_found(subject)
-        if version != -1 and version not in live:
+        if version is not None and version != -1 and version not in live:
             raise version_not_found(version)
-        target = live[max(live) if version == -1 else version]
-        level = self.level(subject)
-        return self.compatibility(parsed, [target], level.replace("_TRANSITIVE", ""))
+        try:
+            parsed, _text, _refs = self._request(body, normalize, subject)
+        except RegistryError as e:
+            if verbose and e.code == 42201:
+                return [e.message]
+            raise
+        if version is None:
+            # every version handed to the subject's checker, which looks at the latest only
+            # unless the level is _TRANSITIVE
+            previous = [live[v] for v in sorted(live)]
+        else:
+            previous = [live[max(live) if version == -1 else version]] if live else []
+        return self.compatibility(parsed, previous, self.level(subject))
 
     # -- writing ------------------------------------------------------------------------------
     def lookup(self, subject: str, body: Any, normalize: bool = False,

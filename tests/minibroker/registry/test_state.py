@@ -88,6 +88,12 @@ def test_transitive_checks_every_version_and_forward_is_the_other_way():
     reg.set_config("s", {"compatibility": "FORWARD"})
     # old (b) reads new (c): b is missing
     assert reg.check_compatibility("s", "2", body({"c": False}))
+    # CompatibilityResource: no such subject with "latest" is compatible, a missing version is
+    # 40402, an invalid schema one message with verbose
+    assert reg.check_compatibility("nope", "latest", body({"c": False})) == []
+    assert code(lambda: reg.check_compatibility("nope", "3", body({"c": False}))) == (404, 40402)
+    assert len(reg.check_compatibility("s", "latest", {"schema": "{"}, verbose=True)) == 1
+    assert code(lambda: reg.check_compatibility("s", "latest", {"schema": "{"})) == (422, 42201)
 
 
 def test_soft_then_permanent_delete_order_rules():
