@@ -499,10 +499,8 @@ class Registry:
         if not every:
             raise subject_not_found(subject)
         if version == -1:
-            live = self._live(subject)
-            if not live:
-                raise subject_not_found(subject)
-            version = max(live)
+            # validateDeleteSchemaVersion: "latest" is the latest version, soft-deleted or not
+            version = max(every)
         sv = every.get(version)
         if sv is None:
             raise version_not_found(version)
