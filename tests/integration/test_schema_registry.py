@@ -348,3 +348,30 @@ def test_registry_port_taken_is_one_line(tmp_path):
     assert r.returncode == 1
     out = r.stdout + r.stderr
     assert f"--schema-registry-listener 127.0.0.1:{port}" in out and "Traceback" not in out
+
+
+def test_avro_references(registry_broker):
+    """A record that uses a type registered under another subject: registered with its
+    reference, looked up, listed in referencedby, and the referenced version cannot go."""
+    from confluent_kafka.schema_registry import SchemaReference
+
+    client = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    address = json.dumps({"type": "record", "name": "Address", "namespace": "test",
+                          "fields": [{"name": "city", "type": "string"}]})
+    person = json.dumps({"type": "record", "name": "Person", "namespace": "test",
+                         "fields": [{"name": "home", "type": "test.Address"}]})
+    assert client.register_schema("address", Schema(address, "AVRO")) == 1
+    refs = [SchemaReference("test.Address", "address", 1)]
+    pid = client.register_schema("person-value", Schema(person, "AVRO", refs))
+    assert pid == 2
+    found = client.lookup_schema("person-value", Schema(person, "AVRO", refs))
+    assert (found.schema_id, found.version) == (2, 1)
+    assert [r.name for r in found.schema.references] == ["test.Address"]
+    assert _get(registry_broker.schema_registry_url, "/subjects/address/versions/1/referencedby")[1] == [2]
+    with pytest.raises(SchemaRegistryError) as e:
+        client.delete_subject("address")
+    assert e.value.error_code == 42206
+    # without the reference, the same text is not a schema
+    with pytest.raises(SchemaRegistryError) as e:
+        client.register_schema("other-value", Schema(person, "AVRO"))
+    assert e.value.error_code == 42201
