@@ -427,9 +427,9 @@ class Registry:
         live = self._live(subject, deleted)
         if not live:
             raise subject_not_found(subject)
-        schema_id = self.by_identity.get((parsed.schema_type, text, refs))
+        identity = (parsed.schema_type, text, refs)
         for v in sorted(live, reverse=True):
-            if live[v].id == schema_id:
+            if _identity(live[v]) == identity:
                 return live[v]
         raise schema_not_found()
 
@@ -455,10 +455,12 @@ class Registry:
         identity = (parsed.schema_type, text, refs)
         existing = self.by_identity.get(identity)
         schema_id = want_id
-        if existing is not None and (want_id < 0 or want_id == existing):
+        if want_id < 0 or want_id == existing:
             for v in sorted(live, reverse=True):
-                if live[v].id == existing and want_version in (0, -1, v):
-                    return existing, v  # already registered under this subject
+                sv = live[v]
+                if _identity(sv) == identity and want_id in (-1, sv.id) and want_version in (0, -1, v):
+                    return sv.id, v  # already registered under this subject
+        if existing is not None and want_id < 0:
             schema_id = existing
         if not importing:
             errors = self.compatibility(parsed, [live[v] for v in sorted(live)], self.level(subject))
@@ -653,6 +655,10 @@ class Registry:
         old = self.get_mode(subject)
         self._write([(r.subject_key(r.MODE, subject), None)])
         return old
+
+
+def _identity(sv: r.SchemaValue) -> tuple[str, str, tuple[r.Reference, ...]]:
+    return sv.schema_type, sv.schema, sv.references
 
 
 def schema_json(sv: r.SchemaValue) -> dict[str, Any]:
