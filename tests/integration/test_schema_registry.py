@@ -333,7 +333,8 @@ def test_compacted_by_the_cleaner_and_replayed_the_same(broker_factory):
 
 
 def test_registry_port_taken_is_one_line(tmp_path):
-    """A taken registry port stops the start with one line naming the option, no traceback."""
+    """A taken registry port stops the start with one line naming the option, no traceback,
+    before the data dir is made (bound with the Kafka listeners, as the CLI binds them)."""
     import socket
     import subprocess
     import sys
@@ -347,7 +348,9 @@ def test_registry_port_taken_is_one_line(tmp_path):
                             f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     out = r.stdout + r.stderr
-    assert f"--schema-registry-listener 127.0.0.1:{port}" in out and "Traceback" not in out
+    assert f"cannot listen on --schema-registry-listener http://127.0.0.1:{port}" in out
+    assert "Traceback" not in out
+    assert not (tmp_path / "data").exists()  # refused before the data dir was made
 
 
 def test_avro_references(registry_broker):
