@@ -247,3 +247,20 @@ def test_import_mode_clears_soft_deleted_versions_first():
     assert json.loads(log.records[-2][0]) == {"keytype": "CLEAR_SUBJECT", "subject": "s", "magic": 0}
     assert reg.register("s", body({"z": False}, id=1, version=1)) == (1, 1)
     assert new(log).get_version("s", 1).schema == '{"fields":{"z":false}}'
+
+
+def test_parsed_texts_are_reused_until_a_version_goes_for_good():
+    fmt = ToyFormat()
+    reg = Registry(MemoryLog(), formats=_formats(fmt))
+    reg.replay()
+    reg.register("base", body({"old": False}))
+    refs = [{"name": "Base", "subject": "base", "version": 1}]
+    reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
+    parsed = len(fmt.parsed)
+    reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
+    assert len(fmt.parsed) == parsed  # the same text: parsed once
+    reg.delete_subject("base", permanent=False)
+    reg.delete_subject("base", permanent=True)
+    reg.register("base", body({"new": False}))  # version 1 again, another text
+    reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
+    assert fmt.parsed[-1][1] == {"Base": '{"fields":{"new":false}}'}
