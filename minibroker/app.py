@@ -414,7 +414,7 @@ async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket
     users = None
     if config.schema_registry_auth == "basic":
         users = broker.sasl_credentials.password
-    server = RegistryServer(Registry(topic), users=users)
+    server = RegistryServer(Registry(topic), users=users, cluster_id=broker.cluster_id)
     ssl_context = None
     if scheme == "https":
         if tls is None:

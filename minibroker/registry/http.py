@@ -56,8 +56,9 @@ async def _body(request: web.Request) -> Any:
 
 class RegistryServer:
     def __init__(self, registry: Registry, *, users: Callable[[str], str | None] | None = None,
-                 wait_s: float = 0.5) -> None:
+                 wait_s: float = 0.5, cluster_id: str | None = None) -> None:
         self.registry = registry
+        self.cluster_id = cluster_id  # the Kafka cluster's, for /v1/metadata/id
         self.users = users  # --schema-registry-auth basic: a user's password, None if unknown
         self.wait_s = wait_s
         self.loaded = asyncio.Event()
@@ -167,7 +168,12 @@ class RegistryServer:
         return _reply({})
 
     async def metadata_id(self, request: web.Request) -> web.Response:
-        return _reply({"scope": {"path": [], "clusters": {"schema-registry-cluster": "schema-registry"}}})
+        # ServerMetadataResource: the Kafka cluster's id and the registry's group id (Confluent's
+        # schema.registry.group.id default)
+        clusters = {"schema-registry-cluster": "schema-registry"}
+        if self.cluster_id is not None:
+            clusters = {"kafka-cluster": self.cluster_id, **clusters}
+        return _reply({"scope": {"path": [], "clusters": clusters}})
 
     async def types(self, request: web.Request) -> web.Response:
         from .formats.lookup import MODULES

@@ -54,6 +54,8 @@ async def test_register_get_and_list(client):
                                           headers={"Content-Type": "application/json"}))
     assert found["version"] == 1 and found["id"] == 1
     assert await _json(await client.get("/")) == {}
+    meta = await _json(await client.get("/v1/metadata/id"))
+    assert meta["scope"]["clusters"]["schema-registry-cluster"] == "schema-registry"
 
 
 @pytest.mark.parametrize("method,path,body,status,code", [
