@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     early = early_listener.start(config, sockets)
     from ..app import run
     try:
-        run(config, started, early, sockets, control_sock, registry_sock)
+        run(config, started, early, sockets, control_sock, registry_sock=registry_sock)
     except KeyboardInterrupt:
         # A signal in the instant between the event loop's handlers and stop_signals' again
         # (app.run); the broker had stopped or never served.
