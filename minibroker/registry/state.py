@@ -360,7 +360,12 @@ class Registry:
         p = self._parsed.get(schema_id)
         if p is None:
             st = self.schemas[schema_id]
-            p = self.formats(st.schema_type).parse(st.schema, self._resolve(st.references, {}))
+            try:
+                p = self.formats(st.schema_type).parse(st.schema, self._resolve(st.references, {}))
+            except (InvalidSchema, UnknownSchemaType, RegistryError) as e:
+                # a record another registry wrote that this one cannot read back
+                raise RegistryError(500, 50001, f"Schema {schema_id} in _schemas cannot be parsed "
+                                    f"to check compatibility against it: {e}") from None
             self._parsed[schema_id] = p
         return p
 

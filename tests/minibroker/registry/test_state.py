@@ -264,3 +264,12 @@ def test_parsed_texts_are_reused_until_a_version_goes_for_good():
     reg.register("base", body({"new": False}))  # version 1 again, another text
     reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
     assert fmt.parsed[-1][1] == {"Base": '{"fields":{"new":false}}'}
+
+
+def test_a_stored_schema_that_does_not_parse_is_a_clear_50001():
+    log = MemoryLog()
+    log.records.append((r.schema_key("s", 1), r.SchemaValue("s", 1, 1, "AVRO", "{broken").encode()))
+    reg = new(log)
+    with pytest.raises(RegistryError) as e:
+        reg.register("s", body({"a": True}))
+    assert (e.value.status, e.value.code) == (500, 50001) and "Schema 1 in _schemas" in e.value.message
