@@ -46,10 +46,10 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 async def _body(request: web.Request) -> Any:
-    text = await request.text()
     try:
+        text = (await request.read()).decode("utf-8")
         return json.loads(text) if text.strip() else None
-    except ValueError as e:
+    except ValueError as e:  # not UTF-8 (UnicodeDecodeError is one) or not JSON
         # Jersey's answer to a body Jackson cannot read: 400 with error_code 400
         raise RegistryError(400, 400, f"Unrecognized request body: {e}") from None
 
