@@ -70,8 +70,13 @@ class RegistryServer:
     async def replay(self) -> None:
         """Replay ``_schemas`` a step per loop turn, so the listener (and the broker) answer
         meanwhile."""
-        while not self.registry.replay(limit=REPLAY_STEP):
-            await asyncio.sleep(0)
+        try:
+            while not self.registry.replay(limit=REPLAY_STEP):
+                await asyncio.sleep(0)
+        except Exception:
+            # a partial state must not be served: requests keep getting 50002, the log says why
+            log.exception("registry.replay_failed", offset=self.registry.applied)
+            return
         self.loaded.set()
 
     def start_replay(self) -> None:
