@@ -46,7 +46,7 @@ from .handlers.telemetry import TelemetryHandlers
 from .handlers.tokens import TokenHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
-from .net.binding import bind, node_port
+from .net.binding import bind, bind_registry, node_port
 from .net.dispatch import Dispatcher
 from .net.early import EarlyListener, Handover, write_ready_file
 from .net.server import Acceptor, KafkaConnection, RequestMemory
@@ -162,6 +162,8 @@ class RunningBroker:
     control: Any = None  # control.http.ControlPlane, with --control-listener
     # --brokers N: each virtual broker's listener, to close and bind again
     nodes: dict[int, _NodeListener] = field(default_factory=dict)
+    # registry.http.RegistryServer, with --schema-registry-listener: the task that starts it
+    registry_task: asyncio.Task | None = None
 
     async def stop_node(self, node: int) -> list[str]:
         """Stop one virtual broker: its listener closes, its connections drop, its partitions'
@@ -198,6 +200,17 @@ class RunningBroker:
         self.broker.request_counts.log_table()
         if self.control is not None:
             await self.control.close()
+        if self.registry_task is not None:
+            if not self.registry_task.done():
+                self.registry_task.cancel()
+            try:
+                registry = await self.registry_task
+            except asyncio.CancelledError:
+                registry = None
+            except Exception:  # it failed to start (logged then): the broker still stops cleanly
+                registry = None
+            if registry is not None:
+                await registry.close()
         for server in self.servers:
             server.close()
         self.broker.share_coordinator.stop_serving()
@@ -212,8 +225,9 @@ class RunningBroker:
 
 async def start(config: Config, early: EarlyListener | None = None,
                 sockets: list[list[socket.socket]] | None = None,
-                control_sock: socket.socket | None = None) -> RunningBroker:
-    """The broker, serving; ``sockets``/``control_sock``: the listeners the CLI bound before
+                control_sock: socket.socket | None = None,
+                registry_sock: socket.socket | None = None) -> RunningBroker:
+    """The broker, serving; ``sockets``/``control_sock``/``registry_sock``: the listeners the CLI bound before
     the data dir was touched (binding.bind_listeners), bound here when None."""
     # The one place the test-only crash hooks are read from the environment.
     crash_points = CrashPoints.from_env()
@@ -275,6 +289,17 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
         control = await _start_control(config.control_listener, broker, clock, injector, request_log,
                                        control_sock)
+    if config.schema_registry_listener is not None and registry_sock is None:
+        try:
+            registry_sock = bind_registry(config)
+        except OSError:
+            for server in servers:
+                server.close()
+                await server.wait_closed()
+            if control is not None:
+                await control.close()
+            await broker.stop()
+            raise
     broker.start_background()
     # Crash rules fire from now on: not in the start-up's roll-forward of a prepared transaction.
     crash_points.arm(injector.book if injector is not None else None)
@@ -285,6 +310,10 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert early is not None
         _take_over(early, handover, servers, dispatcher, broker)
     running = RunningBroker(broker, servers, everything, connections, control, nodes)
+    if registry_sock is not None:
+        running.registry_task = asyncio.get_running_loop().create_task(
+            _start_registry(config, broker, tls, registry_sock))
+        running.registry_task.add_done_callback(_registry_started)
     if control is not None and broker.cluster is not None:
         control.cluster_ops = running
     return running
@@ -360,9 +389,51 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
     return plane
 
 
+def _registry_started(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("registry.start_failed", error=str(task.exception()))
+
+
+async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket.socket) -> Any:
+    """The Schema Registry, serving on ``sock``; ``_schemas`` is then replayed on the loop
+    meanwhile (requests wait for it, then get 50002). Started once the Kafka listeners serve,
+    its imports (aiohttp) in a thread: the broker's own start does not wait for them."""
+    import importlib
+    await asyncio.to_thread(importlib.import_module, "minibroker.registry.http")
+    from .registry.http import RegistryServer
+    from .registry.state import Registry
+    from .registry.topic import CONFIGS, TOPIC, BrokerSchemasTopic
+
+    assert config.schema_registry_listener is not None
+    scheme, host, _port = config.schema_registry_listener
+    topic = BrokerSchemasTopic(
+        existing=lambda: broker.existing_log(TOPIC, 0),
+        create=lambda: (broker.create_topic(TOPIC, 1, dict(CONFIGS), reason="schema_registry"),
+                        broker.get_log(TOPIC, 0))[1],
+        wall_ms=broker.clock.wall_ms, appended=lambda: broker.notify_append(TOPIC, 0))
+    users = None
+    if config.schema_registry_auth == "basic":
+        users = broker.sasl_credentials.password
+    server = RegistryServer(Registry(topic), users=users, cluster_id=broker.cluster_id)
+    ssl_context = None
+    if scheme == "https":
+        if tls is None:
+            from .security.tls import server_context
+            assert config.ssl_certfile is not None and config.ssl_keyfile is not None  # config checked
+            tls = server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
+                                 config.ssl_client_auth)
+        ssl_context = tls
+    await server.start(sock, ssl_context)
+    server.start_replay()
+    log.info("registry.listening", url=f"{scheme}://{host}:{server.port}",
+             auth=config.schema_registry_auth)
+    return server
+
+
 async def serve(config: Config, started_at: float | None = None,
                 early: EarlyListener | None = None, sockets: Any = None,
-                control_sock: socket.socket | None = None) -> None:
+                control_sock: socket.socket | None = None,
+                registry_sock: socket.socket | None = None) -> None:
     started_at = started_at or time.perf_counter()
     loop = asyncio.get_running_loop()
     # Handlers first: a SIGTERM during start-up (log recovery can take a while) must stop the
@@ -384,16 +455,17 @@ async def serve(config: Config, started_at: float | None = None,
         scratch = tempfile.mkdtemp(prefix="minibroker-ephemeral-")
         config = replace(config, data_dir=Path(scratch), fsync=FsyncPolicy("never"))
     try:
-        await _serve(config, started_at, stop, early, sockets, control_sock)
+        await _serve(config, started_at, stop, early, sockets, control_sock, registry_sock)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _serve(config: Config, started_at: float, stop: asyncio.Event,
-                 early: EarlyListener | None, sockets: Any, control_sock: socket.socket | None) -> None:
+                 early: EarlyListener | None, sockets: Any, control_sock: socket.socket | None,
+                 registry_sock: socket.socket | None = None) -> None:
     try:
-        running = await start(config, early, sockets, control_sock)
+        running = await start(config, early, sockets, control_sock, registry_sock)
     except OSError as e:
         log.error("broker.listen_failed",
                   listeners=[str(Endpoint(x.name, x.host, x.port)) for x in config.effective_listeners()],
@@ -428,16 +500,17 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
 
 
 def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None,
-        sockets: list[list[socket.socket]] | None = None, control_sock: socket.socket | None = None) -> None:
+        sockets: list[list[socket.socket]] | None = None, control_sock: socket.socket | None = None,
+        registry_sock: socket.socket | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/net/early.py),
-    ``sockets``/``control_sock``: the listeners it bound (binding.bind_listeners)."""
+    ``sockets``/``control_sock``/``registry_sock``: the listeners it bound (binding.bind_listeners)."""
     try:
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-            asyncio.run(serve(config, started_at, early, sockets, control_sock))
+            asyncio.run(serve(config, started_at, early, sockets, control_sock, registry_sock))
         else:
-            uvloop.run(serve(config, started_at, early, sockets, control_sock))
+            uvloop.run(serve(config, started_at, early, sockets, control_sock, registry_sock))
     finally:
         # The loop gave the signals back to Python's defaults: what is left of the stop is quiet.
         stop_signals.catch()

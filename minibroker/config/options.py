@@ -153,6 +153,9 @@ class Config:
     as_version: str | None = None
     max_api_versions: tuple[tuple[int, int], ...] | None = None
     control_listener: tuple[str, int] | None = None
+    # The Schema Registry (issue 34): ("http" or "https", host, port); off unless set.
+    schema_registry_listener: tuple[str, str, int] | None = None
+    schema_registry_auth: str = "none"
     clock: str = "system"
     faults: Path | None = None
     # KIP-714: serve GetTelemetrySubscriptions/PushTelemetry. Kafka advertises them only when a
@@ -331,6 +334,22 @@ def _control_address(text: str) -> tuple[str, int]:
         host, port = "127.0.0.1", text
     host = host.strip("[]") or "127.0.0.1"
     return host, _PORT(port)
+
+
+def _registry_address(text: str) -> tuple[str, str, int]:
+    """[http://|https://]HOST:PORT, as Confluent's ``listeners`` (one; https serves the broker's
+    --ssl-certfile/--ssl-keyfile)."""
+    text = text.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "http", text
+    scheme = scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"{scheme}:// is neither http:// nor https://")
+    if "," in rest:
+        raise ValueError("one listener only")
+    host, port = _control_address(rest.rstrip("/"))
+    return scheme, host, port
 
 
 @dataclass(frozen=True)
@@ -571,6 +590,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--control-listener", _control_address, None,
            "serve the control plane (fault rules, the clock, the request log: HTTP JSON) on "
            "HOST:PORT; a bare PORT listens on 127.0.0.1; off unless set", metavar="HOST:PORT"),
+    Option("--schema-registry-listener", _registry_address, None,
+           "serve the Schema Registry (Confluent's REST API v1, schemas kept in _schemas) on "
+           "[http://|https://]HOST:PORT; https uses --ssl-certfile/--ssl-keyfile; off unless set",
+           metavar="URL"),
+    Option("--schema-registry-auth", _choice("none", "basic"), _D.schema_registry_auth,
+           "'basic': the Schema Registry asks for HTTP basic auth with a --sasl-users user"),
     Option("--clock", _choice("system", "virtual"), _D.clock,
            "'virtual': the broker's time stands still and moves only when advanced over the "
            "control plane (minibroker clock advance 90s); 'system': real time, which the control "
@@ -877,6 +902,12 @@ def _build(v: dict) -> Config:
         raise ListenerError(f"--sasl-mechanisms: {', '.join(unknown) or 'none given'}; minibroker "
                             f"serves {', '.join(SASL_MECHANISMS)}")
     v["sasl_mechanisms"] = ",".join(dict.fromkeys(mechanisms))
+    registry = v["schema_registry_listener"]
+    if registry is not None and registry[0] == "https" and not (v["ssl_certfile"] and v["ssl_keyfile"]):
+        raise ListenerError("--schema-registry-listener https:// needs --ssl-certfile and --ssl-keyfile")
+    if v["schema_registry_auth"] == "basic" and not v["sasl_users"]:
+        raise ListenerError("--schema-registry-auth basic checks passwords against --sasl-users, "
+                            "which is not set")
     if v["ssl_client_auth"] != "none" and not v["ssl_cafile"]:
         raise ListenerError(f"--ssl-client-auth {v['ssl_client_auth']}: client certificates "
                             "are checked against --ssl-cafile, which is not set")

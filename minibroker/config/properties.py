@@ -82,6 +82,8 @@ KAFKA_PROPERTIES: dict[str, Mapping] = {
     "delegation.token.max.lifetime.ms": Mapping("--delegation-token-max-lifetime-ms"),
     "delegation.token.expiry.time.ms": Mapping("--delegation-token-expiry-time-ms"),
     "delegation.token.expiry.check.interval.ms": Mapping("--delegation-token-expiry-check-interval-ms"),
+    # Confluent Schema Registry's own name for its listener (schema-registry.properties)
+    "schema.registry.listeners": Mapping("--schema-registry-listener"),
 }
 
 # Read to shape the listener list, not options of their own.

@@ -138,6 +138,10 @@ class MiniBroker:
     port, kept across restarts): :attr:`control` adds fault rules, advances the clock and
     reads the request log.
 
+    ``schema_registry=True`` turns the built-in Schema Registry on (``--schema-registry-listener``
+    on a free loopback port, kept across restarts): :attr:`schema_registry_url` is what
+    confluent-kafka's ``SchemaRegistryClient({"url": ...})`` takes.
+
     Test-only hooks (older crash tests; a ``crash`` fault rule does the same):
     ``crash_at="txn.after_prepare"`` makes the broker SIGKILL itself at that step (a crash
     rule passed with ``--faults``; minibroker/control/faults/rules.py names the points);
@@ -167,6 +171,7 @@ class MiniBroker:
         crash_at: str | None = None,
         snapshot_records: int | None = None,
         control: bool = False,
+        schema_registry: bool = False,
         **options: object,
     ) -> None:
         if "advertised_port" in options and not port:
@@ -185,6 +190,8 @@ class MiniBroker:
         self.snapshot_records = snapshot_records
         # The control plane's port: chosen at the first start, kept across restarts.
         self.control_port: int | None = _free_port(host) if control else None
+        # The Schema Registry's port, likewise.
+        self.registry_port: int | None = _free_port(host) if schema_registry else None
         self._command_line_only = False
         self.ready_seconds: float | None = None
         self._log_start = 0
@@ -261,6 +268,8 @@ class MiniBroker:
                 cmd += _flag(key, value)
         if self.control_port is not None:
             cmd += ["--control-listener", f"{self.host}:{self.control_port}"]
+        if self.registry_port is not None:
+            cmd += ["--schema-registry-listener", f"http://{self._url_host}:{self.registry_port}"]
         if self.crash_at:
             # A crash rule of the fault-injection API (minibroker/control/faults/rules.py), from a file.
             faults = self.work_dir / "crash-at.json"
@@ -277,6 +286,17 @@ class MiniBroker:
         if self.control_port is None:
             raise MiniBrokerError(f"{self!r} was made without control=True")
         return Control(f"{self.host}:{self.control_port}")
+
+    @property
+    def _url_host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
+
+    @property
+    def schema_registry_url(self) -> str:
+        """``http://host:port`` of the built-in Schema Registry (``MiniBroker(schema_registry=True)``)."""
+        if self.registry_port is None:
+            raise MiniBrokerError(f"{self!r} was made without schema_registry=True")
+        return f"http://{self._url_host}:{self.registry_port}"
 
     def log_text(self) -> str:
         try:

@@ -10,6 +10,8 @@
 - ``controlled_minibroker`` / ``virtual_minibroker`` (function): a broker of the test's own with
   its control plane on (``.control``: fault rules, the clock, the request log); the second on a
   virtual clock that moves only with ``.control.advance(...)``.
+- ``registry_minibroker`` (function): a broker of the test's own with the built-in Schema
+  Registry on; ``schema_registry_url`` (function): that registry's ``http://host:port``.
 - ``unique_topic`` (function): a topic name unique to this test run.
 
 When a test using a broker fails, the tail of that broker's log is added to the report.
@@ -134,6 +136,18 @@ def virtual_minibroker(minibroker_factory: MiniBrokerFactory) -> MiniBroker:
     """Like ``controlled_minibroker``, on a virtual clock: time moves only with
     ``.control.advance("61s")``, so timeouts happen when the test says."""
     return minibroker_factory(control=True, clock="virtual")
+
+
+@pytest.fixture
+def registry_minibroker(minibroker_factory: MiniBrokerFactory) -> MiniBroker:
+    """A broker of this test's own serving the Schema Registry too (``.schema_registry_url``)."""
+    return minibroker_factory(schema_registry=True)
+
+
+@pytest.fixture
+def schema_registry_url(registry_minibroker: MiniBroker) -> str:
+    """The URL confluent-kafka's ``SchemaRegistryClient({"url": ...})`` takes."""
+    return registry_minibroker.schema_registry_url
 
 
 @pytest.fixture

@@ -257,3 +257,31 @@ def test_plugin_import_is_cheap() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+REGISTRY_TESTS = '''
+import json
+
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+SCHEMA = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
+
+
+def test_avro_orders(registry_minibroker, schema_registry_url, unique_topic):
+    assert schema_registry_url == registry_minibroker.schema_registry_url
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    ser = AvroSerializer(client, SCHEMA)
+    p = Producer({"bootstrap.servers": registry_minibroker.bootstrap_servers})
+    p.produce(unique_topic, value=ser({"id": 1}, SerializationContext(unique_topic, MessageField.VALUE)))
+    assert p.flush(30) == 0
+    assert client.get_subjects() == [unique_topic + "-value"]
+'''
+
+
+def test_schema_registry_fixtures_in_a_user_test_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_registry=REGISTRY_TESTS)
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", timeout=RUN_TIMEOUT)
+    result.assert_outcomes(passed=1)

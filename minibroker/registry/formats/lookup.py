@@ -15,5 +15,5 @@ def lookup(schema_type: str | None) -> SchemaFormat:
     module = MODULES.get(name)
     if module is None:
         raise UnknownSchemaType(name)
-    fmt: SchemaFormat = importlib.import_module(f"{__name__}.{module}").FORMAT
+    fmt: SchemaFormat = importlib.import_module(f"{__package__}.{module}").FORMAT
     return fmt

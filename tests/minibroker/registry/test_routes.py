@@ -1,0 +1,127 @@
+"""The REST routes' shapes, statuses and Confluent error bodies, over aiohttp's test client with
+the toy format (real clients against a real broker: tests/integration/test_schema_registry.py)."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from minibroker.registry.http import CONTENT_TYPE, RegistryServer
+from minibroker.registry.state import Registry
+
+from .fake_format import MemoryLog, ToyFormat
+from .test_state import _formats
+
+V1 = {"Content-Type": CONTENT_TYPE}
+
+
+def schema(fields):
+    return json.dumps({"schema": json.dumps({"fields": fields})})
+
+
+@pytest.fixture
+async def client():
+    server = RegistryServer(Registry(MemoryLog(), formats=_formats(ToyFormat())))
+    await server.replay()
+    async with TestClient(TestServer(server.app())) as c:
+        yield c
+
+
+async def _json(resp, status=200):
+    assert resp.status == status, await resp.text()
+    assert resp.headers["Content-Type"].startswith(CONTENT_TYPE)
+    return await resp.json(content_type=None)
+
+
+async def test_register_get_and_list(client):
+    out = await _json(await client.post("/subjects/t-value/versions", data=schema({"a": False}), headers=V1))
+    assert out == {"id": 1}
+    got = await _json(await client.get("/subjects/t-value/versions/latest"))
+    assert got == {"subject": "t-value", "version": 1, "id": 1, "schema": '{"fields":{"a":false}}'}
+    assert await _json(await client.get("/subjects/t-value/versions/-1")) == got
+    assert await _json(await client.get("/subjects")) == ["t-value"]
+    assert await _json(await client.get("/subjects/t-value/versions")) == [1]
+    assert await _json(await client.get("/schemas/ids/1")) == {"schema": '{"fields":{"a":false}}'}
+    raw = await client.get("/schemas/ids/1/schema")
+    assert await raw.text() == '{"fields":{"a":false}}'
+    assert await _json(await client.get("/schemas/ids/1/versions")) == [{"subject": "t-value", "version": 1}]
+    assert await _json(await client.get("/schemas/ids/1/subjects")) == ["t-value"]
+    assert await _json(await client.get("/schemas/types")) == ["AVRO", "JSON", "PROTOBUF"]
+    found = await _json(await client.post("/subjects/t-value", data=schema({"a": False}),
+                                          headers={"Content-Type": "application/json"}))
+    assert found["version"] == 1 and found["id"] == 1
+    assert await _json(await client.get("/")) == {}
+    meta = await _json(await client.get("/v1/metadata/id"))
+    assert meta["scope"]["clusters"]["schema-registry-cluster"] == "schema-registry"
+
+
+@pytest.mark.parametrize("method,path,body,status,code", [
+    ("get", "/subjects/nope/versions", None, 404, 40401),
+    ("get", "/subjects/nope/versions/1", None, 404, 40401),
+    ("get", "/schemas/ids/5", None, 404, 40403),
+    ("get", "/subjects/nope/versions/zero", None, 422, 42202),
+    ("post", "/subjects/x/versions", "{not json", 400, 400),
+    ("post", "/subjects/x/versions", b"\xff\xfe{}", 400, 400),
+    ("post", "/subjects/x/versions", json.dumps({"schema": "{"}), 422, 42201),
+    ("put", "/config", json.dumps({"compatibility": "SIDEWAYS"}), 422, 42203),
+    ("get", "/config/nope", None, 404, 40408),
+    ("get", "/mode/nope", None, 404, 40409),
+    ("put", "/mode", json.dumps({"mode": "SIDEWAYS"}), 422, 42204),
+    ("get", "/no/such/route", None, 404, 404),
+])
+async def test_errors_are_confluents(client, method, path, body, status, code):
+    resp = await getattr(client, method)(path, data=body, headers=V1)
+    out = await _json(resp, status)
+    assert out["error_code"] == code and out["message"]
+
+
+async def test_409_and_compatibility_route(client):
+    await client.post("/subjects/s/versions", data=schema({"a": False}), headers=V1)
+    out = await _json(await client.post("/subjects/s/versions", data=schema({"b": False}), headers=V1), 409)
+    assert out["error_code"] == 409 and "incompatible" in out["message"]
+    ok = await _json(await client.post("/compatibility/subjects/s/versions/latest", data=schema({"a": False})))
+    assert ok == {"is_compatible": True}
+    bad = await _json(await client.post("/compatibility/subjects/s/versions/1?verbose=true",
+                                        data=schema({"b": False})))
+    assert bad["is_compatible"] is False and any("b" in m for m in bad["messages"])
+
+
+async def test_deletes_config_and_mode(client):
+    await client.post("/subjects/s/versions", data=schema({"a": False}), headers=V1)
+    assert await _json(await client.delete("/subjects/s/versions/1?permanent=true"), 404) == {
+        "error_code": 40407, "message": "Subject 's' Version 1 was not deleted first before being "
+                                        "permanently deleted"}
+    assert await _json(await client.delete("/subjects/s")) == [1]
+    assert await _json(await client.get("/subjects?deleted=true")) == ["s"]
+    assert await _json(await client.get("/subjects/s/versions/1?deleted=true")) == {
+        "subject": "s", "version": 1, "id": 1, "schema": '{"fields":{"a":false}}'}
+    assert await _json(await client.delete("/subjects/s?permanent=true")) == [1]
+    assert await _json(await client.put("/config/s", data=json.dumps({"compatibility": "full"}))) == {
+        "compatibility": "FULL"}
+    assert await _json(await client.get("/config/s")) == {"compatibilityLevel": "FULL"}
+    assert await _json(await client.get("/config/t?defaultToGlobal=true")) == {"compatibilityLevel": "BACKWARD"}
+    assert await _json(await client.delete("/config/s")) == {"compatibilityLevel": "FULL"}
+    assert await _json(await client.put("/mode", data=json.dumps({"mode": "READONLY"}))) == {"mode": "READONLY"}
+    out = await _json(await client.post("/subjects/s/versions", data=schema({"a": False})), 422)
+    assert out["error_code"] == 42205
+
+
+async def test_basic_auth_and_loading():
+    log = MemoryLog()
+    reg = Registry(log, formats=_formats(ToyFormat()))
+    server = RegistryServer(reg, users={"alice": "secret"}.get, wait_s=0.05)
+    async with TestClient(TestServer(server.app())) as c:
+        # not replayed yet: answered, with Confluent's timeout code
+        assert (await _json(await c.get("/subjects", headers=_auth("alice", "secret")), 500))["error_code"] == 50002
+        await server.replay()
+        assert (await c.get("/subjects")).status == 401
+        assert (await c.get("/subjects", headers=_auth("alice", "wrong"))).status == 401
+        assert await _json(await c.get("/subjects", headers=_auth("alice", "secret"))) == []
+        await asyncio.sleep(0)
+
+
+def _auth(user, password):
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
