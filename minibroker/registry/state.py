@@ -406,9 +406,9 @@ class Registry:
                 old = self._parsed_id(sv.id)
                 found = []
                 if level.startswith(("BACKWARD", "FULL")):
-                    found += parsed.compatibility_errors(old)
+                    found += [_name_sides(m, "new", "old") for m in parsed.compatibility_errors(old)]
                 if level.startswith(("FORWARD", "FULL")):
-                    found += old.compatibility_errors(parsed)
+                    found += [_name_sides(m, "old", "new") for m in old.compatibility_errors(parsed)]
             if found:
                 errors += found
                 errors.append(f"{{oldSchemaVersion: {sv.version}}}")
@@ -705,3 +705,11 @@ def stored_json(st: Stored) -> dict[str, Any]:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
+
+
+def _name_sides(message: str, reader: str, writer: str) -> str:
+    """The formats word a difference with two ``%s`` (reader, writer), as Confluent's
+    ``Difference.error()`` does; the checker names them, "new"/"old" for BACKWARD and the other way
+    round for FORWARD (CompatibilityChecker's String.format). One at a time, not ``%``: a path in
+    the message may itself hold a ``%``."""
+    return message.replace("%s", reader, 1).replace("%s", writer, 1)

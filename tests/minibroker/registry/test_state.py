@@ -273,3 +273,19 @@ def test_a_stored_schema_that_does_not_parse_is_a_clear_50001():
     with pytest.raises(RegistryError) as e:
         reg.register("s", body({"a": True}))
     assert (e.value.status, e.value.code) == (500, 50001) and "Schema 1 in _schemas" in e.value.message
+
+
+@pytest.mark.parametrize("level, reader, writer", [("BACKWARD", "new", "old"), ("FORWARD", "old", "new")])
+def test_a_real_format_s_differences_name_the_reader_and_the_writer(level, reader, writer):
+    # The formats leave Confluent's two %s (reader, writer); the checker names them per direction.
+    from minibroker.registry.formats.lookup import lookup
+    reg = Registry(MemoryLog(), formats=lookup)
+    assert reg.replay()
+    reg.set_config(None, {"compatibility": level})
+    rec = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    reg.register("s", {"schema": json.dumps(rec)})
+    changed = {**rec, "fields": [{"name": "a", "type": "string"}]}
+    with pytest.raises(RegistryError) as e:
+        reg.register("s", {"schema": json.dumps(changed)})
+    assert "%s" not in e.value.message
+    assert f"in the {reader} schema does not match with the {writer} schema" in e.value.message
