@@ -31,8 +31,10 @@ from .net.early import EarlyListener, Handover, write_ready_file
 from .net.server import Acceptor, KafkaConnection, RequestMemory
 
 log = get_logger("minibroker")
-# How long after the broker is ready the start-up's held log events are written (logs.hold)
+# The start-up's held log events (logs.hold) are written once no request came for this long after
+# the broker is ready, and at the latest LOG_RELEASE_MAX_S after it
 LOG_RELEASE_S = 0.02
+LOG_RELEASE_MAX_S = 1.0
 
 
 # Which handler family answers which API keys (ApiVersions is the dispatcher's own). What is
@@ -536,9 +538,12 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
                  data_dir=str(config.data_dir.resolve()), ephemeral=config.ephemeral,
                  fsync=str(config.fsync), pid=os.getpid(),
                  startup_ms=round((time.perf_counter() - started_at) * 1000, 1))
-        # The events held since start (minibroker/core/logs.py) are written a moment after the
-        # broker is ready, so importing structlog does not delay the first answers.
-        asyncio.get_running_loop().call_later(LOG_RELEASE_S, logs.release)
+        # The events held since start (minibroker/core/logs.py) are written once the first
+        # clients' requests pause, so importing structlog (~20 ms) delays none of them: a
+        # client's first requests come one after another (issue 33).
+        counts = running.broker.request_counts
+        asyncio.get_running_loop().call_later(LOG_RELEASE_S, _release_logs_when_quiet, counts,
+                                              time.monotonic() + LOG_RELEASE_MAX_S, counts.bytes_in)
         await stop.wait()
     finally:
         if config.ready_file is not None:
@@ -547,6 +552,14 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
             except OSError:
                 pass
         await running.close()
+
+
+def _release_logs_when_quiet(counts: Any, until: float, seen: int) -> None:
+    if counts.bytes_in != seen and time.monotonic() < until:  # requests came meanwhile
+        asyncio.get_running_loop().call_later(LOG_RELEASE_S, _release_logs_when_quiet, counts, until,
+                                              counts.bytes_in)
+        return
+    logs.release()
 
 
 def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None,

@@ -117,3 +117,39 @@ def test_events_below_the_level_do_not_import_structlog():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "True"]
     assert "above" in out.stderr and "below" not in out.stderr
+
+
+async def test_held_start_up_events_wait_for_a_pause_in_the_requests(monkeypatch):
+    """app._release_logs_when_quiet: the events held since start are written once no request
+    came for LOG_RELEASE_S, or at the latest by the deadline, not in the middle of a client's
+    first requests (importing structlog costs ~20 ms)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from minibroker import app
+
+    released: list[float] = []
+    monkeypatch.setattr(app.logs, "release", lambda: released.append(time.monotonic()))
+    counts = SimpleNamespace(bytes_in=0)
+    t0 = time.monotonic()
+    app._release_logs_when_quiet(counts, t0 + 30, -1)  # a request came: checks again later
+    assert released == []
+    busy_until = t0 + 0.15
+    while time.monotonic() < busy_until:  # a client's requests, one after another
+        counts.bytes_in += 100
+        await asyncio.sleep(0.002)
+    for _ in range(500):
+        if released:
+            break
+        await asyncio.sleep(0.01)
+    assert released and released[0] >= busy_until
+    # a client that never pauses: the deadline
+    released.clear()
+    t1 = time.monotonic()
+    app._release_logs_when_quiet(counts, t1 + 0.1, -1)
+    for _ in range(1000):
+        if released:
+            break
+        counts.bytes_in += 100
+        await asyncio.sleep(0.002)
+    assert released and released[0] >= t1 + 0.1
