@@ -146,7 +146,8 @@ class Broker:
 
         # -- what the handlers are handed (app.build_dispatcher) ------------------------------
         self.fetch_waiters = FetchWaiters()
-        self.client_metrics, self.received_metrics = _client_metrics(config, clock)
+        # the client metrics subscriptions and receiver: made on first use (a telemetry, config
+        # or admin request, the console), not on the way to the first answers
         self.authorizer = _authorizer(config)
 
         # -- background work ----------------------------------------------------------------
@@ -295,6 +296,20 @@ class Broker:
     def share_stop_serving(self) -> None:
         if self._share_coordinator is not None:
             self._share_coordinator.stop_serving()
+
+    @functools.cached_property
+    def _client_metrics_pair(self):
+        return _client_metrics(self.config, self.clock)
+
+    @property
+    def client_metrics(self):
+        """KIP-714's subscriptions (ClientMetricsManager), read from the data dir on first use."""
+        return self._client_metrics_pair[0]
+
+    @property
+    def received_metrics(self):
+        """What clients pushed (ReceivedMetrics), with telemetry served; else None."""
+        return self._client_metrics_pair[1]
 
     @functools.cached_property
     def sasl_credentials(self):
