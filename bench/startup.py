@@ -9,8 +9,8 @@ and where the time goes (``-X importtime``).
     python -m bench.startup --importtime [--baseline DIR]
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
 
-Each start is a new ``python -m minibroker.cli.main`` on a fixed free loopback port, polled with
-``first_useful``'s requests every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
+Each start is a new ``python -m minibroker`` with ``--port 0``, polled with ``first_useful``'s requests
+every 2 ms once its ready file names the port it bound; the data dirs of the loaded scenarios
 are made once under ``--work`` (kept there when given) and copied per run, so every start
 recovers the same state. ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base
 main~5``) runs interleaved with this tree, start by start. Medians are printed as a table.
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from run import _frame, free_port  # noqa: E402
+from run import _frame  # noqa: E402
 
 from minibroker_protocol.records import build_batch  # noqa: E402  (not in a timed probe)
 
@@ -182,7 +182,6 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
     """ms to the ready file, to the first answered ApiVersions, to the first answered
     Metadata (auto-creating a topic) and to the first acked idempotent produce, and the CPU ms
     the broker used until then, of one start."""
-    port = free_port()
     python, cwd = PY, root
     if root == INSTALLED:
         # the installed package, as a user runs it: not from a checkout on sys.path
@@ -190,7 +189,7 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
     ready = data_dir.with_name(data_dir.name + ".ready")
     ready.unlink(missing_ok=True)
     argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker",
-            "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir),
+            "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir),
             "--ready-file", str(ready), "--log-level", "warning", *extra]
     err = open(importtime, "w") if importtime else subprocess.DEVNULL
     t0 = time.perf_counter()
@@ -203,7 +202,19 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
     def probe() -> None:
         # In its own thread: the Metadata answer can come long after the ready file, which the
         # loop below must see when it appears, not after the probe returns.
+        # --port 0: the broker picks a free port and names it in the ready file (written whole,
+        # then renamed), so no other process can take it between a pick and the bind.
+        port = None
         while time.perf_counter() - t0 < limit and proc.poll() is None:
+            if port is None:
+                try:
+                    first = ready.read_text().split()
+                except FileNotFoundError:
+                    first = []
+                if not first:
+                    time.sleep(0.001)
+                    continue
+                port = int(first[0].rsplit(":", 1)[1])
             try:
                 times = first_useful("127.0.0.1", port, t0)
                 answered.append((*times, cpu_ms(proc.pid)))
