@@ -1,14 +1,16 @@
-"""Start-up time (issue 21): ms from process start to ``--ready-file``, to the first answered
-ApiVersions and to the first answered Metadata (on the same connection, as a client asks them;
-the early listener answers ApiVersions, Metadata needs the whole broker), with an empty data dir, with 1 GiB of log, and with 1,000,000 committed
-transactions in the coordinator's history; and where the time goes (``-X importtime``).
+"""Start-up time (issues 21, 33): ms from process start to ``--ready-file``, to the first answered
+ApiVersions, to the first answered Metadata that auto-creates a topic and to the first acked
+idempotent produce (InitProducerId, then Produce acks=all), on one connection as a client asks
+them (the early listener answers ApiVersions; the rest needs the whole broker), with an empty data
+dir, with 1 GiB of log, and with 1,000,000 committed transactions in the coordinator's history;
+and where the time goes (``-X importtime``).
 
     python -m bench.startup [--runs 7] [--work DIR] [--baseline DIR] [--scenarios empty,log1g,txn1m]
     python -m bench.startup --importtime [--baseline DIR]
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
 
-Each start is a new ``python -m minibroker.cli.main`` on a fixed free loopback port, polled with
-ApiVersions then Metadata (bench/run.py's first_answers) every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
+Each start is a new ``python -m minibroker`` with ``--port 0``, polled with ``first_useful``'s requests
+every 2 ms once its ready file names the port it bound; the data dirs of the loaded scenarios
 are made once under ``--work`` (kept there when given) and copied per run, so every start
 recovers the same state. ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base
 main~5``) runs interleaved with this tree, start by start. Medians are printed as a table.
@@ -22,7 +24,9 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from run import first_answers, free_port  # noqa: E402
+from run import _frame  # noqa: E402
+
+from minibroker_protocol.records import build_batch  # noqa: E402  (not in a timed probe)
 
 PY = sys.executable
 SCENARIOS = ("empty", "log1g", "txn1m")
@@ -54,11 +60,128 @@ INSTALLED = Path("installed")  # a root standing for --installed's interpreter
 _installed_python: list[str] = []
 
 
+# What a client does first, on one connection, as librdkafka's idempotent producer asks it:
+# ApiVersions v0; Metadata v4 naming a topic that does not exist yet, with
+# allow_auto_topic_creation (the broker creates it, and answers with its leader); InitProducerId
+# v0 (no transactional id: an idempotent producer id); Produce v3 acks=all of one idempotent
+# batch (sequence 0) to partition 0. Every answer is read whole and its error codes checked.
+# The topic's name is new per start, so a data dir made by an earlier start never has it.
+API_VERSIONS_V0 = _frame(struct.pack(">hhih", 18, 0, 1, 5) + b"bench")
+INIT_PRODUCER_ID_V0 = _frame(struct.pack(">hhih", 22, 0, 3, 5) + b"bench" + struct.pack(">hi", -1, 60000))
+
+
+def _metadata_v4_auto(topic: bytes) -> bytes:
+    return _frame(struct.pack(">hhih", 3, 4, 2, 5) + b"bench"
+                  + struct.pack(">ih", 1, len(topic)) + topic + b"\x01")
+
+
+def _produce_v3(topic: bytes, producer_id: int, epoch: int) -> bytes:
+    batch = build_batch([(None, b"v" * 1024)], producer_id=producer_id, producer_epoch=epoch,
+                        base_sequence=0)
+    return _frame(struct.pack(">hhih", 0, 3, 4, 5) + b"bench"
+                  + struct.pack(">hhii", -1, -1, 30000, 1) + struct.pack(">h", len(topic)) + topic
+                  + struct.pack(">iii", 1, 0, len(batch)) + batch)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, fmt: str) -> tuple:
+        out = struct.unpack_from(fmt, self.data, self.at)
+        self.at += struct.calcsize(fmt)
+        return out
+
+    def string(self) -> bytes | None:
+        (n,) = self.take(">h")
+        if n < 0:
+            return None
+        self.at += n
+        return self.data[self.at - n:self.at]
+
+
+def _answer(s: socket.socket, corr: int) -> _Reader:
+    def exactly(n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed before the answer")
+            out += chunk
+        return bytes(out)
+    (size,) = struct.unpack(">i", exactly(4))
+    r = _Reader(exactly(size))
+    if r.take(">i")[0] != corr:
+        raise ConnectionError("an answer with another correlation id")
+    return r
+
+
+class ProbeError(Exception):
+    """An answer with an error: the start is reported as failed, not timed."""
+
+
+def _check_metadata(r: _Reader, topic: bytes) -> None:
+    r.take(">i")  # throttle
+    for _ in range(r.take(">i")[0]):  # brokers
+        r.take(">i"), r.string(), r.take(">i"), r.string()
+    r.string(), r.take(">i")  # cluster id, controller
+    (topics,) = r.take(">i")
+    error, name = r.take(">h")[0], r.string()
+    r.take(">b")  # is_internal
+    (partitions,) = r.take(">i")
+    p_error, _index, leader = r.take(">hii") if partitions else (0, 0, -1)
+    if topics != 1 or name != topic or error or not partitions or p_error or leader < 0:
+        raise ProbeError(f"Metadata: topic {name!r} error {error}, {partitions} partitions, "
+                         f"partition error {p_error}, leader {leader}")
+
+
+def first_useful(host: str, port: int, t0: float, timeout: float = 30.0) -> tuple[float, float, float]:
+    """(s to the ApiVersions answer, to the Metadata answer that auto-created the topic, to the
+    acked idempotent Produce) since ``t0``; OSError while the port does not take the connection."""
+    topic = f"bench-start-{os.urandom(4).hex()}".encode()
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(API_VERSIONS_V0)
+        _answer(s, 1)
+        api = time.perf_counter() - t0
+        s.sendall(_metadata_v4_auto(topic))
+        _check_metadata(_answer(s, 2), topic)
+        metadata = time.perf_counter() - t0
+        s.sendall(INIT_PRODUCER_ID_V0)
+        _throttle, error, pid, epoch = _answer(s, 3).take(">ihqh")
+        if error:
+            raise ProbeError(f"InitProducerId: error {error}")
+        s.sendall(_produce_v3(topic, pid, epoch))
+        r = _answer(s, 4)
+        r.take(">i"), r.string(), r.take(">i")  # 1 topic, its name, 1 partition
+        _index, error, base_offset = r.take(">ihq")
+        if error or base_offset != 0:
+            raise ProbeError(f"Produce: error {error}, base offset {base_offset}")
+        return api, metadata, time.perf_counter() - t0
+
+
+COLUMNS = ("ready file", "first ApiVersions", "first Metadata (auto-creates)", "first acked produce",
+           "CPU ms to the produce")
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time of ``pid``'s threads alive now, in ms (schedstat's ns: the machine's other load
+    does not count, as it does in the wall-clock columns). A thread that ended is not counted
+    (the early listener's, which answers a few requests)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e6
+
+
 def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
-              importtime: Path | None = None) -> tuple[float, float, float]:
-    """(ms to the ready file, to the first answered ApiVersions, to the first answered
-    Metadata) of one start."""
-    port = free_port()
+              importtime: Path | None = None) -> tuple[float, ...]:
+    """ms to the ready file, to the first answered ApiVersions, to the first answered
+    Metadata (auto-creating a topic) and to the first acked idempotent produce, and the CPU ms
+    the broker used until then, of one start."""
     python, cwd = PY, root
     if root == INSTALLED:
         # the installed package, as a user runs it: not from a checkout on sys.path
@@ -66,21 +189,38 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
     ready = data_dir.with_name(data_dir.name + ".ready")
     ready.unlink(missing_ok=True)
     argv = [python, *(["-X", "importtime"] if importtime else []), "-m", "minibroker",
-            "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir),
+            "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir),
             "--ready-file", str(ready), "--log-level", "warning", *extra]
     err = open(importtime, "w") if importtime else subprocess.DEVNULL
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=_env(root), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=err)
     ready_at = None
-    answered: list[tuple[float, float]] = []
+    answered: list[tuple[float, ...]] = []
+    failed: list[BaseException] = []
 
     def probe() -> None:
         # In its own thread: the Metadata answer can come long after the ready file, which the
         # loop below must see when it appears, not after the probe returns.
+        # --port 0: the broker picks a free port and names it in the ready file (written whole,
+        # then renamed), so no other process can take it between a pick and the bind.
+        port = None
         while time.perf_counter() - t0 < limit and proc.poll() is None:
+            if port is None:
+                try:
+                    first = ready.read_text().split()
+                except FileNotFoundError:
+                    first = []
+                if not first:
+                    time.sleep(0.001)
+                    continue
+                port = int(first[0].rsplit(":", 1)[1])
             try:
-                answered.append(first_answers("127.0.0.1", port, t0))
+                times = first_useful("127.0.0.1", port, t0)
+                answered.append((*times, cpu_ms(proc.pid)))
+                return
+            except ProbeError as e:
+                failed.append(e)
                 return
             except OSError:
                 time.sleep(0.002)
@@ -89,6 +229,8 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
     prober.start()
     try:
         while time.perf_counter() - t0 < limit and (ready_at is None or not answered):
+            if failed:
+                raise RuntimeError(str(failed[0]))
             if proc.poll() is not None:
                 raise RuntimeError(f"exited with {proc.returncode} before it was ready")
             if ready_at is None and ready.exists() and ready.stat().st_size:
@@ -96,7 +238,8 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
             time.sleep(0.001)
         if ready_at is None or not answered:
             raise RuntimeError(f"not ready within {limit} s")
-        return ready_at * 1000, answered[0][0] * 1000, answered[0][1] * 1000
+        *times, cpu = answered[0]
+        return (ready_at * 1000, *(x * 1000 for x in times), cpu)
     finally:
         proc.terminate()
         try:
@@ -121,7 +264,6 @@ def _quiet() -> None:
 def make_log1g(target: Path) -> None:
     """1 GiB of 1 KiB records in 8 partitions of one topic, in idempotent batches of 100 records,
     appended through the broker's own log code with its default segment size."""
-    from minibroker_protocol.records import build_batch
     from minibroker_storage.config import LogConfig
     from minibroker_storage.manager import LogManager
 
@@ -244,7 +386,7 @@ def main() -> None:
             one_start(root, Path(d) / "data")
     scenarios = [s for s in a.scenarios.split(",") if s]
     sources = {s: scenario_dir(s, work) for s in scenarios}
-    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     for run in range(a.runs):
         for scenario in scenarios:
             for label, root in (roots if run % 2 == 0 else roots[::-1]):
@@ -256,14 +398,13 @@ def main() -> None:
         print(f"run {run + 1}/{a.runs} done", file=sys.stderr)
     print(f"\nms from process start, median of {a.runs} (cpus: {os.cpu_count()}, load before: "
           f"{os.getloadavg()[0]:.2f})\n")
-    print("| data dir | " + " | ".join(f"{lb}: ready file | {lb}: first ApiVersions | {lb}: first Metadata"
-                                       for lb, _ in roots) + " |")
-    print("|---|" + "---:|---:|---:|" * len(roots))
+    print("| data dir | " + " | ".join(f"{lb}: {c}" for lb, _ in roots for c in COLUMNS) + " |")
+    print("|---|" + "---:|" * len(COLUMNS) * len(roots))
     for scenario in scenarios:
         cells = []
         for label, _ in roots:
             runs = results[(scenario, label)]
-            cells += [f"{statistics.median(r[i] for r in runs):.0f}" for i in range(3)]
+            cells += [f"{statistics.median(r[i] for r in runs):.0f}" for i in range(len(COLUMNS))]
         print(f"| {scenario} | " + " | ".join(cells) + " |")
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,50 +23,49 @@ from .control.request_counts import UNKNOWN
 from .core import logs, stop_signals
 from .core.clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .core.crash_points import CrashPoints
-from .handlers.acls import AclHandlers
-from .handlers.admin import AdminHandlers
-from .handlers.authz import Authz
-from .handlers.cluster_admin import ClusterAdminHandlers
-from .handlers.configs import ConfigHandlers
-from .handlers.consumer_group import ConsumerGroupHandlers
-from .handlers.coordinator import CoordinatorHandlers
-from .handlers.features import FeatureHandlers
-from .handlers.fetch import FetchHandlers
-from .handlers.group import GroupHandlers
-from .handlers.leaders import LeaderHandlers
-from .handlers.log_admin import LogAdminHandlers
-from .handlers.metadata import MetadataHandlers
-from .handlers.produce import ProduceHandlers
-from .handlers.quotas import QuotaEnforcer, QuotaHandlers
-from .handlers.sasl import SaslHandlers
-from .handlers.share import ShareHandlers
-from .handlers.streams_group import StreamsGroupHandlers
-from .handlers.telemetry import TelemetryHandlers
-from .handlers.tokens import TokenHandlers
-from .handlers.txn import TxnHandlers
-from .handlers.txn_admin import TxnAdminHandlers
+from .handlers.api import Api
+from .handlers.quotas import QuotaEnforcer
 from .net.binding import bind, bind_registry, node_port
 from .net.dispatch import Dispatcher
 from .net.early import EarlyListener, Handover, write_ready_file
 from .net.server import Acceptor, KafkaConnection, RequestMemory
 
 log = get_logger("minibroker")
-# How long after the broker is ready the start-up's held log events are written (logs.hold)
+# The start-up's held log events (logs.hold) are written once no request came for this long after
+# the broker is ready, and at the latest LOG_RELEASE_MAX_S after it
 LOG_RELEASE_S = 0.02
+LOG_RELEASE_MAX_S = 1.0
 
 
-def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Dispatcher:
-    """Every handler family, each handed the broker's parts it uses (the broker owns them)."""
-    logs = broker.logs
-    txn = broker.txn_coordinator
+# Which handler family answers which API keys (ApiVersions is the dispatcher's own). What is
+# served, and in which version ranges, is minibroker/config/served_apis.py's table; a family's
+# module is imported, and the family built, on the first request of one of its keys
+# (Dispatcher.register_lazy), so a broker starts without the handlers (and the coordinators
+# they are handed) of what no client asked for yet (issue 33). Loading a family checks that it
+# serves exactly these keys in the table's ranges; tests/minibroker/test_early.py builds every
+# family (eager=True) and compares the whole table.
+FAMILY_KEYS: dict[str, tuple[int, ...]] = {
+    "produce": (0,), "fetch": (1, 2), "metadata": (3, 60, 75),
+    "group": (8, 9, 11, 12, 13, 14, 15, 16, 28, 42, 47), "coordinator": (10,),
+    "sasl": (17, 36, 50, 51), "admin": (19, 20, 32), "log_admin": (21, 35, 37),
+    "txn": (22, 24, 25, 26, 27), "leaders": (23, 43), "acls": (29, 30, 31),
+    "configs": (33, 44, 74), "cluster_admin": (34, 45, 46, 55, 64), "tokens": (38, 39, 40, 41),
+    "quotas": (48, 49), "features": (57,), "txn_admin": (61, 65, 66),
+    "consumer_group": (68, 69), "telemetry": (71, 72), "share": (76, 77, 78, 79, 90, 91, 92),
+    "streams_group": (88, 89, 93),
+}
+
+
+def build_dispatcher(broker: Broker, *, injector=None, request_log=None, eager: bool = False) -> Dispatcher:
+    """Every handler family, each handed the broker's parts it uses (the broker owns them),
+    built on its first request (FAMILY_KEYS), or all of them now with ``eager``."""
+    from .config.served_apis import SERVED, TELEMETRY
+
+    cluster = broker.cluster
 
     def endpoint() -> tuple[str, int]:
         # read per request: the port is known once the first listener is bound
         return broker.host, broker.port
-
-    cluster = broker.cluster
-    # what each family asks of --authorizer (everything allowed without one)
-    authz = Authz(broker.authorizer)
 
     def node_endpoints() -> dict[int, tuple[str, int]]:
         return broker.node_endpoints
@@ -77,63 +75,34 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
 
     # client quotas: the dispatcher measures requests, Fetch caps its answers
     quotas = QuotaEnforcer(broker.client_quotas)
-    families: tuple[Any, ...] = (
-        ProduceHandlers(logs=logs, verify_produce=txn.verify_produce,
-                        notify_append=broker.notify_append,
-                        max_message_bytes=broker.max_message_bytes, record_rules=broker.record_rules,
-                        now_ms=broker.clock.wall_ms, min_insync_replicas=broker.min_insync_replicas,
-                        crash=broker.crash_points,
-                        cluster=cluster, timeline=broker.timeline, authz=authz),
-        FetchHandlers(logs=logs, wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz,
-                      quota_bytes=quotas.max_fetch_bytes,
-                      rack_of=broker.config.rack_of if broker.config.rack_aware else None),
-        MetadataHandlers(logs=logs, config=broker.config, cluster_id=broker.cluster_id,
-                         create_topic=broker.create_topic, endpoint=endpoint, cluster=cluster,
-                         node_endpoints=endpoints, authz=authz),
-        AdminHandlers(logs=logs, config=broker.config, create_topic=broker.create_topic,
-                      delete_topic=broker.delete_topic, client_metrics=broker.client_metrics,
-                      group_configs=broker.group_configs, authz=authz, cluster=cluster),
-        ConfigHandlers(logs=logs, config=broker.config, client_metrics=broker.client_metrics,
-                       group_configs=broker.group_configs, authz=authz),
-        LeaderHandlers(logs=logs, cluster=cluster, authz=authz),
-        QuotaHandlers(quotas=broker.client_quotas, authz=authz),
-        ClusterAdminHandlers(logs=logs, config=broker.config, cluster=cluster, features=broker.features,
-                             clock=broker.clock, endpoint=endpoint, authz=authz),
-        LogAdminHandlers(logs=logs, config=broker.config, add_partitions=broker.add_partitions,
-                         notify_append=broker.notify_append,
-                         not_leader=(lambda ctx, t, p: cluster.not_leader(connection_node(ctx), t, p))
-                         if cluster is not None else None, authz=authz, cluster=cluster),
-        CoordinatorHandlers(node_id=broker.node_id, endpoint=endpoint,
-                            coordinator_node=coordinator_node, node_endpoints=endpoints,
-                            coordinator_topic=broker.coordinator_topic, authz=authz),
-        TxnHandlers(coordinator=txn, logs=logs, producer_ids=broker.producer_ids,
-                    offsets_partition_for=broker.offsets_partition_for, authz=authz),
-        TxnAdminHandlers(coordinator=txn, logs=logs, authz=authz),
-        GroupHandlers(groups=broker.group_coordinator, logs=logs, authz=authz,
-                      share=broker.share_coordinator, coordinator_node=coordinator_node),
-        ConsumerGroupHandlers(groups=broker.group_coordinator, logs=logs, features=broker.features,
-                              authz=authz),
-        StreamsGroupHandlers(groups=broker.group_coordinator, features=broker.features,
-                             authz=authz),
-        FeatureHandlers(features=broker.features, node_id=broker.node_id, authz=authz),
-        AclHandlers(authorizer=broker.authorizer),
-        ShareHandlers(share=broker.share_coordinator, logs=logs, features=broker.features,
-                      wait_for_append=broker.wait_for_append, cluster=cluster, authz=authz,
-                      node_endpoints=endpoints),
-    )
-    families += (SaslHandlers(credentials=lambda: broker.sasl_credentials, authz=authz),
-                 TokenHandlers(tokens=lambda: broker.delegation_tokens, authz=authz))
-    if broker.config.telemetry_enabled:
-        families += (TelemetryHandlers(client_metrics=broker.client_metrics),)
+    families = _Families(broker, quotas, endpoint, coordinator_node, endpoints)
     d = Dispatcher(broker.features, broker.request_counts, injector=injector,
                    request_log=request_log, node_id=broker.node_id, coordinator_node=coordinator_node,
                    topic_name=broker.topic_name_by_id, quotas=quotas,
                    cluster_id=broker.cluster_id)
-    for family in families:
-        for api in family.apis():
-            d.register(api)
+    table = SERVED + TELEMETRY if broker.config.telemetry_enabled else SERVED
+    ranges = {key: (lo, hi) for key, lo, hi in table}
+    for name, keys in FAMILY_KEYS.items():
+        served = [k for k in keys if k in ranges]
+        if not served:
+            continue  # telemetry off
+        if eager:
+            for api in families.load(name):
+                d.register(api)
+            continue
+
+        def load(name: str = name, served: tuple[int, ...] = tuple(served)) -> list[Api]:
+            apis = families.load(name)
+            got = {(int(a.key), a.min_version, a.max_version) for a in apis}
+            if got != {(k, *ranges[k]) for k in served}:
+                # A bug: a family's range changed without served_apis.py, or FAMILY_KEYS is wrong.
+                log.error("dispatch.family_differs", family=name, registered=sorted(got),
+                          served=sorted((k, *ranges[k]) for k in served))
+            return apis
+        for key in served:
+            d.register_lazy(key, *ranges[key], load)
     # a closed connection's share session goes and its member's records are released
-    d.on_disconnect.append(broker.share_coordinator.connection_closed)
+    d.on_disconnect.append(broker.share_connection_closed)
     if broker.config.as_version is not None:
         from .net.versions import cap
         cap(d.apis, broker.config.as_version)
@@ -141,6 +110,160 @@ def build_dispatcher(broker: Broker, *, injector=None, request_log=None) -> Disp
         from .net.versions import cap_versions
         cap_versions(d.apis, dict(broker.config.max_api_versions))
     return d
+
+
+class _Families:
+    """Builds each handler family once, on demand, handing it the broker's parts it uses."""
+
+    def __init__(self, broker: Broker, quotas: QuotaEnforcer, endpoint: Any,
+                 coordinator_node: Any, endpoints: Any) -> None:
+        self.broker = broker
+        self.quotas = quotas
+        self.endpoint = endpoint
+        self.coordinator_node = coordinator_node
+        self.endpoints = endpoints
+        self.built: dict[str, list[Api]] = {}
+        self._authz: Any = None
+
+    @property
+    def authz(self) -> Any:
+        # what each family asks of --authorizer (everything allowed without one)
+        if self._authz is None:
+            from .handlers.authz import Authz
+            self._authz = Authz(self.broker.authorizer)
+        return self._authz
+
+    def load(self, name: str) -> list[Api]:
+        apis = self.built.get(name)
+        if apis is None:
+            apis = self.built[name] = list(getattr(self, "_" + name)().apis())
+        return apis
+
+    # -- one method per family (FAMILY_KEYS' names) ----------------------------------------
+    def _produce(self) -> Any:
+        from .handlers.produce import ProduceHandlers
+        b = self.broker
+        return ProduceHandlers(logs=b.logs, verify_produce=b.txn_coordinator.verify_produce,
+                               notify_append=b.notify_append,
+                               max_message_bytes=b.max_message_bytes, record_rules=b.record_rules,
+                               now_ms=b.clock.wall_ms, min_insync_replicas=b.min_insync_replicas,
+                               crash=b.crash_points,
+                               cluster=b.cluster, timeline=b.timeline, authz=self.authz)
+
+    def _fetch(self) -> Any:
+        from .handlers.fetch import FetchHandlers
+        b = self.broker
+        return FetchHandlers(logs=b.logs, wait_for_append=b.wait_for_append, cluster=b.cluster,
+                             authz=self.authz, quota_bytes=self.quotas.max_fetch_bytes,
+                             rack_of=b.config.rack_of if b.config.rack_aware else None)
+
+    def _metadata(self) -> Any:
+        from .handlers.metadata import MetadataHandlers
+        b = self.broker
+        return MetadataHandlers(logs=b.logs, config=b.config, cluster_id=b.cluster_id,
+                                create_topic=b.create_topic, endpoint=self.endpoint, cluster=b.cluster,
+                                node_endpoints=self.endpoints, authz=self.authz)
+
+    def _admin(self) -> Any:
+        from .handlers.admin import AdminHandlers
+        b = self.broker
+        return AdminHandlers(logs=b.logs, config=b.config, create_topic=b.create_topic,
+                             delete_topic=b.delete_topic, client_metrics=b.client_metrics,
+                             group_configs=b.group_configs, authz=self.authz, cluster=b.cluster)
+
+    def _configs(self) -> Any:
+        from .handlers.configs import ConfigHandlers
+        b = self.broker
+        return ConfigHandlers(logs=b.logs, config=b.config, client_metrics=b.client_metrics,
+                              group_configs=b.group_configs, authz=self.authz)
+
+    def _leaders(self) -> Any:
+        from .handlers.leaders import LeaderHandlers
+        return LeaderHandlers(logs=self.broker.logs, cluster=self.broker.cluster, authz=self.authz)
+
+    def _quotas(self) -> Any:
+        from .handlers.quotas import QuotaHandlers
+        return QuotaHandlers(quotas=self.broker.client_quotas, authz=self.authz)
+
+    def _cluster_admin(self) -> Any:
+        from .handlers.cluster_admin import ClusterAdminHandlers
+        b = self.broker
+        return ClusterAdminHandlers(logs=b.logs, config=b.config, cluster=b.cluster, features=b.features,
+                                    clock=b.clock, endpoint=self.endpoint, authz=self.authz)
+
+    def _log_admin(self) -> Any:
+        from .handlers.log_admin import LogAdminHandlers
+        b = self.broker
+        cluster = b.cluster
+        return LogAdminHandlers(logs=b.logs, config=b.config, add_partitions=b.add_partitions,
+                                notify_append=b.notify_append,
+                                not_leader=(lambda ctx, t, p: cluster.not_leader(connection_node(ctx), t, p))
+                                if cluster is not None else None, authz=self.authz, cluster=cluster)
+
+    def _coordinator(self) -> Any:
+        from .handlers.coordinator import CoordinatorHandlers
+        b = self.broker
+        return CoordinatorHandlers(node_id=b.node_id, endpoint=self.endpoint,
+                                   coordinator_node=self.coordinator_node, node_endpoints=self.endpoints,
+                                   coordinator_topic=b.coordinator_topic, authz=self.authz)
+
+    def _txn(self) -> Any:
+        from .handlers.txn import TxnHandlers
+        b = self.broker
+        return TxnHandlers(coordinator=b.txn_coordinator, logs=b.logs, producer_ids=b.producer_ids,
+                           offsets_partition_for=b.offsets_partition_for, authz=self.authz)
+
+    def _txn_admin(self) -> Any:
+        from .handlers.txn_admin import TxnAdminHandlers
+        return TxnAdminHandlers(coordinator=self.broker.txn_coordinator, logs=self.broker.logs,
+                                authz=self.authz)
+
+    def _group(self) -> Any:
+        from .handlers.group import GroupHandlers
+        b = self.broker
+        return GroupHandlers(groups=b.group_coordinator, logs=b.logs, authz=self.authz,
+                             share=b.share_coordinator, coordinator_node=self.coordinator_node)
+
+    def _consumer_group(self) -> Any:
+        from .handlers.consumer_group import ConsumerGroupHandlers
+        b = self.broker
+        return ConsumerGroupHandlers(groups=b.group_coordinator, logs=b.logs, features=b.features,
+                                     authz=self.authz)
+
+    def _streams_group(self) -> Any:
+        from .handlers.streams_group import StreamsGroupHandlers
+        b = self.broker
+        return StreamsGroupHandlers(groups=b.group_coordinator, features=b.features, authz=self.authz)
+
+    def _features(self) -> Any:
+        from .handlers.features import FeatureHandlers
+        b = self.broker
+        return FeatureHandlers(features=b.features, node_id=b.node_id, authz=self.authz)
+
+    def _acls(self) -> Any:
+        from .handlers.acls import AclHandlers
+        return AclHandlers(authorizer=self.broker.authorizer)
+
+    def _share(self) -> Any:
+        from .handlers.share import ShareHandlers
+        b = self.broker
+        return ShareHandlers(share=b.share_coordinator, logs=b.logs, features=b.features,
+                             wait_for_append=b.wait_for_append, cluster=b.cluster, authz=self.authz,
+                             node_endpoints=self.endpoints)
+
+    def _sasl(self) -> Any:
+        from .handlers.sasl import SaslHandlers
+        b = self.broker
+        return SaslHandlers(credentials=lambda: b.sasl_credentials, authz=self.authz)
+
+    def _tokens(self) -> Any:
+        from .handlers.tokens import TokenHandlers
+        b = self.broker
+        return TokenHandlers(tokens=lambda: b.delegation_tokens, authz=self.authz)
+
+    def _telemetry(self) -> Any:
+        from .handlers.telemetry import TelemetryHandlers
+        return TelemetryHandlers(client_metrics=self.broker.client_metrics)
 
 
 @dataclass
@@ -213,7 +336,7 @@ class RunningBroker:
                 await registry.close()
         for server in self.servers:
             server.close()
-        self.broker.share_coordinator.stop_serving()
+        self.broker.share_stop_serving()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -452,6 +575,7 @@ async def serve(config: Config, started_at: float | None = None,
             raise SystemExit(1) from None
     scratch = None
     if config.ephemeral:
+        import tempfile  # only here: it is not on a broker's way to its first answers
         scratch = tempfile.mkdtemp(prefix="minibroker-ephemeral-")
         config = replace(config, data_dir=Path(scratch), fsync=FsyncPolicy("never"))
     try:
@@ -486,9 +610,12 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
                  data_dir=str(config.data_dir.resolve()), ephemeral=config.ephemeral,
                  fsync=str(config.fsync), pid=os.getpid(),
                  startup_ms=round((time.perf_counter() - started_at) * 1000, 1))
-        # The events held since start (minibroker/core/logs.py) are written a moment after the
-        # broker is ready, so importing structlog does not delay the first answers.
-        asyncio.get_running_loop().call_later(LOG_RELEASE_S, logs.release)
+        # The events held since start (minibroker/core/logs.py) are written once the first
+        # clients' requests pause, so importing structlog (~20 ms) delays none of them: a
+        # client's first requests come one after another (issue 33).
+        counts = running.broker.request_counts
+        asyncio.get_running_loop().call_later(LOG_RELEASE_S, _release_logs_when_quiet, counts,
+                                              time.monotonic() + LOG_RELEASE_MAX_S, counts.bytes_in)
         await stop.wait()
     finally:
         if config.ready_file is not None:
@@ -497,6 +624,14 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
             except OSError:
                 pass
         await running.close()
+
+
+def _release_logs_when_quiet(counts: Any, until: float, seen: int) -> None:
+    if counts.bytes_in != seen and time.monotonic() < until:  # requests came meanwhile
+        asyncio.get_running_loop().call_later(LOG_RELEASE_S, _release_logs_when_quiet, counts, until,
+                                              counts.bytes_in)
+        return
+    logs.release()
 
 
 def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None,

@@ -36,7 +36,7 @@ from minibroker_storage.manager import LogManager
 from minibroker_storage.producer_ids import ProducerIdAllocator
 from minibroker_storage.txn_history import TxnHistory
 
-from .background.loops import Background
+from .background.loops import Background, Snapshotting
 from .cluster import Cluster
 from .config.client_quotas import ClientQuotas
 from .config.features import load_features
@@ -44,13 +44,7 @@ from .config.group_configs import GroupConfigs
 from .config.options import Config
 from .control.request_counts import RequestCounts
 from .coordinator import snapshot
-from .coordinator.group.consumer_group import ConsumerGroupSettings, TopicView
-from .coordinator.group.coordinator import GroupCoordinator
-from .coordinator.group.store import BrokerOffsetsTopic
 from .coordinator.internal_topics import InternalTopics
-from .coordinator.share.coordinator import ShareCoordinator
-from .coordinator.share.dlq import DeadLetterQueues
-from .coordinator.share.history import ShareHistory
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
 from .core.clock import SYSTEM_CLOCK, Clock
@@ -58,6 +52,10 @@ from .core.crash_points import CrashPoints
 from .handlers.fetch_waiters import FetchWaiters
 
 if TYPE_CHECKING:
+    from .coordinator.group.consumer_group import TopicView
+    from .coordinator.group.coordinator import GroupCoordinator
+    from .coordinator.share.coordinator import ShareCoordinator
+    from .coordinator.share.history import ShareHistory
     from .security.acl.authorizer import Authorizer
 
 log = get_logger("minibroker.broker")
@@ -134,7 +132,73 @@ class Broker:
         self.group_configs = GroupConfigs.load(config)
         # the client quotas AlterClientQuotas set, enforced by the dispatcher
         self.client_quotas = ClientQuotas.load(config.data_dir)
-        self.group_coordinator = GroupCoordinator(
+        # The group and share coordinators are built (their modules imported, their state
+        # loaded) on first need when the data dir holds no state of theirs (_groups_needed).
+        self._group_coordinator: GroupCoordinator | None = None
+        self._share_coordinator: ShareCoordinator | None = None
+        self._share_history: ShareHistory | None = None
+        self._background_started = False
+        # which coordinators the background loop snapshots: the group one joins when built
+        self._snapshotting: list[tuple[str, Snapshotting]] = [("txn", self.txn_coordinator)]
+        eager_groups = self._has_group_state()
+        if eager_groups:
+            self._build_groups()
+
+        # -- what the handlers are handed (app.build_dispatcher) ------------------------------
+        self.fetch_waiters = FetchWaiters()
+        # the client metrics subscriptions and receiver: made on first use (a telemetry, config
+        # or admin request, the console), not on the way to the first answers
+        self.authorizer = _authorizer(config)
+
+        # -- background work ----------------------------------------------------------------
+        self._snapshot_writer = snapshot.Writer()
+        self.background = Background(
+            config, self.logs,
+            coordinators=self._snapshotting,
+            abort_timed_out=self.txn_coordinator.abort_timed_out,
+            expire_ids=self.txn_coordinator.expire_ids,
+            poll_groups=self._poll_coordinators,
+            snapshot_writer=self._snapshot_writer, clock=clock,
+            expire_tokens=self.expire_delegation_tokens)
+
+        # Offsets first: rolling a prepared transaction forward may complete
+        # transactional offset commits.
+        if self._group_coordinator is not None:
+            self._group_coordinator.load()
+        self.txn_coordinator.load()
+        if self._share_coordinator is not None:
+            self._share_coordinator.load()
+        log.info("broker.storage_opened", data_dir=str(config.data_dir),
+                 topics=len(self.logs.topics()),
+                 ms=round((time.perf_counter() - t0) * 1000, 1))
+
+        # -- listeners (app binds them) and the control plane ------------------------------
+        self.bound_port = config.port
+        self.request_counts = RequestCounts()
+        # Virtual brokers: each node's advertised (host, port), once its listener is bound.
+        self.node_endpoints: dict[int, tuple[str, int]] = {}
+        self._record_rules: dict[str, tuple[object, RecordRules]] = {}
+
+    # -- the group and share coordinators, built on first need ---------------------------
+    def _has_group_state(self) -> bool:
+        """Whether the data dir holds what the group or share coordinator loads at start: then
+        both are built and loaded at start, as before issue 33 (a prepared transaction rolled
+        forward must find the transactional offset commits it completes). Without it they
+        hold nothing until a client asks, so they are built then (Kafka, too, loads a
+        coordinator's state when it becomes the partition's leader, apart from serving)."""
+        return (self.logs.topic(GROUP_METADATA_TOPIC) is not None
+                or self.logs.topic(SHARE_GROUP_STATE_TOPIC) is not None)
+
+    def _build_groups(self) -> None:
+        from .coordinator.group.consumer_group import ConsumerGroupSettings
+        from .coordinator.group.coordinator import GroupCoordinator
+        from .coordinator.group.store import BrokerOffsetsTopic
+        from .coordinator.share.coordinator import ShareCoordinator
+        from .coordinator.share.dlq import DeadLetterQueues
+        from .coordinator.share.history import ShareHistory
+
+        config, clock, crash_points = self.config, self.clock, self.crash_points
+        group_coordinator = GroupCoordinator(
             offsets_topic=BrokerOffsetsTopic(self.logs, self.internal_log,
                                              self.offsets_partition_for),
             data_dir=config.data_dir, verify_produce=self.txn_coordinator.verify_produce,
@@ -147,25 +211,25 @@ class Broker:
             group_config=self.group_configs.group_int,
             create_topic=self._create_streams_internal_topic)
         if crash_points.snapshot_records is not None:
-            self.group_coordinator.snapshots.every_records = crash_points.snapshot_records
+            group_coordinator.snapshots.every_records = crash_points.snapshot_records
         # share groups: membership records in __consumer_offsets (through the group
         # coordinator, which replays them back), share-partition state in __share_group_state
         # every change of a share record's state, for `minibroker share explain`, the console
         # and /metrics
-        self.share_history = ShareHistory(config.data_dir)
-        self.share_history.open(now_ms=clock.wall_ms())
-        if self.share_history.skipped:
-            log.warning("share.history_lines_skipped", path=self.share_history.path,
-                        lines=self.share_history.skipped,
+        share_history = ShareHistory(config.data_dir)
+        share_history.open(now_ms=clock.wall_ms())
+        if share_history.skipped:
+            log.warning("share.history_lines_skipped", path=share_history.path,
+                        lines=share_history.skipped,
                         reason="torn or unreadable lines (a crash mid-write)")
-        self.share_coordinator = ShareCoordinator(
+        share_coordinator = ShareCoordinator(
             logs=self.logs,
             state_log=lambda p: self.internal_log(SHARE_GROUP_STATE_TOPIC, p),
-            write_group_records=self.group_coordinator.write_share_records,
+            write_group_records=group_coordinator.write_share_records,
             group_config=self.group_configs.group_config, clock=clock,
             notify=lambda t, p: self.fetch_waiters.notify(t, p),
-            is_other_group=lambda g: g in self.group_coordinator.groups,
-            history=self.share_history,
+            is_other_group=lambda g: g in group_coordinator.groups,
+            history=share_history,
             leads=lambda node, t, p: self.cluster is None or not self.cluster.not_leader(node, t, p),
             dlq=DeadLetterQueues(
                 logs=self.logs, clock=clock,
@@ -179,40 +243,73 @@ class Broker:
                     replication_factor=config.default_replication_factor))
                 if config.errors_deadletterqueue_auto_create_topics_enable else None,
                 prefix=config.errors_deadletterqueue_topic_name_prefix))
-        self.group_coordinator.set_share_hooks(self.share_coordinator.replay_group_record,
-                                               self.share_coordinator.snapshot_records)
+        group_coordinator.set_share_hooks(share_coordinator.replay_group_record,
+                                          share_coordinator.snapshot_records)
+        self._group_coordinator = group_coordinator
+        self._share_coordinator = share_coordinator
+        if self._share_history is None:  # not a stand-in set meanwhile (the setter)
+            self._share_history = share_history
+        self._snapshotting.append(("group", group_coordinator))
 
-        # -- what the handlers are handed (app.build_dispatcher) ------------------------------
-        self.fetch_waiters = FetchWaiters()
-        self.client_metrics, self.received_metrics = _client_metrics(config, clock)
-        self.authorizer = _authorizer(config)
+    def _groups(self) -> None:
+        """Build and load both coordinators now (a request, a marker or a view needs one)."""
+        if self._group_coordinator is not None:
+            return
+        t0 = time.perf_counter()
+        self._build_groups()
+        assert self._group_coordinator is not None and self._share_coordinator is not None
+        self._group_coordinator.load()
+        self._share_coordinator.load()
+        if self._background_started:
+            self._share_coordinator.start()
+        log.info("broker.group_coordinators_loaded", ms=round((time.perf_counter() - t0) * 1000, 1))
 
-        # -- background work ----------------------------------------------------------------
-        self._snapshot_writer = snapshot.Writer()
-        self.background = Background(
-            config, self.logs,
-            coordinators=(("txn", self.txn_coordinator), ("group", self.group_coordinator)),
-            abort_timed_out=self.txn_coordinator.abort_timed_out,
-            expire_ids=self.txn_coordinator.expire_ids,
-            poll_groups=self._poll_coordinators,
-            snapshot_writer=self._snapshot_writer, clock=clock,
-            expire_tokens=self.expire_delegation_tokens)
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        self._groups()
+        assert self._group_coordinator is not None
+        return self._group_coordinator
 
-        # Offsets first: rolling a prepared transaction forward may complete
-        # transactional offset commits.
-        self.group_coordinator.load()
-        self.txn_coordinator.load()
-        self.share_coordinator.load()
-        log.info("broker.storage_opened", data_dir=str(config.data_dir),
-                 topics=len(self.logs.topics()),
-                 ms=round((time.perf_counter() - t0) * 1000, 1))
+    @property
+    def share_coordinator(self) -> ShareCoordinator:
+        self._groups()
+        assert self._share_coordinator is not None
+        return self._share_coordinator
 
-        # -- listeners (app binds them) and the control plane ------------------------------
-        self.bound_port = config.port
-        self.request_counts = RequestCounts()
-        # Virtual brokers: each node's advertised (host, port), once its listener is bound.
-        self.node_endpoints: dict[int, tuple[str, int]] = {}
-        self._record_rules: dict[str, tuple[object, RecordRules]] = {}
+    @property
+    def share_history(self) -> ShareHistory:
+        if self._share_history is None:
+            self._groups()
+        assert self._share_history is not None
+        return self._share_history
+
+    @share_history.setter
+    def share_history(self, history: ShareHistory) -> None:
+        # the console's tests hand a broker a stand-in history
+        self._share_history = history
+
+    def share_connection_closed(self, connection_id: str) -> None:
+        # no share coordinator yet: no share session to end
+        if self._share_coordinator is not None:
+            self._share_coordinator.connection_closed(connection_id)
+
+    def share_stop_serving(self) -> None:
+        if self._share_coordinator is not None:
+            self._share_coordinator.stop_serving()
+
+    @functools.cached_property
+    def _client_metrics_pair(self):
+        return _client_metrics(self.config, self.clock)
+
+    @property
+    def client_metrics(self):
+        """KIP-714's subscriptions (ClientMetricsManager), read from the data dir on first use."""
+        return self._client_metrics_pair[0]
+
+    @property
+    def received_metrics(self):
+        """What clients pushed (ReceivedMetrics), with telemetry served; else None."""
+        return self._client_metrics_pair[1]
 
     @functools.cached_property
     def sasl_credentials(self):
@@ -286,6 +383,7 @@ class Broker:
         """What a consumer group's assignment is made of: every topic, the internal ones too, as
         Kafka's GroupMetadataManager.refreshRegularExpressions matches the regexes against every
         topic of the metadata image (franz-go's Test848RegexBrokerResolves relies on it)."""
+        from .coordinator.group.consumer_group import TopicView  # the group coordinator's: loaded
         return [TopicView(t.name, t.topic_id, t.partitions) for t in self.logs.topics()]
 
     def max_message_bytes(self, info) -> int:
@@ -325,8 +423,8 @@ class Broker:
         plog = self.logs.get_log(topic, partition)
         if plog is not None:
             plog.become_leader(epoch)
-        share = getattr(self, "share_coordinator", None)
-        if share is not None:
+        share = self._share_coordinator
+        if share is not None:  # none yet: no share partition to unload
             share.leader_changed(topic, partition)
 
     def add_partitions(self, name: str, count: int, assignments: dict[int, list[int]] | None = None) -> None:
@@ -341,8 +439,8 @@ class Broker:
         info = self.logs.topic(name)
         self.logs.delete_topic(name)
         self._record_rules.pop(name, None)
-        if info is not None:
-            self.share_coordinator.topic_deleted(info.topic_id, name)
+        if info is not None and self._share_coordinator is not None:  # none yet: no share state
+            self._share_coordinator.topic_deleted(info.topic_id, name)
         if self.cluster is not None:
             self.cluster.forget(name)
         self.fetch_waiters.notify_topic(name)
@@ -369,8 +467,10 @@ class Broker:
         return self.background.catch_up()
 
     def _poll_coordinators(self) -> None:
-        self.group_coordinator.poll()
-        self.share_coordinator.poll()
+        if self._group_coordinator is None or self._share_coordinator is None:
+            return  # not built: no group, nothing due
+        self._group_coordinator.poll()
+        self._share_coordinator.poll()
 
     # -- share groups (the console's view) ---------------------------------------------
     def share_partition(self, group: str, topic: str, partition: int):
@@ -382,10 +482,13 @@ class Broker:
     # -- background work and shutdown --------------------------------------------------
     def start_background(self) -> None:
         self.background.start()
-        self.share_coordinator.start()
+        self._background_started = True
+        if self._share_coordinator is not None:
+            self._share_coordinator.start()
 
     async def stop(self) -> None:
-        self.share_coordinator.close()
+        if self._share_coordinator is not None:
+            self._share_coordinator.close()
         await self.background.stop()
         t0 = time.perf_counter()
         # Captured before the logs close, written after: by then the logs they cover
@@ -394,7 +497,8 @@ class Broker:
         self.logs.close_all()
         self.timeline.broker_stopped()
         self.txn_history.close()
-        self.share_history.close()
+        if self._share_history is not None:
+            self._share_history.close()
         for name, ticket, captured in final:
             self._snapshot_writer.write(name, ticket, captured, "shutdown")
         log.info("broker.storage_closed", ms=round((time.perf_counter() - t0) * 1000, 1))

@@ -40,7 +40,8 @@ class Background:
                  expire_tokens: Callable[..., int] | None = None) -> None:
         self.config = config
         self.logs = logs
-        self.coordinators = tuple(coordinators)
+        # the broker's own list, not a copy: a coordinator built after start-up joins it
+        self.coordinators = coordinators
         self.abort_timed_out = abort_timed_out
         self.expire_ids = expire_ids
         self.poll_groups = poll_groups

@@ -70,7 +70,7 @@ def configure(level: str = "info", fmt: str = "console") -> None:
 
     global _level
     _level = level
-    lazylog.configure_with(lambda: _setup(level, fmt))
+    lazylog.configure_with(lambda: _setup(level, fmt), _LEVELS[level])
 
 
 def hold() -> None:

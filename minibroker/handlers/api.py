@@ -77,3 +77,6 @@ class Api:
     # Answers a Response, or an awaitable of one (a request that waits: a long poll, a join).
     handler: Handler
     decoder: Callable[[Any, int], Any] | None = None  # custom body decoder (body, version) -> request
+    # Set on a dispatcher's placeholder for a handler family not built yet
+    # (Dispatcher.register_lazy): builds it and returns its Apis, which replace the placeholders.
+    load: Callable[[], Sequence[Api]] | None = None

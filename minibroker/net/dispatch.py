@@ -10,9 +10,10 @@ unsupported version or unparsable body closes the connection.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from minibroker_protocol import codec
@@ -42,6 +43,10 @@ ZERO = datetime.timedelta(0)
 
 
 _UNKNOWN_SOFTWARE = (UNKNOWN, UNKNOWN)
+
+
+def _not_loaded(ctx: RequestContext, request: Any) -> Answer:
+    raise AssertionError("a placeholder's family is built before its handler is called")
 
 
 class Dispatcher:
@@ -76,6 +81,22 @@ class Dispatcher:
         # checks that every advertised version has its schemas).
         self.apis[api.key] = api
 
+    def register_lazy(self, key: int, min_version: int, max_version: int,
+                      load: Callable[[], Sequence[Api]]) -> None:
+        """Serve ``key`` in this range by the family ``load`` builds on the key's first request
+        (its Apis then replace the placeholders of all its keys; the ranges stay these, which
+        --as-version may have capped meanwhile)."""
+        self.apis[key] = Api(ApiKey(key), min_version, max_version, _not_loaded, load=load)
+
+    def _loaded(self, api: Api) -> Api:
+        assert api.load is not None
+        for real in api.load():
+            placeholder = self.apis.get(real.key)
+            if placeholder is not None and placeholder.load is not None:
+                self.apis[real.key] = dataclasses.replace(
+                    real, min_version=placeholder.min_version, max_version=placeholder.max_version)
+        return self.apis[api.key]
+
     def handle(self, frame: Any, connection: Any) -> Answer:
         auth = getattr(connection, "auth", None)
         if auth is not None and auth.raw_tokens:
@@ -100,6 +121,8 @@ class Dispatcher:
                              f"api key {api_key} v{version} is outside "
                              f"v{api.min_version}-v{api.max_version}",
                              api_key=api_key, api_version=version)
+        if api.load is not None:
+            api = self._loaded(api)
         try:
             header = read_request_header(frame, codec.is_flexible_request(api_key, version))
         except HeaderError as e:

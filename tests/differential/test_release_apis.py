@@ -33,7 +33,7 @@ def test_the_newest_release_caps_nothing_minibroker_serves():
     with tempfile.TemporaryDirectory() as d:
         broker = Broker(Config(data_dir=__import__("pathlib").Path(d), port=0))
         try:
-            apis = build_dispatcher(broker).apis
+            apis = build_dispatcher(broker, eager=True).apis
         finally:
             broker.logs.close_all()
     newest = RELEASES["4.4"][1]

@@ -72,9 +72,12 @@ async def _until(cond, what: str, limit: float = 5.0) -> None:
 
 @pytest.mark.parametrize("telemetry", ["off", "on"])
 async def test_served_table_is_the_dispatchers(tmp_path, telemetry):
+    """served_apis.py's table is what the handler families register, every family built
+    (eager), and what a broker advertises before any is (they are built on first request)."""
     cfg = _config(tmp_path, client_telemetry=telemetry)
     broker = Broker(cfg)
     try:
+        assert served_apis.served(cfg) == build_dispatcher(broker, eager=True).version_table()
         assert served_apis.served(cfg) == build_dispatcher(broker).version_table()
     finally:
         await broker.stop()
