@@ -34,6 +34,26 @@ log = get_logger("minibroker.server")
 
 _conn_ids = itertools.count(1)
 
+# A large frame (a Produce request) arrives in many segments, and the loop would wake and
+# read for each. Over TLS that is worst: librdkafka writes a TLS record per buffer segment
+# (about one per 1 KiB message), each sent on its own, and the broker woke ~110 times per
+# 256 KiB request (bench/tls_cost.py: 65,613 reads for 596 requests), each wake-up a socket
+# read, a pass through uvloop's TLS layer and two Python callbacks. While such a frame is
+# incomplete the socket's SO_RCVLOWAT is set to the bytes still missing, up to _LOWAT_MAX,
+# so the kernel reports it readable only once that many are there; back to 1 between
+# frames, so a small request is never kept waiting.
+# At most a quarter of Linux's default receive buffer (tcp_rmem's 128 KiB; segments of 1 KiB
+# take twice that in buffer memory): unread bytes close the receive window, and a sender
+# held by a window that our waiting closed would stall both sides (larger values measured
+# fewer MB/s under load). Linux also wakes the reader early under memory pressure or when
+# the window is about to close (tcp_epollin_ready), so no frame waits for ever.
+_LOWAT_MAX = 32 * 1024
+# Over TLS the last bytes of a frame may be in a record whose first part the TLS layer
+# already holds undecrypted, so the wait is for the missing bytes less one record at its
+# largest (2^14 + 2048 bytes of ciphertext and a 5-byte header: RFC 5246 6.2.3, RFC 8446
+# 5.2): more than that must still come through the socket.
+_TLS_RECORD_MAX = 16384 + 2048 + 5
+
 
 class RequestMemory:
     """The bytes all connections' partly received and not yet answered large
@@ -195,6 +215,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._throttled_until = 0.0
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._deferred: list[bytes] = []
+        # The socket whose SO_RCVLOWAT follows the frame being read (None: not a TCP socket,
+        # or the option failed once), how much the wait is shortened by, and the value set.
+        self._rcv_sock: Any = None
+        self._rcv_slack = 0
+        self._rcvlowat = 1
 
     def close_after(self, response: Response, reason: str) -> None:
         """``response`` is this connection's last answer (a failed authentication)."""
@@ -252,6 +277,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.registry.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            self._rcv_sock = sock
+            self._rcv_slack = 0 if transport.get_extra_info("sslcontext") is None else _TLS_RECORD_MAX
         if self.auth is not None:
             self._auth_timer = asyncio.get_running_loop().call_later(self.auth_timeout_s,
                                                                      self._auth_timed_out)
@@ -307,6 +336,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.traffic.bytes_in += nbytes
         self._decode(self.decoder.buffer_updated, nbytes)
+        if self._rcv_sock is not None:
+            self._wait_for_frame()
+
+    def _wait_for_frame(self) -> None:
+        """Set SO_RCVLOWAT to the bytes the frame being read still misses (see _LOWAT_MAX)."""
+        missing = self.decoder.missing - self._rcv_slack
+        want = min(missing, _LOWAT_MAX) if missing > 1 and not self.closed else 1
+        if want == self._rcvlowat:
+            return
+        try:
+            self._rcv_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+        except OSError as e:
+            # Only an optimisation: without it every segment wakes the loop, as before.
+            log.info("connection.rcvlowat_failed", conn=self.conn_id, error=str(e))
+            self._rcv_sock = None
+            return
+        self._rcvlowat = want
 
     def data_received(self, data: bytes) -> None:
         self.traffic.bytes_in += len(data)
