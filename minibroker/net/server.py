@@ -42,12 +42,13 @@ _conn_ids = itertools.count(1)
 # incomplete the socket's SO_RCVLOWAT is set to the bytes still missing, up to _LOWAT_MAX,
 # so the kernel reports it readable only once that many are there; back to 1 between
 # frames, so a small request is never kept waiting.
-# At most a quarter of Linux's default receive buffer (tcp_rmem's 128 KiB; segments of 1 KiB
-# take twice that in buffer memory): unread bytes close the receive window, and a sender
-# held by a window that our waiting closed would stall both sides (larger values measured
-# fewer MB/s under load). Linux also wakes the reader early under memory pressure or when
-# the window is about to close (tcp_epollin_ready), so no frame waits for ever.
-_LOWAT_MAX = 32 * 1024
+# A small cap, because unread bytes narrow the receive window the sender sees: under heavy
+# load a 32 KiB cap once measured fewer MB/s than none, while 16 KiB (an eighth of tcp_rmem's
+# default 128 KiB) cut the broker's CPU per GB over TLS by ~40 % with MB/s no lower in every
+# interleaved run (bench/RESULTS.md, 2026-11-28). Linux also wakes the reader early under
+# memory pressure or when the window is about to close (tcp_epollin_ready), so no frame
+# waits for ever.
+_LOWAT_MAX = 16 * 1024
 # Over TLS the last bytes of a frame may be in a record whose first part the TLS layer
 # already holds undecrypted, so the wait is for the missing bytes less one record at its
 # largest (2^14 + 2048 bytes of ciphertext and a 5-byte header: RFC 5246 6.2.3, RFC 8446
