@@ -35,13 +35,13 @@ log = get_logger("minibroker.server")
 _conn_ids = itertools.count(1)
 
 # A large frame (a Produce request) arrives in many segments, and the loop would wake and
-# read for each. Over TLS that is worst: librdkafka writes a TLS record per buffer segment
+# read for each. Over TLS it does: librdkafka writes a TLS record per buffer segment
 # (about one per 1 KiB message), each sent on its own, and the broker woke ~110 times per
 # 256 KiB request (bench/tls_cost.py: 65,613 reads for 596 requests), each wake-up a socket
 # read, a pass through uvloop's TLS layer and two Python callbacks. While such a frame is
-# incomplete the socket's SO_RCVLOWAT is set to the bytes still missing, up to _LOWAT_MAX,
-# so the kernel reports it readable only once that many are there; back to 1 between
-# frames, so a small request is never kept waiting.
+# incomplete a TLS connection's socket has SO_RCVLOWAT set to the bytes still missing, up
+# to _LOWAT_MAX, so the kernel reports it readable only once that many are there; back to 1
+# between frames, so a small request is never kept waiting.
 # A small cap, because unread bytes narrow the receive window the sender sees: under heavy
 # load a 32 KiB cap once measured fewer MB/s than none, while 16 KiB (an eighth of tcp_rmem's
 # default 128 KiB) cut the broker's CPU per GB over TLS by ~40 % with MB/s no lower in every
@@ -216,10 +216,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._throttled_until = 0.0
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._deferred: list[bytes] = []
-        # The socket whose SO_RCVLOWAT follows the frame being read (None: not a TCP socket,
-        # or the option failed once), how much the wait is shortened by, and the value set.
+        # The socket whose SO_RCVLOWAT follows the frame being read (None: not TLS over TCP,
+        # or the option failed once) and the value set.
         self._rcv_sock: Any = None
-        self._rcv_slack = 0
         self._rcvlowat = 1
 
     def close_after(self, response: Response, reason: str) -> None:
@@ -278,10 +277,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.registry.add(self)
+        # TLS only: a plaintext client writes a request in one go (librdkafka: 2 reads per
+        # 256 KiB request), so there is nothing to save and a window to narrow.
         sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        if (sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
+                and transport.get_extra_info("sslcontext") is not None):
             self._rcv_sock = sock
-            self._rcv_slack = 0 if transport.get_extra_info("sslcontext") is None else _TLS_RECORD_MAX
         if self.auth is not None:
             self._auth_timer = asyncio.get_running_loop().call_later(self.auth_timeout_s,
                                                                      self._auth_timed_out)
@@ -342,7 +343,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _wait_for_frame(self) -> None:
         """Set SO_RCVLOWAT to the bytes the frame being read still misses (see _LOWAT_MAX)."""
-        missing = self.decoder.missing - self._rcv_slack
+        missing = self.decoder.missing - _TLS_RECORD_MAX
         want = min(missing, _LOWAT_MAX) if missing > 1 and not self.closed else 1
         if want == self._rcvlowat:
             return
