@@ -120,6 +120,15 @@ class FrameDecoder:
         """The announced size of the large frame being received (0: none)."""
         return self._bsize
 
+    @property
+    def missing(self) -> int:
+        """Bytes of the large frame being received that have not arrived yet (0: no
+        large frame, or it waits for the budget). A transport may sleep until that
+        many are there instead of waking for every segment (SO_RCVLOWAT)."""
+        if not self._bsize or self.blocked:
+            return 0
+        return self._bsize - self._bfill
+
     # -- asyncio.BufferedProtocol ----------------------------------------------------------
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:

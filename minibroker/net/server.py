@@ -34,6 +34,27 @@ log = get_logger("minibroker.server")
 
 _conn_ids = itertools.count(1)
 
+# A large frame (a Produce request) arrives in many segments, and the loop would wake and
+# read for each. Over TLS it does: librdkafka writes a TLS record per buffer segment
+# (about one per 1 KiB message), each sent on its own, and the broker woke ~110 times per
+# 256 KiB request (bench/tls_cost.py: 65,613 reads for 596 requests), each wake-up a socket
+# read, a pass through uvloop's TLS layer and two Python callbacks. While such a frame is
+# incomplete a TLS connection's socket has SO_RCVLOWAT set to the bytes still missing, up
+# to _LOWAT_MAX, so the kernel reports it readable only once that many are there; back to 1
+# between frames, so a small request is never kept waiting.
+# A small cap, because unread bytes narrow the receive window the sender sees: under heavy
+# load a 32 KiB cap once measured fewer MB/s than none, while 16 KiB (an eighth of tcp_rmem's
+# default 128 KiB) cut the broker's CPU per GB over TLS by ~40 % with MB/s no lower in every
+# interleaved run (bench/RESULTS.md, 2026-11-28). Linux also wakes the reader early under
+# memory pressure or when the window is about to close (tcp_epollin_ready), so no frame
+# waits for ever.
+_LOWAT_MAX = 16 * 1024
+# Over TLS the last bytes of a frame may be in a record whose first part the TLS layer
+# already holds undecrypted, so the wait is for the missing bytes less one record at its
+# largest (2^14 + 2048 bytes of ciphertext and a 5-byte header: RFC 5246 6.2.3, RFC 8446
+# 5.2): more than that must still come through the socket.
+_TLS_RECORD_MAX = 16384 + 2048 + 5
+
 
 class RequestMemory:
     """The bytes all connections' partly received and not yet answered large
@@ -195,6 +216,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._throttled_until = 0.0
         self._throttle_timer: asyncio.TimerHandle | None = None
         self._deferred: list[bytes] = []
+        # The socket whose SO_RCVLOWAT follows the frame being read (None: not TLS over TCP,
+        # or the option failed once) and the value set.
+        self._rcv_sock: Any = None
+        self._rcvlowat = 1
 
     def close_after(self, response: Response, reason: str) -> None:
         """``response`` is this connection's last answer (a failed authentication)."""
@@ -252,6 +277,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.registry.add(self)
+        # TLS only: a plaintext client writes a request in one go (librdkafka: 2 reads per
+        # 256 KiB request), so there is nothing to save and a window to narrow.
+        sock = transport.get_extra_info("socket")
+        if (sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
+                and transport.get_extra_info("sslcontext") is not None):
+            self._rcv_sock = sock
         if self.auth is not None:
             self._auth_timer = asyncio.get_running_loop().call_later(self.auth_timeout_s,
                                                                      self._auth_timed_out)
@@ -307,6 +338,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.traffic.bytes_in += nbytes
         self._decode(self.decoder.buffer_updated, nbytes)
+        if self._rcv_sock is not None:
+            self._wait_for_frame()
+
+    def _wait_for_frame(self) -> None:
+        """Set SO_RCVLOWAT to the bytes the frame being read still misses (see _LOWAT_MAX)."""
+        missing = self.decoder.missing - _TLS_RECORD_MAX
+        want = min(missing, _LOWAT_MAX) if missing > 1 and not self.closed else 1
+        if want == self._rcvlowat:
+            return
+        try:
+            self._rcv_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+        except OSError as e:
+            # Only an optimisation: without it every segment wakes the loop, as before.
+            log.info("connection.rcvlowat_failed", conn=self.conn_id, error=str(e))
+            self._rcv_sock = None
+            return
+        self._rcvlowat = want
 
     def data_received(self, data: bytes) -> None:
         self.traffic.bytes_in += len(data)

@@ -241,3 +241,25 @@ def test_fed_bytes_are_counted_even_past_the_budget():
     assert ledger.used == d.held > 0
     d.close()
     assert ledger.used == 0
+
+
+def test_missing_is_what_the_large_frame_still_needs():
+    """What the transport may wait for before it wakes (SO_RCVLOWAT, minibroker/net/server.py)."""
+    ledger = Ledger()
+    d = FrameDecoder(budget=ledger)
+    assert d.missing == 0
+    small = frame(b"s" * 1000)
+    read(d, small[:500])
+    assert d.missing == 0  # a frame that fits the scratch buffer: no wait worth setting
+    read(d, small[500:])
+    payload = b"p" * 300_000
+    stream = frame(payload)
+    _, pos = read(d, stream[:100_000])
+    assert d.missing == len(stream) - 100_000
+    ledger.refuse = True
+    d.get_buffer(-1)
+    out, _ = read(d, stream[100_000:])  # the budget refuses to grow: reads stop, nothing to wait for
+    assert d.blocked and d.missing == 0
+    ledger.refuse = False
+    d.resume()
+    assert not d.blocked and d.missing > 0
