@@ -6,6 +6,8 @@ transactions in the coordinator's history; and where the time goes (``-X importt
     python -m bench.startup [--runs 7] [--work DIR] [--baseline DIR] [--scenarios empty,log1g,txn1m]
     python -m bench.startup --importtime [--baseline DIR]
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
+    python -m bench.startup --schema-registry [--scenarios empty]   # each tree with and without
+                                                                     # --schema-registry-listener
 
 Each start is a new ``python -m minibroker.cli.main`` on a fixed free loopback port, polled with
 ApiVersions then Metadata (bench/run.py's first_answers) every 2 ms while the ready file is watched; the data dirs of the loaded scenarios
@@ -54,11 +56,24 @@ INSTALLED = Path("installed")  # a root standing for --installed's interpreter
 _installed_python: list[str] = []
 
 
+def _cpu_ms(pid: int) -> float:
+    """The process's user + system CPU time so far, in ms (/proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
-              importtime: Path | None = None) -> tuple[float, float, float]:
+              importtime: Path | None = None, registry: bool = False) -> tuple[float, ...]:
     """(ms to the ready file, to the first answered ApiVersions, to the first answered
-    Metadata) of one start."""
+    Metadata) of one start; with ``registry`` (--schema-registry-listener on a free port) also
+    the ms to the registry's first 200 to ``GET /subjects``."""
     port = free_port()
+    registry_port = free_port() if registry else None
+    if registry_port is not None:
+        extra = (*extra, "--schema-registry-listener", f"http://127.0.0.1:{registry_port}")
     python, cwd = PY, root
     if root == INSTALLED:
         # the installed package, as a user runs it: not from a checkout on sys.path
@@ -80,23 +95,43 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
         # loop below must see when it appears, not after the probe returns.
         while time.perf_counter() - t0 < limit and proc.poll() is None:
             try:
-                answered.append(first_answers("127.0.0.1", port, t0))
+                answered.append((*first_answers("127.0.0.1", port, t0), _cpu_ms(proc.pid)))
                 return
             except OSError:
                 time.sleep(0.002)
 
+    registry_answered: list[float] = []
+
+    def probe_registry() -> None:
+        import http.client
+        while registry_port is not None and time.perf_counter() - t0 < limit and proc.poll() is None:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", registry_port, timeout=limit)
+                conn.request("GET", "/subjects")
+                if conn.getresponse().status == 200:
+                    registry_answered.append(time.perf_counter() - t0)
+                    return
+            except OSError:
+                pass
+            time.sleep(0.002)
+
     prober = threading.Thread(target=probe, daemon=True)
     prober.start()
+    registry_prober = threading.Thread(target=probe_registry, daemon=True)
+    if registry_port is not None:
+        registry_prober.start()
     try:
-        while time.perf_counter() - t0 < limit and (ready_at is None or not answered):
+        while time.perf_counter() - t0 < limit and (
+                ready_at is None or not answered or (registry_port is not None and not registry_answered)):
             if proc.poll() is not None:
                 raise RuntimeError(f"exited with {proc.returncode} before it was ready")
             if ready_at is None and ready.exists() and ready.stat().st_size:
                 ready_at = time.perf_counter() - t0
             time.sleep(0.001)
-        if ready_at is None or not answered:
+        if ready_at is None or not answered or (registry_port is not None and not registry_answered):
             raise RuntimeError(f"not ready within {limit} s")
-        return ready_at * 1000, answered[0][0] * 1000, answered[0][1] * 1000
+        times = (ready_at * 1000, answered[0][0] * 1000, answered[0][1] * 1000, answered[0][2])
+        return (*times, registry_answered[0] * 1000) if registry_answered else times
     finally:
         proc.terminate()
         try:
@@ -105,6 +140,8 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
             proc.kill()
             proc.wait(10)
         prober.join(15)  # ends with the process (its socket closes, or polls see it gone)
+        if registry_port is not None:
+            registry_prober.join(15)
         if importtime:
             err.close()
 
@@ -218,6 +255,8 @@ def main() -> None:
     p.add_argument("--importtime", action="store_true", help="print the import table instead")
     p.add_argument("--installed", default=None,
                    help="the python of a venv with minibroker installed (pip install .), measured too")
+    p.add_argument("--schema-registry", action="store_true",
+                   help="start each tree with and without --schema-registry-listener, interleaved")
     a = p.parse_args()
     roots = [("this tree", ROOT)] + ([("baseline", a.baseline.resolve())] if a.baseline else [])
     if a.installed:
@@ -244,26 +283,33 @@ def main() -> None:
             one_start(root, Path(d) / "data")
     scenarios = [s for s in a.scenarios.split(",") if s]
     sources = {s: scenario_dir(s, work) for s in scenarios}
-    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    # (label, root, with the registry)
+    variants = [(lb, root, False) for lb, root in roots]
+    if a.schema_registry:
+        variants = [v for lb, root in roots for v in ((lb, root, False), (f"{lb} +registry", root, True))]
+    results: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     for run in range(a.runs):
         for scenario in scenarios:
-            for label, root in (roots if run % 2 == 0 else roots[::-1]):
+            for label, root, registry in (variants if run % 2 == 0 else variants[::-1]):
                 with tempfile.TemporaryDirectory(prefix="startup-run-", dir=work) as d:
                     data = Path(d) / "data"
                     if sources[scenario] is not None:
                         shutil.copytree(sources[scenario], data)
-                    results.setdefault((scenario, label), []).append(one_start(root, data))
+                    results.setdefault((scenario, label), []).append(
+                        one_start(root, data, registry=registry))
         print(f"run {run + 1}/{a.runs} done", file=sys.stderr)
     print(f"\nms from process start, median of {a.runs} (cpus: {os.cpu_count()}, load before: "
           f"{os.getloadavg()[0]:.2f})\n")
-    print("| data dir | " + " | ".join(f"{lb}: ready file | {lb}: first ApiVersions | {lb}: first Metadata"
-                                       for lb, _ in roots) + " |")
-    print("|---|" + "---:|---:|---:|" * len(roots))
+    columns = ("ready file", "first ApiVersions", "first Metadata", "CPU ms at first Metadata") + (
+        ("first GET /subjects",) if a.schema_registry else ())
+    print("| data dir | " + " | ".join(f"{lb}: {c}" for lb, _, _ in variants for c in columns) + " |")
+    print("|---|" + "---:|" * len(columns) * len(variants))
     for scenario in scenarios:
         cells = []
-        for label, _ in roots:
+        for label, _, _ in variants:
             runs = results[(scenario, label)]
-            cells += [f"{statistics.median(r[i] for r in runs):.0f}" for i in range(3)]
+            cells += [f"{statistics.median(r[i] for r in runs):.0f}" if len(runs[0]) > i else "—"
+                      for i in range(len(columns))]
         print(f"| {scenario} | " + " | ".join(cells) + " |")
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)
