@@ -46,7 +46,7 @@ from .handlers.telemetry import TelemetryHandlers
 from .handlers.tokens import TokenHandlers
 from .handlers.txn import TxnHandlers
 from .handlers.txn_admin import TxnAdminHandlers
-from .net.binding import bind, node_port
+from .net.binding import bind, bind_registry, node_port
 from .net.dispatch import Dispatcher
 from .net.early import EarlyListener, Handover, write_ready_file
 from .net.server import Acceptor, KafkaConnection, RequestMemory
@@ -225,8 +225,9 @@ class RunningBroker:
 
 async def start(config: Config, early: EarlyListener | None = None,
                 sockets: list[list[socket.socket]] | None = None,
-                control_sock: socket.socket | None = None) -> RunningBroker:
-    """The broker, serving; ``sockets``/``control_sock``: the listeners the CLI bound before
+                control_sock: socket.socket | None = None,
+                registry_sock: socket.socket | None = None) -> RunningBroker:
+    """The broker, serving; ``sockets``/``control_sock``/``registry_sock``: the listeners the CLI bound before
     the data dir was touched (binding.bind_listeners), bound here when None."""
     # The one place the test-only crash hooks are read from the environment.
     crash_points = CrashPoints.from_env()
@@ -288,10 +289,9 @@ async def start(config: Config, early: EarlyListener | None = None,
         assert injector is not None and request_log is not None and isinstance(clock, ControlledClock)
         control = await _start_control(config.control_listener, broker, clock, injector, request_log,
                                        control_sock)
-    registry_sock = None
-    if config.schema_registry_listener is not None:
+    if config.schema_registry_listener is not None and registry_sock is None:
         try:
-            registry_sock = _bind_registry(config)
+            registry_sock = bind_registry(config)
         except OSError:
             for server in servers:
                 server.close()
@@ -389,21 +389,6 @@ async def _start_control(address: tuple[str, int], broker: Broker, clock: Contro
     return plane
 
 
-def _bind_registry(config: Config) -> socket.socket:
-    """The Schema Registry's socket, listening at once: a client that connects before the
-    registry serves waits in the backlog instead of being refused."""
-    assert config.schema_registry_listener is not None
-    _scheme, host, port = config.schema_registry_listener
-    try:
-        socks = bind(host, port)
-    except OSError as e:
-        raise OSError(e.errno, f"--schema-registry-listener {host}:{port}: {e.strerror}") from None
-    for extra in socks[1:]:
-        extra.close()
-    socks[0].listen(128)
-    return socks[0]
-
-
 def _registry_started(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("registry.start_failed", error=str(task.exception()))
@@ -429,7 +414,7 @@ async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket
     users = None
     if config.schema_registry_auth == "basic":
         users = broker.sasl_credentials.password
-    server = RegistryServer(Registry(topic), users=users)
+    server = RegistryServer(Registry(topic), users=users, cluster_id=broker.cluster_id)
     ssl_context = None
     if scheme == "https":
         if tls is None:
@@ -448,7 +433,8 @@ async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket
 
 async def serve(config: Config, started_at: float | None = None,
                 early: EarlyListener | None = None, sockets: Any = None,
-                control_sock: socket.socket | None = None) -> None:
+                control_sock: socket.socket | None = None,
+                registry_sock: socket.socket | None = None) -> None:
     started_at = started_at or time.perf_counter()
     loop = asyncio.get_running_loop()
     # Handlers first: a SIGTERM during start-up (log recovery can take a while) must stop the
@@ -470,16 +456,17 @@ async def serve(config: Config, started_at: float | None = None,
         scratch = tempfile.mkdtemp(prefix="minibroker-ephemeral-")
         config = replace(config, data_dir=Path(scratch), fsync=FsyncPolicy("never"))
     try:
-        await _serve(config, started_at, stop, early, sockets, control_sock)
+        await _serve(config, started_at, stop, early, sockets, control_sock, registry_sock)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _serve(config: Config, started_at: float, stop: asyncio.Event,
-                 early: EarlyListener | None, sockets: Any, control_sock: socket.socket | None) -> None:
+                 early: EarlyListener | None, sockets: Any, control_sock: socket.socket | None,
+                 registry_sock: socket.socket | None = None) -> None:
     try:
-        running = await start(config, early, sockets, control_sock)
+        running = await start(config, early, sockets, control_sock, registry_sock)
     except OSError as e:
         log.error("broker.listen_failed",
                   listeners=[str(Endpoint(x.name, x.host, x.port)) for x in config.effective_listeners()],
@@ -514,16 +501,17 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
 
 
 def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None,
-        sockets: list[list[socket.socket]] | None = None, control_sock: socket.socket | None = None) -> None:
+        sockets: list[list[socket.socket]] | None = None, control_sock: socket.socket | None = None,
+        registry_sock: socket.socket | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``early``: the listener the CLI started (minibroker/net/early.py),
-    ``sockets``/``control_sock``: the listeners it bound (binding.bind_listeners)."""
+    ``sockets``/``control_sock``/``registry_sock``: the listeners it bound (binding.bind_listeners)."""
     try:
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-            asyncio.run(serve(config, started_at, early, sockets, control_sock))
+            asyncio.run(serve(config, started_at, early, sockets, control_sock, registry_sock))
         else:
-            uvloop.run(serve(config, started_at, early, sockets, control_sock))
+            uvloop.run(serve(config, started_at, early, sockets, control_sock, registry_sock))
     finally:
         # The loop gave the signals back to Python's defaults: what is left of the stop is quiet.
         stop_signals.catch()

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(found)
     # Every listener is bound before the data dir is created or written: a busy port is one
     # line naming it, and leaves the directory as it was.
-    from ..net.binding import ListenError, bind_control, bind_listeners, close_all
+    from ..net.binding import ListenError, bind_control, bind_listeners, bind_registry, close_all
     try:
         sockets = bind_listeners(config)
     except ListenError as e:
@@ -207,11 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     except ListenError as e:
         close_all(sockets)
         return _listen_failed(config, e)
-    why = None if config.ephemeral else check_data_dir(config.data_dir)
-    if why is not None:
+    try:
+        registry_sock = bind_registry(config)
+    except ListenError as e:
         close_all(sockets)
         if control_sock is not None:
             control_sock.close()
+        return _listen_failed(config, e)
+    why = None if config.ephemeral else check_data_dir(config.data_dir)
+    if why is not None:
+        close_all(sockets)
+        for single in (control_sock, registry_sock):
+            if single is not None:
+                single.close()
         return _fail([why])
     if loaded.notes:
         from minibroker_storage.lazylog import get_logger
@@ -224,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     early = early_listener.start(config, sockets)
     from ..app import run
     try:
-        run(config, started, early, sockets, control_sock)
+        run(config, started, early, sockets, control_sock, registry_sock=registry_sock)
     except KeyboardInterrupt:
         # A signal in the instant between the event loop's handlers and stop_signals' again
         # (app.run); the broker had stopped or never served.

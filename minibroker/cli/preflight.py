@@ -86,6 +86,8 @@ def problems(config: Config, data_dir: bool = True) -> list[str]:
         out.append(check_ready_file(config.ready_file))
     if config.control_listener is not None:
         out.append(check_listen_host("--control-listener", config.control_listener[0]))
+    if config.schema_registry_listener is not None:
+        out.append(check_listen_host("--schema-registry-listener", config.schema_registry_listener[1]))
     if config.brokers > 1:
         if len(config.effective_listeners()) > 1:
             out.append(f"--brokers {config.brokers}: virtual brokers take one listener (--host/--port "

@@ -140,6 +140,24 @@ def bind_control(config: Any) -> socket.socket | None:
     return socks[0]
 
 
+def bind_registry(config: Any) -> socket.socket | None:
+    """The --schema-registry-listener's socket (None without one), listening at once: a client
+    that connects before the registry serves (it starts after the Kafka listeners, and the
+    ready file may be written before either) waits in the backlog instead of being refused.
+    ListenError naming it."""
+    if config.schema_registry_listener is None:
+        return None
+    scheme, host, port = config.schema_registry_listener
+    try:
+        socks = bind(host, port)
+        for extra in socks[1:]:
+            extra.close()
+        socks[0].listen(128)
+    except OSError as e:
+        raise ListenError(f"--schema-registry-listener {scheme}://{host_port(host, port)}", e) from None
+    return socks[0]
+
+
 def close_all(bound: list[list[socket.socket]]) -> None:
     for socks in bound:
         for s in socks:

@@ -46,18 +46,19 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 async def _body(request: web.Request) -> Any:
-    text = await request.text()
     try:
+        text = (await request.read()).decode("utf-8")
         return json.loads(text) if text.strip() else None
-    except ValueError as e:
+    except ValueError as e:  # not UTF-8 (UnicodeDecodeError is one) or not JSON
         # Jersey's answer to a body Jackson cannot read: 400 with error_code 400
         raise RegistryError(400, 400, f"Unrecognized request body: {e}") from None
 
 
 class RegistryServer:
     def __init__(self, registry: Registry, *, users: Callable[[str], str | None] | None = None,
-                 wait_s: float = 0.5) -> None:
+                 wait_s: float = 0.5, cluster_id: str | None = None) -> None:
         self.registry = registry
+        self.cluster_id = cluster_id  # the Kafka cluster's, for /v1/metadata/id
         self.users = users  # --schema-registry-auth basic: a user's password, None if unknown
         self.wait_s = wait_s
         self.loaded = asyncio.Event()
@@ -72,8 +73,13 @@ class RegistryServer:
     async def replay(self) -> None:
         """Replay ``_schemas`` a step per loop turn, so the listener (and the broker) answer
         meanwhile."""
-        while not self.registry.replay(limit=REPLAY_STEP):
-            await asyncio.sleep(0)
+        try:
+            while not self.registry.replay(limit=REPLAY_STEP):
+                await asyncio.sleep(0)
+        except Exception:
+            # a partial state must not be served: requests keep getting 50002, the log says why
+            log.exception("registry.replay_failed", offset=self.registry.applied)
+            return
         self.loaded.set()
 
     def start_replay(self) -> None:
@@ -180,7 +186,12 @@ class RegistryServer:
         return _reply({})
 
     async def metadata_id(self, request: web.Request) -> web.Response:
-        return _reply({"scope": {"path": [], "clusters": {"schema-registry-cluster": "schema-registry"}}})
+        # ServerMetadataResource: the Kafka cluster's id and the registry's group id (Confluent's
+        # schema.registry.group.id default)
+        clusters = {"schema-registry-cluster": "schema-registry"}
+        if self.cluster_id is not None:
+            clusters = {"kafka-cluster": self.cluster_id, **clusters}
+        return _reply({"scope": {"path": [], "clusters": clusters}})
 
     async def types(self, request: web.Request) -> web.Response:
         from .formats.lookup import MODULES

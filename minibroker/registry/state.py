@@ -28,6 +28,7 @@ LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSIT
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_LEVEL = "BACKWARD"  # Confluent's schema.compatibility.level default
 DEFAULT_MODE = "READWRITE"
+REQUEST_CACHE = 1024  # schema texts parsed and kept
 
 
 class SchemasLog(Protocol):
@@ -131,6 +132,10 @@ class Registry:
         self.loaded = False
         self.skipped = 0
         self._parsed: dict[int, ParsedSchema] = {}
+        # (type, text as sent, references, normalize) -> (parsed, canonical text): serializers
+        # send the same text again and again (lookups, registrations of a known schema);
+        # cleared when a version goes for good, since a reference may then name another text
+        self._requests: dict[tuple[Any, ...], tuple[ParsedSchema, str]] = {}
 
     # -- replay and apply -----------------------------------------------------------------
     def replay(self, limit: int | None = None) -> bool:
@@ -213,6 +218,7 @@ class Registry:
         if versions is None or version not in versions:
             return
         sv = versions.pop(version)
+        self._requests.clear()
         if not versions:
             del self.versions[subject]
         self._forget_use(sv.id, subject, version)
@@ -354,7 +360,12 @@ class Registry:
         p = self._parsed.get(schema_id)
         if p is None:
             st = self.schemas[schema_id]
-            p = self.formats(st.schema_type).parse(st.schema, self._resolve(st.references, {}))
+            try:
+                p = self.formats(st.schema_type).parse(st.schema, self._resolve(st.references, {}))
+            except (InvalidSchema, UnknownSchemaType, RegistryError) as e:
+                # a record another registry wrote that this one cannot read back
+                raise RegistryError(500, 50001, f"Schema {schema_id} in _schemas cannot be parsed "
+                                    f"to check compatibility against it: {e}") from None
             self._parsed[schema_id] = p
         return p
 
@@ -366,10 +377,19 @@ class Registry:
         if schema_type is not None and not isinstance(schema_type, str):
             raise invalid_schema("schemaType must be a string")
         refs = self._references(body.get("references"))
-        parsed = self.parse(schema_type, body.get("schema"), refs)
-        if normalize or self.normalize_on(subject):
-            parsed = parsed.normalized()
-        return parsed, parsed.canonical(), refs
+        text = body.get("schema")
+        normalize = normalize or self.normalize_on(subject)
+        key = (schema_type or "AVRO", text, refs, normalize)
+        known = self._requests.get(key) if isinstance(text, str) else None
+        if known is None:
+            parsed = self.parse(schema_type, text, refs)
+            if normalize:
+                parsed = parsed.normalized()
+            known = (parsed, parsed.canonical())
+            if len(self._requests) >= REQUEST_CACHE:
+                self._requests.clear()
+            self._requests[key] = known
+        return known[0], known[1], refs
 
     # -- compatibility ----------------------------------------------------------------------
     def compatibility(self, parsed: ParsedSchema, previous: list[r.SchemaValue], level: str) -> list[str]:

@@ -34,6 +34,8 @@ POM = SRC_DIR / "pom.xml"
 JAR_PREFIXES = ("avro-", "jackson-core-", "jackson-databind-", "jackson-annotations-", "slf4j-api-",
                 "commons-compress-")
 ENV_LIBS = "MINIBROKER_TEST_AVRO_LIBS"
+# Another java to run AvroCheck with (e.g. a JDK >= 19, whose Double.toString is the shortest).
+ENV_JAVA = "MINIBROKER_TEST_AVRO_JAVA"
 
 
 def default_libs_dir() -> Path:
@@ -79,7 +81,9 @@ class AvroJava:
         assert tc is not None
         classes = compile_drivers(tc, src_dir=SRC_DIR)
         self.timeout = timeout
-        self.proc = subprocess.Popen(driver_command(tc, classes, "AvroCheck", []), stdin=subprocess.PIPE,
+        command = driver_command(tc, classes, "AvroCheck", [])
+        command[0] = os.environ.get(ENV_JAVA) or command[0]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      encoding="utf-8", bufsize=1)
 

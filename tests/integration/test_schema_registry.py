@@ -225,7 +225,8 @@ def test_answers_while_replaying(broker_factory):
     """A long _schemas (records appended by another writer while this registry was not looking:
     NOOPs, as Confluent's registry writes them) is replayed on the loop after a restart: the
     registry answers meanwhile (the state, or 50002 while it is still loading), never refuses
-    or hangs, and then serves the state the log holds."""
+    or hangs, and then serves the state the log holds; a record it cannot read is skipped and
+    logged."""
     b = broker_factory(name="registry-replay", schema_registry=True)
     url = b.schema_registry_url
     client = SchemaRegistryClient({"url": url})
@@ -234,6 +235,8 @@ def test_answers_while_replaying(broker_factory):
     for _ in range(60_000):
         p.produce("_schemas", key=b'{"keytype":"NOOP","magic":0}', value=None)
         p.poll(0)
+    # and a record no registry wrote: skipped with its reason, the rest replayed
+    p.produce("_schemas", key=b"not json", value=b"{}")
     assert p.flush(60) == 0
     client.close() if hasattr(client, "close") else None
     b.restart()
@@ -250,6 +253,7 @@ def test_answers_while_replaying(broker_factory):
     assert answers[-1] == (200, ["r-value"])
     assert all(a == (200, ["r-value"]) or (a[0] == 500 and a[1]["error_code"] == 50002) for a in answers)
     assert "registry.loaded" in b.log_text()
+    assert "registry.record_skipped" in b.log_text() and "key is not JSON" in b.log_text()
 
 
 def _proto_user(*fields: tuple[str, int, str]):
@@ -333,7 +337,8 @@ def test_compacted_by_the_cleaner_and_replayed_the_same(broker_factory):
 
 
 def test_registry_port_taken_is_one_line(tmp_path):
-    """A taken registry port stops the start with one line naming the option, no traceback."""
+    """A taken registry port stops the start with one line naming the option, no traceback,
+    before the data dir is made (bound with the Kafka listeners, as the CLI binds them)."""
     import socket
     import subprocess
     import sys
@@ -347,7 +352,9 @@ def test_registry_port_taken_is_one_line(tmp_path):
                             f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     out = r.stdout + r.stderr
-    assert f"--schema-registry-listener 127.0.0.1:{port}" in out and "Traceback" not in out
+    assert f"cannot listen on --schema-registry-listener http://127.0.0.1:{port}" in out
+    assert "Traceback" not in out
+    assert not (tmp_path / "data").exists()  # refused before the data dir was made
 
 
 def test_avro_references(registry_broker):

@@ -272,7 +272,7 @@ def test_nothing_heavy_is_imported_before_the_first_answer(tmp_path):
 import sys, types
 from pathlib import Path
 fake = types.ModuleType("minibroker.app")
-def run(config, started, early, sockets=None, control_sock=None):
+def run(config, started, early, sockets=None, control_sock=None, registry_sock=None):
     heavy = sorted(m for m in ("asyncio", "uvloop", "kio", "structlog", "minibroker.broker",
                                "minibroker.net.dispatch", "minibroker.net.server", "minibroker_storage.log")
                    if m in sys.modules)

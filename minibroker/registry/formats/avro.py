@@ -19,9 +19,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import struct
+import unicodedata
 from collections.abc import Iterator, Mapping
-from decimal import Decimal
+from contextvars import ContextVar
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from .base import InvalidSchema
@@ -60,7 +63,7 @@ def _java_double(x: float) -> str:
         return '"Infinity"' if x > 0 else '"-Infinity"'
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
-    return _java_decimal(repr(abs(x)), x < 0, 1e-3 <= abs(x) < 1e7)
+    return _java_decimal(repr(abs(x)), x < 0, 1e-3 <= abs(x) < 1e7, abs(x))
 
 
 def _java_float(x: float) -> str:
@@ -75,10 +78,18 @@ def _java_float(x: float) -> str:
     return _java_decimal(text, f < 0, 1e-3 <= abs(f) < 1e7)
 
 
-def _java_decimal(shortest: str, negative: bool, plain: bool) -> str:
-    sign, digit_tuple, exponent = Decimal(shortest).normalize().as_tuple()
+def _java_decimal(shortest: str, negative: bool, plain: bool, exact: float | None = None) -> str:
+    """Java's rendering of a shortest decimal: at least two significant digits, and when the
+    shortest has one, the two-digit decimal nearest the exact binary value (JDK 19+'s
+    Double.toString: 1e-322 is 9.9E-323; JDK 17's older algorithm differs on such values)."""
+    _, digit_tuple, exponent = Decimal(shortest).normalize().as_tuple()
     digits = "".join(map(str, digit_tuple))
     assert isinstance(exponent, int)
+    if len(digits) == 1 and exact is not None:
+        value = Decimal(exact)
+        two = value.scaleb(-value.adjusted() + 1).quantize(Decimal(1), rounding=ROUND_HALF_EVEN)
+        if int(two) % 10 and float(two.scaleb(value.adjusted() - 1)) == exact:
+            digits, exponent = str(int(two)), value.adjusted() - 1
     if plain:
         point = len(digits) + exponent  # digits before the decimal point
         if point <= 0:
@@ -163,7 +174,14 @@ def _strict_name_error(name: str | None) -> str | None:
     return None
 
 
+# Which NameValidator the parse in progress uses, as Java's Schema.VALIDATE_NAMES thread-local:
+# STRICT for a new registration, none for a schema already registered (Confluent's getParser).
+_STRICT_NAMES: ContextVar[bool] = ContextVar("avro_strict_names", default=True)
+
+
 def _validate_name(name: str | None) -> str:
+    if not _STRICT_NAMES.get():
+        return name  # type: ignore[return-value]  # NO_VALIDATION lets even a missing name by
     error = _strict_name_error(name)
     if error is not None:
         raise _Error(error)
@@ -319,6 +337,7 @@ class _Context:
     def __init__(self) -> None:
         self.old: dict[str, Named] = {}
         self.new: dict[str, Named] = {}
+        self.validate_defaults = True
 
     def find(self, name: str, space: str | None) -> Schema:
         if name in PRIMITIVES:
@@ -331,7 +350,7 @@ class _Context:
         full = schema.name.full
         parts = full.split(".")
         for part in parts[:-1]:
-            error = _strict_name_error(part)
+            error = _strict_name_error(part) if _STRICT_NAMES.get() else None
             if error is not None:
                 raise _Error(f'Namespace part "{part}" is invalid: {error}')
         known = self.old.get(full)
@@ -455,9 +474,9 @@ def _parse_name(node: dict[str, Any], space: str | None) -> Name:
 
 
 def _parse_alias_list(node: dict[str, Any]) -> list[str] | None:
-    aliases = node.get("aliases") if "aliases" in node else None
     if "aliases" not in node:
         return None
+    aliases = node["aliases"]
     if not isinstance(aliases, list):
         raise _Error(f"aliases not an array: {_jval(node)}")
     out: list[str] = []
@@ -524,24 +543,27 @@ def _parse_field(node: Any, ctx: _Context, space: str | None, position: int) -> 
     # Schema.Field's constructor validates the default against the type as parsed so far: a
     # type named before its definition is still a placeholder record (only an object passes);
     # SchemaResolver validates again once the names are resolved (_check_defaults).
-    _check_default(field)
+    if ctx.validate_defaults:
+        _check_default(field)
     _props(node, field.props, FIELD_RESERVED, schema=False)
     field.aliases = _parse_alias_list(node) or []
     return field
 
 
+_JAVA_DECIMAL = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)")
+_JAVA_HEX = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?")
+
+
 def _parse_java_double(text: str) -> float:
-    """Double.parseDouble (a float field's default given as a string, e.g. "NaN")."""
-    t = text.strip()
-    body = t.lstrip("+-")
-    if body in ("NaN", "Infinity"):
-        return float(t)
-    try:
-        if body.lower().startswith(("nan", "inf")):
-            raise ValueError
-        return float(t.rstrip("dDfF") if t[-1:] in "dDfF" else t)
-    except (ValueError, IndexError):
-        raise _Error(f'For input string: "{text}"' if t else "empty String") from None
+    """Double.parseDouble (a float field's default given as a string, e.g. "NaN"): Java's
+    grammar, leading and trailing control characters and spaces ignored."""
+    t = text.strip("".join(map(chr, range(33))))
+    if _JAVA_DECIMAL.fullmatch(t):
+        return float(t.rstrip("fFdD") if not t.endswith("Infinity") else t)
+    hex_float = _JAVA_HEX.fullmatch(t)
+    if hex_float:
+        return float.fromhex(hex_float.group(1))
+    raise _Error(f'For input string: "{text}"' if t else "empty String")
 
 
 def _resolve(schema: Schema, ctx: _Context, done: set[int]) -> Schema:
@@ -635,7 +657,8 @@ def _check_defaults(roots: list[Schema], ctx: _Context) -> None:
         if isinstance(s, Record) and not filled[id(s)]:
             unfinished = {k for k, done in filled.items() if not done}
             for f in s.fields:
-                _check_default(f, unfinished, ctx.old)
+                if ctx.validate_defaults:
+                    _check_default(f, unfinished, ctx.old)
             filled[id(s)] = True
 
     for root in roots:
@@ -758,6 +781,10 @@ def _parse_text(text: str, ctx: _Context) -> Schema:
         ctx.new.clear()
         raise
     ctx.commit()
+    if isinstance(schema, Unresolved) and schema.full not in ctx.old:
+        # The text is only a name nothing defines: ParseContext.resolve looks the placeholder's
+        # own name up and fails (a NullPointerException with this message).
+        raise _Error(f"Unknown schema: org.apache.avro.compiler.UnresolvedSchema_{schema.number}")
     _check_defaults([*ctx.old.values(), schema], ctx)
     for named in list(ctx.old.values()):
         _resolve(named, ctx, set())
@@ -1267,8 +1294,10 @@ class AvroSchema:
 
     schema_type = "AVRO"
 
-    def __init__(self, schema: Schema, references: Mapping[str, str], reference_names: list[str]) -> None:
+    def __init__(self, schema: Schema, references: Mapping[str, str], reference_names: list[str],
+                 new: bool = True) -> None:
         self.schema = schema
+        self.new = new
         self.references = dict(references)
         self.reference_names = reference_names
         self._canonical: str | None = None
@@ -1286,7 +1315,7 @@ class AvroSchema:
         null namespace nested in a namespaced one comes back in the enclosing namespace."""
         out: list[str] = []
         _normalized_text(self.schema, {n: _jstr(n) for n in self.reference_names}, out)
-        return FORMAT.parse("".join(out), self.references)
+        return FORMAT.parse("".join(out), self.references, new=self.new)
 
     def parsing_form(self) -> str:
         """SchemaNormalization.toParsingForm: what Avro's schema fingerprints are taken of."""
@@ -1310,12 +1339,50 @@ class AvroSchema:
         return f"AvroSchema({self.canonical()})"
 
 
+def _utf_name_error(name: str | None) -> str | None:
+    """NameValidator.UTF_VALIDATOR: Character.isLetter / isLetterOrDigit rather than ASCII."""
+    if name is None:
+        return "Null name"
+    if not name:
+        return "Empty name"
+    if not (name[0] == "_" or unicodedata.category(name[0]).startswith("L")):
+        return f"Illegal initial character: {name}"
+    for c in name[1:]:
+        if not (c == "_" or unicodedata.category(c).startswith("L") or unicodedata.category(c) == "Nd"):
+            return f"Illegal character in: {name}"
+    return None
+
+
+def _validate_utf_names(schema: Schema) -> None:
+    """Confluent's AvroSchemaUtils.validateNames, run on a schema parsed without validation:
+    the names of types, fields and enum symbols (not namespaces, not aliases), UTF rules."""
+    for s in _walk(schema):
+        checked: list[str | None] = []
+        if isinstance(s, Named):
+            checked.append(s.name.name)
+        if isinstance(s, Record):
+            for f in s.fields:
+                checked.append(f.name)
+        elif isinstance(s, Enum):
+            checked.extend(s.symbols)
+        for name in checked:
+            error = _utf_name_error(name)
+            if error is not None:
+                raise _Error(error)
+
+
 class AvroFormat:
     name = "AVRO"
 
-    def parse(self, text: str, references: Mapping[str, str]) -> AvroSchema:
+    def parse(self, text: str, references: Mapping[str, str], *, new: bool = True) -> AvroSchema:
+        """Parse as Confluent's AvroSchema does. ``new`` (a registration) validates names
+        strictly and defaults; ``new=False`` (a lookup, or a schema read back from
+        ``_schemas``, perhaps registered by an older registry) parses without either, then
+        checks the schema's own names with the UTF rules."""
         ctx = _Context()
+        ctx.validate_defaults = new
         names: list[str] = []
+        token = _STRICT_NAMES.set(new)
         try:
             # AvroSchema's constructor: each referenced text through the same parser first, in
             # the order given (dependency order), then the schema itself.
@@ -1323,11 +1390,15 @@ class AvroFormat:
                 ref = _parse_text(ref_text, ctx)
                 names.append(ref.full_name)
             schema = _parse_text(text, ctx)
+            if not new:
+                _validate_utf_names(schema)
         except _Error as e:
             raise InvalidSchema(str(e)) from None
         except RecursionError:
             raise InvalidSchema("schema nested too deeply") from None
-        return AvroSchema(schema, references, names)
+        finally:
+            _STRICT_NAMES.reset(token)
+        return AvroSchema(schema, references, names, new)
 
 
 FORMAT = AvroFormat()

@@ -7,11 +7,15 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 import org.apache.avro.NameValidator;
 import org.apache.avro.Schema;
 import org.apache.avro.SchemaCompatibility;
 import org.apache.avro.SchemaNormalization;
+import org.apache.avro.SchemaParseException;
 
 /**
  * Apache Avro's answers for the AVRO format's differential test (tests/differential/test_avro_java.py).
@@ -28,10 +32,58 @@ public final class AvroCheck {
 
   private AvroCheck() {}
 
-  private static Schema parse(String text, JsonNode refs, ObjectNode out) {
+  /**
+   * What Confluent's AvroSchemaUtils.validateNames checks after a parse without validation (a
+   * schema not new): the names of types, fields and enum symbols, with Avro's UTF validator.
+   */
+  private static void checkNames(Schema schema, Set<Schema> seen) {
+    if (!seen.add(schema)) {
+      return;
+    }
+    List<String> names = new ArrayList<>();
+    switch (schema.getType()) {
+      case RECORD:
+        names.add(schema.getName());
+        for (Schema.Field field : schema.getFields()) {
+          names.add(field.name());
+          checkNames(field.schema(), seen);
+        }
+        break;
+      case ENUM:
+        names.add(schema.getName());
+        names.addAll(schema.getEnumSymbols());
+        break;
+      case FIXED:
+        names.add(schema.getName());
+        break;
+      case ARRAY:
+        checkNames(schema.getElementType(), seen);
+        break;
+      case MAP:
+        checkNames(schema.getValueType(), seen);
+        break;
+      case UNION:
+        for (Schema branch : schema.getTypes()) {
+          checkNames(branch, seen);
+        }
+        break;
+      default:
+        break;
+    }
+    for (String name : names) {
+      NameValidator.Result result = NameValidator.UTF_VALIDATOR.validate(name);
+      if (!result.isOK()) {
+        throw new SchemaParseException(result.getErrors());
+      }
+    }
+  }
+
+  private static Schema parse(String text, JsonNode refs, boolean lenient, ObjectNode out) {
     try {
-      Schema.Parser parser = new Schema.Parser(NameValidator.STRICT_VALIDATOR);
-      parser.setValidateDefaults(true);
+      // Confluent's AvroSchema.getParser: strict names and defaults validated for a new schema,
+      // neither for one already registered (then validateNames on the schema itself).
+      Schema.Parser parser = new Schema.Parser(lenient ? NameValidator.NO_VALIDATION : NameValidator.STRICT_VALIDATOR);
+      parser.setValidateDefaults(!lenient);
       List<Schema> known = new ArrayList<>();
       if (refs != null) {
         for (JsonNode ref : refs) {
@@ -39,6 +91,9 @@ public final class AvroCheck {
         }
       }
       Schema schema = parser.parse(text);
+      if (lenient) {
+        checkNames(schema, Collections.newSetFromMap(new IdentityHashMap<>()));
+      }
       out.put("ok", true);
       out.put("canonical", schema.toString(known, false));
       out.put("parsing_form", SchemaNormalization.toParsingForm(schema));
@@ -62,9 +117,11 @@ public final class AvroCheck {
       JsonNode request = MAPPER.readTree(line);
       ObjectNode answer = MAPPER.createObjectNode();
       answer.set("id", request.get("id"));
+      answer.put("jdk", Runtime.version().feature());
       JsonNode refs = request.get("refs");
-      Schema reader = parse(request.get("reader").textValue(), refs, answer.putObject("reader"));
-      Schema writer = parse(request.get("writer").textValue(), refs, answer.putObject("writer"));
+      boolean lenient = request.path("lenient").asBoolean(false);
+      Schema reader = parse(request.get("reader").textValue(), refs, lenient, answer.putObject("reader"));
+      Schema writer = parse(request.get("writer").textValue(), refs, lenient, answer.putObject("writer"));
       if (reader != null && writer != null) {
         ObjectNode compat = answer.putObject("compat");
         try {

@@ -54,6 +54,8 @@ async def test_register_get_and_list(client):
                                           headers={"Content-Type": "application/json"}))
     assert found["version"] == 1 and found["id"] == 1
     assert await _json(await client.get("/")) == {}
+    meta = await _json(await client.get("/v1/metadata/id"))
+    assert meta["scope"]["clusters"]["schema-registry-cluster"] == "schema-registry"
 
 
 @pytest.mark.parametrize("method,path,body,status,code", [
@@ -62,6 +64,7 @@ async def test_register_get_and_list(client):
     ("get", "/schemas/ids/5", None, 404, 40403),
     ("get", "/subjects/nope/versions/zero", None, 422, 42202),
     ("post", "/subjects/x/versions", "{not json", 400, 400),
+    ("post", "/subjects/x/versions", b"\xff\xfe{}", 400, 400),
     ("post", "/subjects/x/versions", json.dumps({"schema": "{"}), 422, 42201),
     ("put", "/config", json.dumps({"compatibility": "SIDEWAYS"}), 422, 42203),
     ("get", "/config/nope", None, 404, 40408),

@@ -247,3 +247,29 @@ def test_import_mode_clears_soft_deleted_versions_first():
     assert json.loads(log.records[-2][0]) == {"keytype": "CLEAR_SUBJECT", "subject": "s", "magic": 0}
     assert reg.register("s", body({"z": False}, id=1, version=1)) == (1, 1)
     assert new(log).get_version("s", 1).schema == '{"fields":{"z":false}}'
+
+
+def test_parsed_texts_are_reused_until_a_version_goes_for_good():
+    fmt = ToyFormat()
+    reg = Registry(MemoryLog(), formats=_formats(fmt))
+    reg.replay()
+    reg.register("base", body({"old": False}))
+    refs = [{"name": "Base", "subject": "base", "version": 1}]
+    reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
+    parsed = len(fmt.parsed)
+    reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
+    assert len(fmt.parsed) == parsed  # the same text: parsed once
+    reg.delete_subject("base", permanent=False)
+    reg.delete_subject("base", permanent=True)
+    reg.register("base", body({"new": False}))  # version 1 again, another text
+    reg.check_compatibility("top", "latest", body({"b": False}, references=refs))
+    assert fmt.parsed[-1][1] == {"Base": '{"fields":{"new":false}}'}
+
+
+def test_a_stored_schema_that_does_not_parse_is_a_clear_50001():
+    log = MemoryLog()
+    log.records.append((r.schema_key("s", 1), r.SchemaValue("s", 1, 1, "AVRO", "{broken").encode()))
+    reg = new(log)
+    with pytest.raises(RegistryError) as e:
+        reg.register("s", body({"a": True}))
+    assert (e.value.status, e.value.code) == (500, 50001) and "Schema 1 in _schemas" in e.value.message
