@@ -8,6 +8,8 @@ and where the time goes (``-X importtime``).
     python -m bench.startup [--runs 7] [--work DIR] [--baseline DIR] [--scenarios empty,log1g,txn1m]
     python -m bench.startup --importtime [--baseline DIR]
     python -m bench.startup --installed VENV_PYTHON ...   # also an installed minibroker (pip install .)
+    python -m bench.startup --schema-registry [--scenarios empty]   # each tree with and without
+                                                                     # --schema-registry-listener
 
 Each start is a new ``python -m minibroker`` with ``--port 0``, polled with ``first_useful``'s requests
 every 2 ms once its ready file names the port it bound; the data dirs of the loaded scenarios
@@ -178,10 +180,14 @@ def cpu_ms(pid: int) -> float:
 
 
 def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: float = 120.0,
-              importtime: Path | None = None) -> tuple[float, ...]:
+              importtime: Path | None = None, registry: bool = False) -> tuple[float, ...]:
     """ms to the ready file, to the first answered ApiVersions, to the first answered
     Metadata (auto-creating a topic) and to the first acked idempotent produce, and the CPU ms
-    the broker used until then, of one start."""
+    the broker used until then, of one start; with ``registry`` (--schema-registry-listener on a
+    free port) also the ms to the registry's first 200 to ``GET /subjects``."""
+    registry_port = _free_port() if registry else None
+    if registry_port is not None:
+        extra = (*extra, "--schema-registry-listener", f"http://127.0.0.1:{registry_port}")
     python, cwd = PY, root
     if root == INSTALLED:
         # the installed package, as a user runs it: not from a checkout on sys.path
@@ -225,10 +231,32 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
             except OSError:
                 time.sleep(0.002)
 
+    registry_answered: list[float] = []
+
+    def probe_registry() -> None:
+        import http.client
+        while registry_port is not None and time.perf_counter() - t0 < limit and proc.poll() is None:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", registry_port, timeout=limit)
+                conn.request("GET", "/subjects")
+                if conn.getresponse().status == 200:
+                    registry_answered.append(time.perf_counter() - t0)
+                    return
+            except OSError:
+                pass
+            time.sleep(0.002)
+
     prober = threading.Thread(target=probe, daemon=True)
     prober.start()
+    registry_prober = threading.Thread(target=probe_registry, daemon=True)
+    if registry_port is not None:
+        registry_prober.start()
+
+    def waiting() -> bool:
+        return ready_at is None or not answered or (registry_port is not None and not registry_answered)
+
     try:
-        while time.perf_counter() - t0 < limit and (ready_at is None or not answered):
+        while time.perf_counter() - t0 < limit and waiting():
             if failed:
                 raise RuntimeError(str(failed[0]))
             if proc.poll() is not None:
@@ -236,10 +264,11 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
             if ready_at is None and ready.exists() and ready.stat().st_size:
                 ready_at = time.perf_counter() - t0
             time.sleep(0.001)
-        if ready_at is None or not answered:
+        if waiting():
             raise RuntimeError(f"not ready within {limit} s")
         *times, cpu = answered[0]
-        return (ready_at * 1000, *(x * 1000 for x in times), cpu)
+        out = (ready_at * 1000, *(x * 1000 for x in times), cpu)
+        return (*out, registry_answered[0] * 1000) if registry_answered else out
     finally:
         proc.terminate()
         try:
@@ -248,8 +277,16 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
             proc.kill()
             proc.wait(10)
         prober.join(15)  # ends with the process (its socket closes, or polls see it gone)
+        if registry_port is not None:
+            registry_prober.join(15)
         if importtime:
             err.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 # -- the loaded scenarios ----------------------------------------------------------------------
@@ -360,6 +397,8 @@ def main() -> None:
     p.add_argument("--importtime", action="store_true", help="print the import table instead")
     p.add_argument("--installed", default=None,
                    help="the python of a venv with minibroker installed (pip install .), measured too")
+    p.add_argument("--schema-registry", action="store_true",
+                   help="start each tree with and without --schema-registry-listener, interleaved")
     a = p.parse_args()
     roots = [("this tree", ROOT)] + ([("baseline", a.baseline.resolve())] if a.baseline else [])
     if a.installed:
@@ -386,25 +425,32 @@ def main() -> None:
             one_start(root, Path(d) / "data")
     scenarios = [s for s in a.scenarios.split(",") if s]
     sources = {s: scenario_dir(s, work) for s in scenarios}
+    # (label, root, with the registry)
+    variants = [(lb, root, False) for lb, root in roots]
+    if a.schema_registry:
+        variants = [v for lb, root in roots for v in ((lb, root, False), (f"{lb} +registry", root, True))]
+    columns = COLUMNS + (("first GET /subjects",) if a.schema_registry else ())
     results: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     for run in range(a.runs):
         for scenario in scenarios:
-            for label, root in (roots if run % 2 == 0 else roots[::-1]):
+            for label, root, registry in (variants if run % 2 == 0 else variants[::-1]):
                 with tempfile.TemporaryDirectory(prefix="startup-run-", dir=work) as d:
                     data = Path(d) / "data"
                     if sources[scenario] is not None:
                         shutil.copytree(sources[scenario], data)
-                    results.setdefault((scenario, label), []).append(one_start(root, data))
+                    results.setdefault((scenario, label), []).append(
+                        one_start(root, data, registry=registry))
         print(f"run {run + 1}/{a.runs} done", file=sys.stderr)
     print(f"\nms from process start, median of {a.runs} (cpus: {os.cpu_count()}, load before: "
           f"{os.getloadavg()[0]:.2f})\n")
-    print("| data dir | " + " | ".join(f"{lb}: {c}" for lb, _ in roots for c in COLUMNS) + " |")
-    print("|---|" + "---:|" * len(COLUMNS) * len(roots))
+    print("| data dir | " + " | ".join(f"{lb}: {c}" for lb, _, _ in variants for c in columns) + " |")
+    print("|---|" + "---:|" * len(columns) * len(variants))
     for scenario in scenarios:
         cells = []
-        for label, _ in roots:
+        for label, _, _ in variants:
             runs = results[(scenario, label)]
-            cells += [f"{statistics.median(r[i] for r in runs):.0f}" for i in range(len(COLUMNS))]
+            cells += [f"{statistics.median(r[i] for r in runs):.0f}" if len(runs[0]) > i else "—"
+                      for i in range(len(columns))]
         print(f"| {scenario} | " + " | ".join(cells) + " |")
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -548,6 +548,7 @@ async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket
         ssl_context = tls
     await server.start(sock, ssl_context)
     server.start_replay()
+    broker.schema_registry = server
     log.info("registry.listening", url=f"{scheme}://{host}:{server.port}",
              auth=config.schema_registry_auth)
     return server

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from minibroker_protocol.record_checks import RecordRules
 from minibroker_protocol.topics import GROUP_METADATA_TOPIC, SHARE_GROUP_STATE_TOPIC
@@ -70,6 +70,9 @@ class Broker:
         # Its own: the points are armed (and given the fault book) once this broker serves.
         crash_points = crash_points if crash_points is not None else CrashPoints()
         self.crash_points = crash_points
+        # registry.http.RegistryServer once --schema-registry-listener serves (app._start_registry);
+        # the control listener's /metrics and console read it
+        self.schema_registry: Any = None
         config.data_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         # before meta.properties is made: a data dir without it is a new one (load_features)

@@ -188,7 +188,9 @@ fi
 # --- Apache Avro (Java), the reference of the AVRO schema format (tests/differential/test_avro_java.py) --
 # avro 1.12.2 and its runtime jars from Maven Central (tests/differential/avro_java/pom.xml) into
 # ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/avro-1.12.2/libs, and AvroCheck.java compiled
-# against them into the cache's java-classes; nothing is fetched when already there.
+# against them into the cache's java-classes; nothing is fetched when already there. The same jars,
+# with kafka-clients', are the classpath of the Schema Registry's Java client
+# (tests/integration/registry_java, compiled by tests/integration/test_schema_registry_java.py).
 log "Apache Avro jars (python -m tests.differential.avro_java fetch)"
 "$VENV_PY" -m tests.differential.avro_java fetch >/dev/null
 

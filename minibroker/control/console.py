@@ -14,6 +14,9 @@ step, no CDN) and one JSON answer per poll:
     GET /v1/console/groups        {"groups": [...]}
     GET /v1/console/telemetry     {"served", "subscriptions", "clients"}: KIP-714 client
                                   instances and the metrics they pushed
+    GET /v1/console/registry      the built-in Schema Registry's subjects and versions
+                                  (registry_views.subjects); #/registry/<subject> shows one
+    GET /v1/console/registry/diff ?subject=S&a=N&b=M: two versions of S and a unified diff
 
 Transactions and their timelines come from /v1/transactions (txn_routes.py), share groups and
 their records' stories from /v1/share (share_routes.py); the console polls about once a second.
@@ -26,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import views
+from . import registry_views, views
 
 STATIC = Path(__file__).parent / "static"
 # Only these are served: a request names a file, never a path.
@@ -69,12 +72,30 @@ def add_routes(router: Any, plane: Any) -> None:
     async def telemetry(request: web.Request) -> web.Response:
         return web.json_response(views.telemetry(broker()))
 
+    async def registry(request: web.Request) -> web.Response:
+        return web.json_response(registry_views.subjects(broker()))
+
+    async def registry_diff(request: web.Request) -> web.Response:
+        subject = request.query.get("subject")
+        try:
+            a, b = int(request.query.get("a", "")), int(request.query.get("b", ""))
+        except ValueError:
+            raise web.HTTPBadRequest(reason="a and b must be version numbers") from None
+        if not subject:
+            raise web.HTTPBadRequest(reason="subject is required")
+        found = registry_views.version_diff(broker(), subject, a, b)
+        if found is None:
+            return web.json_response({"error": f"no versions {a} and {b} of subject {subject}"}, status=404)
+        return web.json_response(found)
+
     router.add_get("/", index)
     router.add_get("/static/{name}", static)
     router.add_get("/v1/console/overview", overview)
     router.add_get("/v1/console/partitions", partitions)
     router.add_get("/v1/console/groups", groups)
     router.add_get("/v1/console/telemetry", telemetry)
+    router.add_get("/v1/console/registry", registry)
+    router.add_get("/v1/console/registry/diff", registry_diff)
 
 
 def _file(name: str) -> web.StreamResponse:

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from minibroker_storage.lazylog import get_logger
 
-from . import share_views, views
+from . import registry_views, share_views, views
 from .request_counts import api_name
 
 log = get_logger("minibroker.control.metrics")
@@ -113,6 +113,7 @@ class BrokerCollector(Collector):
                     lag.add_metric([g["group_id"], o["topic"], str(o["partition"])], o["lag"])
         yield from (lag, members)
         yield from _share_metrics(broker)
+        yield from _registry_metrics(broker)
 
 
 def _share_metrics(broker: Any) -> Iterator[Metric]:
@@ -158,6 +159,32 @@ def _share_metrics(broker: Any) -> Iterator[Metric]:
         for group, n in sorted(dlq.failed.items()):
             failed.add_metric([group], n)
         yield from (written, failed)
+
+
+def _registry_metrics(broker: Any) -> Iterator[Metric]:
+    """The built-in Schema Registry, when it serves: its state's sizes (gauges) and its answers
+    since the start by route pattern and HTTP status (a counter)."""
+    counts = registry_views.counts(broker)
+    if counts is None:
+        return
+    yield GaugeMetricFamily("minibroker_schema_registry_subjects",
+                            "Subjects with a live version.", value=counts["subjects"])
+    yield GaugeMetricFamily("minibroker_schema_registry_deleted_subjects",
+                            "Subjects whose every version is soft-deleted.", value=counts["deleted_subjects"])
+    versions = GaugeMetricFamily("minibroker_schema_registry_versions",
+                                 "Versions of all subjects, live or soft-deleted.", labels=["state"])
+    versions.add_metric(["live"], counts["versions"])
+    versions.add_metric(["deleted"], counts["deleted_versions"])
+    yield versions
+    yield GaugeMetricFamily("minibroker_schema_registry_schemas",
+                            "Schema ids (one per distinct schema, whatever the subjects using it).",
+                            value=counts["schemas"])
+    requests = CounterMetricFamily("minibroker_schema_registry_requests",
+                                   "Schema Registry answers, by method, route and HTTP status.",
+                                   labels=["method", "route", "status"])
+    for (method, route, status), n in sorted(registry_views.requests(broker).items()):
+        requests.add_metric([method, route, str(status)], n)
+    yield requests
 
 
 def add_routes(router: Any, plane: Any) -> None:

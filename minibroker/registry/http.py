@@ -65,6 +65,9 @@ class RegistryServer:
         self.runner: web.AppRunner | None = None
         self.port = 0
         self._replay: asyncio.Task | None = None
+        # answers since the start by (method, route pattern, HTTP status), for the control
+        # listener's /metrics (control/metrics.py reads it at scrape time)
+        self.requests: dict[tuple[str, str, int], int] = {}
 
     # -- replay -----------------------------------------------------------------------------
     async def replay(self) -> None:
@@ -120,6 +123,16 @@ class RegistryServer:
     @web.middleware
     async def _guard(self, request: web.Request,
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        resp = await self._answer(request, handler)
+        # the route's pattern, not the path: one series per route whatever the subject or id
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        key = (request.method, route, resp.status)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        return resp
+
+    async def _answer(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         if self.users is not None and not self._authorized(request.headers.get("Authorization")):
             # Confluent's basic auth (Jetty): 401 with the challenge; clients then send credentials
             resp = _error(401, 401, "Unauthorized")

@@ -138,3 +138,21 @@ def test_produce_path_smoke(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
         assert "us CPU per request" in r.stdout
     assert os.listdir(tmp_path) == []  # the temp data dirs are gone
+
+
+def test_registry_bench_smoke(tmp_path):
+    """bench/registry.py with tiny sizes: every row measured, the throughput line printed."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.registry", "--schemas", "5", "--evolve", "3", "--lookups", "5",
+         "--seconds", "0.5", "--clients", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "| n |" not in line]
+    assert [row.split(" | ")[0].lstrip("| ") for row in rows] == [
+        "register, new subject", "register, evolve (BACKWARD check)", "register, existing schema",
+        "lookup", "get by id"]
+    assert [row.split(" | ")[1] for row in rows] == ["5", "3", "5", "5", "5"]
+    assert " lookups/s; broker CPU " in r.stdout
+    assert not list(tmp_path.glob("minibroker-*")), "a data dir was left behind"

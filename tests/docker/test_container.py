@@ -393,12 +393,55 @@ def test_compose_sasl_ssl_environment(podman, broker_image, examples_image, tmp_
     _compose_environment(podman, SASL_COMPOSE_FILE, "compose-sasl", tmp_path)
 
 
+def _registry_through_compose(bootstrap: str, url: str, project: str) -> None:
+    """The same container's Schema Registry, published on the host: confluent-kafka's Avro
+    serializer registers and evolves a schema, produces through the EXTERNAL listener, the
+    deserializer reads it back, and an incompatible change gets 409."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    v1 = json.dumps({"type": "record", "name": "Word", "fields": [{"name": "text", "type": "string"}]})
+    v2 = json.dumps({"type": "record", "name": "Word", "fields": [
+        {"name": "text", "type": "string"}, {"name": "n", "type": "int", "default": 0}]})
+    bad = json.dumps({"type": "record", "name": "Word", "fields": [{"name": "text", "type": "long"}]})
+    topic = f"avro-{project}"
+    client = SchemaRegistryClient({"url": url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    # one partition: the compose broker makes 4 by default, and the order is checked
+    p.produce(topic, value=AvroSerializer(client, v1)({"text": "one"}, ctx), partition=0)
+    p.produce(topic, value=AvroSerializer(client, v2)({"text": "two", "n": 2}, ctx), partition=0)
+    assert p.flush(30) == 0
+    del p  # no client left reconnecting once the environment is down
+    assert client.get_versions(f"{topic}-value") == [1, 2]
+    with pytest.raises(SchemaRegistryError) as e:
+        client.register_schema(f"{topic}-value", Schema(bad, "AVRO"))
+    assert e.value.http_status_code == 409
+    de = AvroDeserializer(client, v2)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"avro-{project}", "auto.offset.reset": "earliest",
+                  "broker.address.family": "v4"})
+    c.subscribe([topic])
+    got: list = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(de(m.value(), ctx))
+    finally:
+        c.close()
+    assert got == [{"text": "one", "n": 0}, {"text": "two", "n": 2}]
+
+
 def _compose_environment(podman, file, label: str, tmp_path=None) -> None:
     need_tools("docker-compose")
     project = f"mbtest{uuid.uuid4().hex[:8]}"
-    port = free_port()
+    port, registry_port = free_port(), free_port()
     env = {**os.environ, "DOCKER_HOST": podman.start_service(), "MINIBROKER_HOST_PORT": str(port),
-           "COMPOSE_PROJECT_NAME": project}
+           "MINIBROKER_REGISTRY_HOST_PORT": str(registry_port), "COMPOSE_PROJECT_NAME": project}
     names = {svc: podman.container(f"{project}_{svc}_1")
              for svc in ("minibroker", "producer", "pipeline", "consumer")}
     sasl = file == SASL_COMPOSE_FILE
@@ -464,6 +507,8 @@ def _compose_environment(podman, file, label: str, tmp_path=None) -> None:
                 c.close()
             assert len(values) == 80 and len(set(values)) == 80, values
             assert all(v == v.upper() and "ABORTED" not in v for v in values), values
+            if not sasl:
+                _registry_through_compose(bootstrap, f"http://{HOST}:{registry_port}", project)
     finally:
         t0 = time.monotonic()
         down = compose_cmd("down", "-v", "--timeout", "20", env=env, timeout=180, file=file)

@@ -285,8 +285,8 @@
   }
 
   async function pollOverview() {
-    const [ov, tx, sh] = await Promise.all([getJSON("/v1/console/overview"), getJSON("/v1/transactions"),
-                                            getJSON("/v1/share/groups")]);
+    const [ov, tx, sh, sr] = await Promise.all([getJSON("/v1/console/overview"), getJSON("/v1/transactions"),
+                                                getJSON("/v1/share/groups"), getJSON("/v1/console/registry")]);
     if (!ov.ok || !ov.body) throw new Error((ov.body && ov.body.error) || "HTTP " + ov.status);
     renderHeader(ov.body, ov.body.now_ms);
     renderPartitions(ov.body.partitions);
@@ -295,6 +295,7 @@
     renderClients(ov.body.telemetry);
     renderTransactions(tx.ok && tx.body ? tx.body : null);
     renderShareGroups(sh.ok && sh.body ? sh.body : null);
+    renderRegistry(sr.ok && sr.body ? sr.body : null);
   }
 
   // -- the timeline ---------------------------------------------------------------------------
@@ -814,8 +815,90 @@
     else throw new Error((sh.body && sh.body.error) || "HTTP " + sh.status);
   }
 
+  // -- the Schema Registry (/v1/console/registry, control/registry_views.py) ---------------------
+  function registryHref(subject, a, b) {
+    return "#/registry/" + encodeURIComponent(subject) + (a && b ? "/" + a + "/" + b : "");
+  }
+
+  function renderRegistry(data) {
+    const on = !!(data && data.enabled);
+    const note = $("registry-note");
+    note.hidden = on;
+    note.textContent = on ? "" : "No Schema Registry on this broker (start it with --schema-registry-listener).";
+    $("registry-subjects").hidden = !on;
+    const c = on ? data.counts : null;
+    $("registry-counts").textContent = c ? c.subjects + " subjects · " + c.versions + " versions · " +
+      c.schemas + " schemas" + (c.deleted_versions ? " · " + c.deleted_versions + " soft-deleted versions" : "") : "";
+    const rows = (on ? data.subjects : []).map((s) => {
+      const live = s.versions.filter((v) => !v.deleted);
+      const latest = (live.length ? live : s.versions)[(live.length ? live : s.versions).length - 1];
+      return el("tr", { dataset: { subject: s.subject }, class: s.deleted ? "deleted" : null },
+        td(s.subject + (s.deleted ? " (deleted)" : "")), td(latest.type),
+        td(s.versions.map((v) => v.version + (v.deleted ? "†" : "")).join(", ")), num(latest.id),
+        td(s.compatibility), td(s.mode), el("td", {}, el("a", { href: registryHref(s.subject) }, "versions")));
+    });
+    fill($("registry-subjects").tBodies[0], on ? rows : [], "registry-empty");
+    if (!on) $("registry-empty").hidden = true;
+  }
+
+  function options(select, versions, chosen) {
+    select.replaceChildren(...versions.map((v) => {
+      const o = el("option", { value: String(v.version) }, "v" + v.version + " (id " + v.id + ")" + (v.deleted ? " deleted" : ""));
+      o.selected = v.version === chosen;
+      return o;
+    }));
+  }
+
+  async function pollRegistry(r) {
+    $("sr-subject").textContent = r.subject;
+    const sr = await getJSON("/v1/console/registry");
+    if (!sr.ok || !sr.body) throw new Error((sr.body && sr.body.error) || "HTTP " + sr.status);
+    const s = (sr.body.subjects || []).find((x) => x.subject === r.subject);
+    const versions = s ? s.versions : [];
+    fill($("sr-versions").tBodies[0], versions.map((v) =>
+      el("tr", { dataset: { version: String(v.version) } }, num(v.version), num(v.id), td(v.type),
+        td(v.deleted ? "soft-deleted" : "live"))), null);
+    if (versions.length === 0) {
+      $("sr-summary").textContent = "No such subject.";
+      $("sr-diff").replaceChildren();
+      return;
+    }
+    // by default the latest version against the one before it
+    const last = versions[versions.length - 1].version;
+    const b = r.b || last;
+    const a = r.a || (versions.length > 1 ? versions[versions.length - 2].version : last);
+    options($("sr-a"), versions, a);
+    options($("sr-b"), versions, b);
+    const d = await getJSON("/v1/console/registry/diff?subject=" + encodeURIComponent(r.subject) + "&a=" + a + "&b=" + b);
+    if (!d.ok || !d.body) {
+      $("sr-summary").textContent = (d.body && d.body.error) || "HTTP " + d.status;
+      $("sr-diff").replaceChildren();
+      return;
+    }
+    const changed = d.body.diff.length > 0;
+    // the "---"/"+++" header lines name the versions, they are not changes
+    const added = d.body.diff.filter((l) => /^\+(?!\+\+)/.test(l)).length;
+    const removed = d.body.diff.filter((l) => /^-(?!--)/.test(l)).length;
+    $("sr-summary").textContent = "v" + a + " (id " + d.body.a.id + ") → v" + b + " (id " + d.body.b.id + "): " +
+      (changed ? added + " lines added, " + removed + " removed" : "the same schema");
+    const lines = changed ? d.body.diff : d.body.b.schema.split("\n").map((l) => " " + l);
+    $("sr-diff").replaceChildren(...lines.map((l) => el("span", {
+      class: /^@@/.test(l) ? "hunk" : /^\+(?!\+\+)/.test(l) ? "add" : /^-(?!--)/.test(l) ? "del" : null,
+    }, l + "\n")));
+  }
+
+  function chooseVersions() {
+    const r = route();
+    if (r.view !== "registry") return;
+    location.hash = registryHref(r.subject, $("sr-a").value, $("sr-b").value);
+  }
+
   // -- routing and the poll loop -----------------------------------------------------------
   function route() {
+    const g = /^#\/registry\/([^/]+)(?:\/(\d+)\/(\d+))?$/.exec(location.hash);
+    if (g) {
+      return { view: "registry", subject: decodeURIComponent(g[1]), a: g[2] ? Number(g[2]) : null, b: g[3] ? Number(g[3]) : null };
+    }
     const s = /^#\/share\/([^/]+)\/([^/]+)\/(\d+)$/.exec(location.hash);
     if (s) {
       return { view: "share", group: decodeURIComponent(s[1]), topic: decodeURIComponent(s[2]), partition: Number(s[3]) };
@@ -832,9 +915,11 @@
     $("overview-view").hidden = r.view !== "overview";
     $("timeline-view").hidden = r.view !== "timeline";
     $("share-view").hidden = r.view !== "share";
+    $("registry-view").hidden = r.view !== "registry";
     try {
       if (r.view === "timeline") await pollTimeline(r.tid);
       else if (r.view === "share") await pollShare(r);
+      else if (r.view === "registry") await pollRegistry(r);
       else await pollOverview();
       setStatus("updated " + new Date().toLocaleTimeString(), false);
       // the reader moved on while this poll was out: the page shows the new place only next time
@@ -859,6 +944,8 @@
     const box = $("show-internal");
     box.checked = state.showInternal;
     box.addEventListener("change", () => { state.showInternal = box.checked; now(); });
+    $("sr-a").addEventListener("change", chooseVersions);
+    $("sr-b").addEventListener("change", chooseVersions);
     now();
   });
 
