@@ -520,8 +520,12 @@ def _registry_started(task: asyncio.Task) -> None:
 async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket.socket) -> Any:
     """The Schema Registry, serving on ``sock``; ``_schemas`` is then replayed on the loop
     meanwhile (requests wait for it, then get 50002). Started once the Kafka listeners serve,
-    its imports (aiohttp) in a thread: the broker's own start does not wait for them."""
+    its imports (aiohttp) in a thread: the broker's own start does not wait for them. The thread
+    starts once the Kafka clients' first requests pause (as the held log events do): an import
+    running beside them would share the GIL with their first Metadata and Produce (issue 33; the
+    registry's socket already listens, so an early registry client waits in its backlog)."""
     import importlib
+    await _until_quiet(broker.request_counts, LOG_RELEASE_MAX_S)
     await asyncio.to_thread(importlib.import_module, "minibroker.registry.http")
     from .registry.http import RegistryServer
     from .registry.state import Registry
@@ -625,6 +629,16 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
             except OSError:
                 pass
         await running.close()
+
+
+async def _until_quiet(counts: Any, max_s: float) -> None:
+    """Returns once no request came for LOG_RELEASE_S, or after ``max_s``."""
+    until, seen = time.monotonic() + max_s, counts.bytes_in
+    while True:
+        await asyncio.sleep(LOG_RELEASE_S)
+        if counts.bytes_in == seen or time.monotonic() >= until:
+            return
+        seen = counts.bytes_in
 
 
 def _release_logs_when_quiet(counts: Any, until: float, seen: int) -> None:
