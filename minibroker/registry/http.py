@@ -24,7 +24,7 @@ from aiohttp import web
 
 from minibroker_storage.lazylog import get_logger
 
-from .state import Registry, RegistryError, parse_version, schema_json, stored_json
+from .state import Registry, RegistryError, parse_version, register_json, schema_json, stored_json
 
 log = get_logger("minibroker.registry")
 
@@ -191,10 +191,21 @@ class RegistryServer:
             raise RegistryError(404, 404, "HTTP 404 Not Found") from None
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
-        # ``subject=`` only picks the context in Confluent (the id is looked up there, then in
-        # the default one): with one context, an id is found whatever the subject
-        stored = self.registry.schema_by_id(self._id(request))
-        return _reply(stored_json(stored))
+        # ``subject=`` picks the context in Confluent and, when given, makes the answer name a
+        # subject and version holding the id: that subject's own when it has the id, else any
+        # (KafkaSchemaRegistry.get, AbstractSchemaRegistry.getSchemaKeyUsingContexts)
+        schema_id = self._id(request)
+        stored = self.registry.schema_by_id(schema_id)
+        where: tuple[str, int] | None = None
+        subject = request.query.get("subject")
+        if subject is not None:
+            found = self.registry.id_versions(schema_id, True)
+            own = [sv for sv in found if sv[0] == subject]
+            where = (own or found)[0] if (own or found) else None
+        out = stored_json(stored, where)
+        if _flag(request, "fetchMaxId"):
+            out["maxId"] = self.registry.max_id  # idGenerator.getMaxId: the highest id given
+        return _reply(out)
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
         stored = self.registry.schema_by_id(self._id(request))
@@ -217,9 +228,9 @@ class RegistryServer:
 
     async def register(self, request: web.Request) -> web.Response:
         body = await _body(request)
-        schema_id, version = self.registry.register(request.match_info["subject"], body,
-                                                    _flag(request, "normalize"))
-        return _reply({"id": schema_id})
+        subject = request.match_info["subject"]
+        _schema_id, version = self.registry.register(subject, body, _flag(request, "normalize"))
+        return _reply(register_json(self.registry.get_version(subject, version, True)))
 
     async def lookup(self, request: web.Request) -> web.Response:
         body = await _body(request)

@@ -10,7 +10,11 @@ DELETE_SUBJECT or CLEAR_SUBJECT record does to the versions before it).
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import struct
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -681,26 +685,71 @@ def _identity(sv: r.SchemaValue) -> tuple[str, str, tuple[r.Reference, ...]]:
     return sv.schema_type, sv.schema, sv.references
 
 
+def guid(schema: str, references: tuple[r.Reference, ...], extra: dict[str, Any] | None = None) -> str | None:
+    """Confluent 8's ``guid``: the MD5 of the schema text then each reference's name, subject and
+    4-byte big-endian version, read as a UUID (Schema.updateHash, SchemaReference.updateHash,
+    MD5.toString). A record's own ``md5`` (base64, SchemaValue.getMd5Bytes) wins. Metadata and
+    rule sets also enter Confluent's hash; this registry does not interpret them, so a version
+    carrying them without an ``md5`` gets no guid rather than a wrong one."""
+    extra = extra or {}
+    stored = extra.get("md5")
+    if isinstance(stored, str):
+        try:
+            raw = base64.b64decode(stored, validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) == 16:
+            return str(uuid.UUID(bytes=raw))
+    if "metadata" in extra or "ruleSet" in extra:
+        return None
+    md = hashlib.md5(schema.encode("utf-8"), usedforsecurity=False)
+    for ref in references:
+        md.update(ref.name.encode("utf-8"))
+        md.update(ref.subject.encode("utf-8"))
+        md.update(struct.pack(">i", ref.version))
+    return str(uuid.UUID(bytes=md.digest()))
+
+
+def _body_fields(out: dict[str, Any], schema_type: str, schema: str,
+                 references: tuple[r.Reference, ...], extra: dict[str, Any] | None) -> dict[str, Any]:
+    # Confluent's entities are @JsonInclude(NON_EMPTY): no ``references`` when there are none.
+    # ``schemaType`` is answered for AVRO too since Confluent 8.0 (DGS-14766 removed the
+    # SchemaTypeConverter that left it out); the clients read it with AVRO as the default.
+    g = guid(schema, references, extra)
+    if g is not None:
+        out["guid"] = g
+    out["schemaType"] = schema_type
+    if references:
+        out["references"] = [x.as_json() for x in references]
+    out["schema"] = schema
+    return out
+
+
 def schema_json(sv: r.SchemaValue) -> dict[str, Any]:
-    """A version as Confluent's Schema entity answers it (NON_EMPTY: no references when none;
-    schemaType left out for AVRO, as Confluent's responses and clients take AVRO by default)."""
-    out: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id}
-    if sv.schema_type != "AVRO":
-        out["schemaType"] = sv.schema_type
-    if sv.references:
-        out["references"] = [x.as_json() for x in sv.references]
-    out["schema"] = sv.schema
+    """A version as Confluent's Schema entity answers it (SchemaValue.toSchemaEntity: subject,
+    version, id, guid, schemaType, references, schema, deleted — a Boolean, so ``false`` is kept
+    by NON_EMPTY)."""
+    out = _body_fields({"subject": sv.subject, "version": sv.version, "id": sv.id},
+                       sv.schema_type, sv.schema, sv.references, sv.extra)
+    out["deleted"] = sv.deleted
     return out
 
 
-def stored_json(st: Stored) -> dict[str, Any]:
+def register_json(sv: r.SchemaValue) -> dict[str, Any]:
+    """POST /subjects/{s}/versions as Confluent 8 answers it: RegisterSchemaResponse(Schema) with
+    id, version, guid, schemaType, references and schema (no subject; no ts or deleted, which the
+    registered request does not carry)."""
+    return _body_fields({"id": sv.id, "version": sv.version}, sv.schema_type, sv.schema,
+                        sv.references, None)
+
+
+def stored_json(st: Stored, subject_version: tuple[str, int] | None = None) -> dict[str, Any]:
+    """GET /schemas/ids/{id}: Confluent's SchemaString, with the subject and version only when the
+    request names a ``subject`` (KafkaSchemaRegistry.get)."""
     out: dict[str, Any] = {}
-    if st.schema_type != "AVRO":
-        out["schemaType"] = st.schema_type
-    if st.references:
-        out["references"] = [x.as_json() for x in st.references]
-    out["schema"] = st.schema
-    return out
+    if subject_version is not None:
+        out["subject"], out["version"] = subject_version
+    return _body_fields(out, st.schema_type, st.schema, st.references, None)
 
 
 def dumps(obj: Any) -> str:

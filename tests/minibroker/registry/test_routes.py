@@ -16,6 +16,9 @@ from .fake_format import MemoryLog, ToyFormat
 from .test_state import _formats
 
 V1 = {"Content-Type": CONTENT_TYPE}
+TEXT = '{"fields":{"a":false}}'
+# Java's UUID of the MD5 of TEXT's UTF-8 bytes (Schema.getGuid), computed with java.security
+GUID = "1c75cb98-6fb0-9eb4-39e3-5346e26cc894"
 
 
 def schema(fields):
@@ -38,13 +41,23 @@ async def _json(resp, status=200):
 
 async def test_register_get_and_list(client):
     out = await _json(await client.post("/subjects/t-value/versions", data=schema({"a": False}), headers=V1))
-    assert out == {"id": 1}
+    # Confluent 8's RegisterSchemaResponse: id, version, guid, schemaType (AVRO too), schema
+    assert out == {"id": 1, "version": 1, "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
+    again = await client.post("/subjects/t-value/versions", data=schema({"a": False}), headers=V1)
+    assert await _json(again) == out
     got = await _json(await client.get("/subjects/t-value/versions/latest"))
-    assert got == {"subject": "t-value", "version": 1, "id": 1, "schema": '{"fields":{"a":false}}'}
+    assert got == {"subject": "t-value", "version": 1, "id": 1, "guid": GUID, "schemaType": "AVRO",
+                   "schema": TEXT, "deleted": False}
     assert await _json(await client.get("/subjects/t-value/versions/-1")) == got
     assert await _json(await client.get("/subjects")) == ["t-value"]
     assert await _json(await client.get("/subjects/t-value/versions")) == [1]
-    assert await _json(await client.get("/schemas/ids/1")) == {"schema": '{"fields":{"a":false}}'}
+    assert await _json(await client.get("/schemas/ids/1")) == {"guid": GUID, "schemaType": "AVRO",
+                                                               "schema": TEXT}
+    # subject= names where the id is (that subject's when it has it, else any); fetchMaxId
+    named = {"subject": "t-value", "version": 1, "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
+    assert await _json(await client.get("/schemas/ids/1?subject=t-value")) == named
+    assert await _json(await client.get("/schemas/ids/1?subject=other")) == named
+    assert (await _json(await client.get("/schemas/ids/1?fetchMaxId=true")))["maxId"] == 1
     raw = await client.get("/schemas/ids/1/schema")
     assert await raw.text() == '{"fields":{"a":false}}'
     assert await _json(await client.get("/schemas/ids/1/versions")) == [{"subject": "t-value", "version": 1}]
@@ -52,7 +65,7 @@ async def test_register_get_and_list(client):
     assert await _json(await client.get("/schemas/types")) == ["AVRO", "JSON", "PROTOBUF"]
     found = await _json(await client.post("/subjects/t-value", data=schema({"a": False}),
                                           headers={"Content-Type": "application/json"}))
-    assert found["version"] == 1 and found["id"] == 1
+    assert found == got
     assert await _json(await client.get("/")) == {}
     meta = await _json(await client.get("/v1/metadata/id"))
     assert meta["scope"]["clusters"]["schema-registry-cluster"] == "schema-registry"
@@ -97,7 +110,8 @@ async def test_deletes_config_and_mode(client):
     assert await _json(await client.delete("/subjects/s")) == [1]
     assert await _json(await client.get("/subjects?deleted=true")) == ["s"]
     assert await _json(await client.get("/subjects/s/versions/1?deleted=true")) == {
-        "subject": "s", "version": 1, "id": 1, "schema": '{"fields":{"a":false}}'}
+        "subject": "s", "version": 1, "id": 1, "guid": GUID, "schemaType": "AVRO", "schema": TEXT,
+        "deleted": True}
     assert await _json(await client.delete("/subjects/s?permanent=true")) == [1]
     assert await _json(await client.put("/config/s", data=json.dumps({"compatibility": "full"}))) == {
         "compatibility": "FULL"}
