@@ -93,6 +93,9 @@ class RegistryServer:
         r.add_get("/schemas/ids/{id}/schema", self.raw_schema_by_id)
         r.add_get("/schemas/ids/{id}/versions", self.id_versions)
         r.add_get("/schemas/ids/{id}/subjects", self.id_subjects)
+        r.add_get("/schemas/guids/{guid}", self.schema_by_guid)
+        r.add_get("/schemas/guids/{guid}/ids", self.guid_ids)
+        r.add_get("/contexts", self.contexts)
         r.add_get("/subjects", self.subjects)
         r.add_post("/subjects/{subject}", self.lookup)
         r.add_delete("/subjects/{subject}", self.delete_subject)
@@ -206,6 +209,23 @@ class RegistryServer:
         if _flag(request, "fetchMaxId"):
             out["maxId"] = self.registry.max_id  # idGenerator.getMaxId: the highest id given
         return _reply(out)
+
+    async def schema_by_guid(self, request: web.Request) -> web.Response:
+        # getByGuid answers the SchemaString without subject and version
+        stored = self.registry.schema_by_id(self.registry.id_by_guid(request.match_info["guid"]))
+        return _reply(stored_json(stored))
+
+    async def guid_ids(self, request: web.Request) -> web.Response:
+        # listIdsForGuid: a ContextId per context holding it; an unknown guid is an empty list
+        try:
+            schema_id = self.registry.id_by_guid(request.match_info["guid"])
+        except RegistryError:
+            return _reply([])
+        return _reply([{"context": ".", "id": schema_id}])
+
+    async def contexts(self, request: web.Request) -> web.Response:
+        # ContextsResource: the default context only, as no subject here is qualified
+        return _reply(["."])
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
         stored = self.registry.schema_by_id(self._id(request))

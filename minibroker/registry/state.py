@@ -140,6 +140,9 @@ class Registry:
         # send the same text again and again (lookups, registrations of a known schema);
         # cleared when a version goes for good, since a reference may then name another text
         self._requests: dict[tuple[Any, ...], tuple[ParsedSchema, str]] = {}
+        # guid -> lowest id, built on the first /schemas/guids request and dropped when an id
+        # comes or goes: replay does not pay an MD5 per schema for a route few clients use
+        self._guids: dict[str, int] | None = None
 
     # -- replay and apply -----------------------------------------------------------------
     def replay(self, limit: int | None = None) -> bool:
@@ -214,6 +217,7 @@ class Registry:
             stored = Stored(sv.schema_type, sv.schema, sv.references)
             self.schemas[sv.id] = stored
             self.by_identity[(stored.schema_type, stored.schema, stored.references)] = sv.id
+            self._guids = None
         self.id_uses.setdefault(sv.id, set()).add((sv.subject, sv.version))
         self.max_id = max(self.max_id, sv.id)
 
@@ -238,6 +242,7 @@ class Registry:
             stored = self.schemas.pop(schema_id)
             self.by_identity.pop((stored.schema_type, stored.schema, stored.references), None)
             self._parsed.pop(schema_id, None)
+            self._guids = None
 
     def _write(self, recs: list[tuple[bytes, bytes | None]]) -> None:
         """Append, then apply the very records written (the state never runs ahead of the log)."""
@@ -300,6 +305,27 @@ class Registry:
         if stored is None:
             raise schema_not_found(schema_id)
         return stored
+
+    def id_by_guid(self, wanted: str) -> int:
+        """GET /schemas/guids/{guid}: the id whose schema hashes to it (AbstractSchemaRegistry
+        .getByGuid; one context here). Confluent reads the guid as a UUID (MD5.fromString), so
+        its spelling's case does not matter; one that is no UUID is not found."""
+        try:
+            key = str(uuid.UUID(wanted))
+        except ValueError:
+            raise RegistryError(404, 40403, f"Schema {wanted} not found") from None
+        if self._guids is None:
+            guids: dict[str, int] = {}
+            for schema_id in sorted(self.schemas, reverse=True):
+                st = self.schemas[schema_id]
+                g = guid(st.schema, st.references)
+                if g is not None:
+                    guids[g] = schema_id
+            self._guids = guids
+        found = self._guids.get(key)
+        if found is None:
+            raise RegistryError(404, 40403, f"Schema {wanted} not found")
+        return found
 
     def id_versions(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
         self.schema_by_id(schema_id)

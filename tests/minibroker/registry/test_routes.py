@@ -139,3 +139,23 @@ async def test_basic_auth_and_loading():
 
 def _auth(user, password):
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+async def test_guid_routes_and_contexts(client):
+    await client.post("/subjects/s/versions", data=schema({"a": False}), headers=V1)
+    # GET /schemas/guids/{guid}: the SchemaString without subject and version (getByGuid)
+    assert await _json(await client.get(f"/schemas/guids/{GUID}")) == {
+        "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
+    assert await _json(await client.get(f"/schemas/guids/{GUID.upper()}")) == {
+        "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
+    assert await _json(await client.get(f"/schemas/guids/{GUID}/ids")) == [{"context": ".", "id": 1}]
+    other = "00000000-0000-0000-0000-000000000000"
+    assert await _json(await client.get(f"/schemas/guids/{other}"), 404) == {
+        "error_code": 40403, "message": f"Schema {other} not found"}
+    assert await _json(await client.get(f"/schemas/guids/{other}/ids")) == []
+    assert (await _json(await client.get("/schemas/guids/nope"), 404))["error_code"] == 40403
+    assert await _json(await client.get("/contexts")) == ["."]
+    # a permanently deleted version takes its guid along
+    await client.delete("/subjects/s")
+    await client.delete("/subjects/s?permanent=true")
+    assert (await _json(await client.get(f"/schemas/guids/{GUID}"), 404))["error_code"] == 40403
