@@ -42,7 +42,30 @@ def _error(status: int, code: int, message: str) -> web.Response:
 
 
 def _flag(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "false").strip().lower() == "true"
+    # JAX-RS converts a boolean query parameter with Boolean.valueOf: "true" in any case
+    return request.query.get(name, "false").lower() == "true"
+
+
+def _int(request: web.Request, name: str, default: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        # JAX-RS answers a query parameter that does not convert with 404 (ParamException)
+        raise RegistryError(404, 404, "HTTP 404 Not Found") from None
+
+
+def _page(request: web.Request, items: list[Any], default_limit: int | None = None) -> list[Any]:
+    """``offset`` and ``limit`` as Confluent pages every list: the limit counts when it is in
+    (0, max], else the default (normalizeLimit); schemas default and cap at 1000
+    (schema.search.default.limit / max.limit), everything else is unbounded."""
+    offset = max(0, _int(request, "offset", 0))
+    limit = _int(request, "limit", -1)
+    if limit <= 0 or (default_limit is not None and limit > default_limit):
+        limit = default_limit if default_limit is not None else len(items)
+    return items[offset:offset + limit]
 
 
 async def _body(request: web.Request) -> Any:
@@ -88,6 +111,7 @@ class RegistryServer:
         r = app.router
         r.add_get("/", self.root)
         r.add_get("/v1/metadata/id", self.metadata_id)
+        r.add_get("/schemas", self.schemas)
         r.add_get("/schemas/types", self.types)
         r.add_get("/schemas/ids/{id}", self.schema_by_id)
         r.add_get("/schemas/ids/{id}/schema", self.raw_schema_by_id)
@@ -233,18 +257,29 @@ class RegistryServer:
 
     async def id_versions(self, request: web.Request) -> web.Response:
         found = self.registry.id_versions(self._id(request), _flag(request, "deleted"))
-        return _reply([{"subject": s, "version": v} for s, v in found])
+        return _reply(_page(request, [{"subject": s, "version": v} for s, v in found]))
 
     async def id_subjects(self, request: web.Request) -> web.Response:
         found = self.registry.id_versions(self._id(request), _flag(request, "deleted"))
-        return _reply(sorted({s for s, _v in found}))
+        return _reply(_page(request, sorted({s for s, _v in found})))
+
+    async def schemas(self, request: web.Request) -> web.Response:
+        # SchemasResource.getSchemas: every version (``deleted`` adds the soft-deleted ones) of
+        # the subjects with the prefix, by subject then version; ``latestOnly`` keeps each
+        # subject's highest; pages of at most 1000
+        found = self.registry.all_versions(request.query.get("subjectPrefix", ""),
+                                           _flag(request, "deleted"), _flag(request, "latestOnly"))
+        return _reply(_page(request, [schema_json(sv) for sv in found], 1000))
 
     async def subjects(self, request: web.Request) -> web.Response:
-        return _reply(self.registry.subjects(_flag(request, "deleted"),
-                                             request.query.get("subjectPrefix", "")))
+        return _reply(_page(request, self.registry.subjects(
+            _flag(request, "deleted"), request.query.get("subjectPrefix", ""),
+            _flag(request, "deletedOnly"))))
 
     async def versions(self, request: web.Request) -> web.Response:
-        return _reply(self.registry.version_list(request.match_info["subject"], _flag(request, "deleted")))
+        return _reply(_page(request, self.registry.version_list(
+            request.match_info["subject"], _flag(request, "deleted"), _flag(request, "deletedOnly"),
+            _flag(request, "deletedAsNegative"))))
 
     async def register(self, request: web.Request) -> web.Response:
         body = await _body(request)

@@ -277,18 +277,43 @@ class Registry:
             raise not_permitted(f"Subject {subject} in context . is in read-only mode")
 
     # -- reading -------------------------------------------------------------------------------
-    def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
-        return sorted(s for s, vs in self.versions.items()
-                      if s.startswith(prefix) and (deleted or any(not v.deleted for v in vs.values())))
+    def subjects(self, deleted: bool = False, prefix: str = "", deleted_only: bool = False) -> list[str]:
+        """GET /subjects: a subject is deleted when every version of it is (extractUniqueSubjects);
+        ``deletedOnly`` wins over ``deleted``."""
+        out = []
+        for s, vs in self.versions.items():
+            if not s.startswith(prefix):
+                continue
+            gone = all(v.deleted for v in vs.values())
+            if (gone if deleted_only else deleted or not gone):
+                out.append(s)
+        return sorted(out)
+
+    def all_versions(self, prefix: str, deleted: bool, latest_only: bool) -> list[r.SchemaValue]:
+        out: list[r.SchemaValue] = []
+        for subject in sorted(s for s in self.versions if s.startswith(prefix)):
+            live = self._live(subject, deleted)
+            chosen = [max(live)] if latest_only and live else sorted(live)
+            out.extend(live[v] for v in chosen)
+        return out
 
     def _live(self, subject: str, deleted: bool = False) -> dict[int, r.SchemaValue]:
         return {v: sv for v, sv in self.versions.get(subject, {}).items() if deleted or not sv.deleted}
 
-    def version_list(self, subject: str, deleted: bool = False) -> list[int]:
-        vs = sorted(self._live(subject, deleted))
-        if not vs:
+    def version_list(self, subject: str, deleted: bool = False, deleted_only: bool = False,
+                     as_negative: bool = False) -> list[int]:
+        """GET /subjects/{s}/versions (SubjectVersionsResource.listVersions): 40401 unless the
+        subject has a live version, or any with ``deleted``/``deletedOnly``; then
+        ``deletedAsNegative`` (every version, the deleted ones negated, by absolute value) wins
+        over ``deletedOnly``, which wins over ``deleted``."""
+        every = self.versions.get(subject, {})
+        if not self._live(subject, deleted or deleted_only):
             raise subject_not_found(subject)
-        return vs
+        if as_negative:
+            return [-v if every[v].deleted else v for v in sorted(every)]
+        if deleted_only:
+            return [v for v in sorted(every) if every[v].deleted]
+        return sorted(self._live(subject, deleted))
 
     def get_version(self, subject: str, version: int, deleted: bool = False) -> r.SchemaValue:
         live = self._live(subject, deleted)
@@ -328,7 +353,9 @@ class Registry:
         return found
 
     def id_versions(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
-        self.schema_by_id(schema_id)
+        if schema_id not in self.schemas:
+            # listVersionsForId/listSubjectsForId answer null: Errors.schemaNotFoundException()
+            raise schema_not_found()
         return sorted((s, v) for s, v in self.id_uses.get(schema_id, ())
                       if deleted or not self.versions[s][v].deleted)
 

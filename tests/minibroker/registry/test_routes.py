@@ -159,3 +159,39 @@ async def test_guid_routes_and_contexts(client):
     await client.delete("/subjects/s")
     await client.delete("/subjects/s?permanent=true")
     assert (await _json(await client.get(f"/schemas/guids/{GUID}"), 404))["error_code"] == 40403
+
+
+async def test_lists_filter_and_page_as_confluent(client):
+    for subject, fields in (("a", {"x": False}), ("a", {"x": False, "y": True}), ("b", {"z": False}),
+                            ("c", {"w": False})):
+        await client.put(f"/config/{subject}", data=json.dumps({"compatibility": "NONE"}))
+        await _json(await client.post(f"/subjects/{subject}/versions", data=schema(fields), headers=V1))
+    await _json(await client.delete("/subjects/a/versions/1"))
+    await _json(await client.delete("/subjects/c"))
+    assert await _json(await client.get("/subjects")) == ["a", "b"]
+    assert await _json(await client.get("/subjects?deleted=true")) == ["a", "b", "c"]
+    # deletedOnly: subjects all of whose versions are deleted, and it wins over deleted
+    assert await _json(await client.get("/subjects?deletedOnly=true&deleted=true")) == ["c"]
+    assert await _json(await client.get("/subjects?deleted=TRUE&offset=1&limit=1")) == ["b"]
+    assert await _json(await client.get("/subjects?limit=0")) == ["a", "b"]
+    assert await _json(await client.get("/subjects?offset=zz"), 404) == {
+        "error_code": 404, "message": "HTTP 404 Not Found"}
+    assert await _json(await client.get("/subjects/a/versions")) == [2]
+    assert await _json(await client.get("/subjects/a/versions?deletedOnly=true")) == [1]
+    assert await _json(await client.get("/subjects/a/versions?deletedAsNegative=true")) == [-1, 2]
+    assert (await _json(await client.get("/subjects/c/versions"), 404))["error_code"] == 40401
+    assert await _json(await client.get("/subjects/c/versions?deletedOnly=true")) == [1]
+    # GET /schemas: every version by subject then version; deleted, latestOnly, paging
+    listed = await _json(await client.get("/schemas"))
+    assert [(s["subject"], s["version"], s["id"]) for s in listed] == [("a", 2, 2), ("b", 1, 3)]
+    assert listed[0]["schemaType"] == "AVRO" and listed[0]["deleted"] is False
+    every = await _json(await client.get("/schemas?deleted=true"))
+    assert [(s["subject"], s["version"]) for s in every] == [("a", 1), ("a", 2), ("b", 1), ("c", 1)]
+    latest = await _json(await client.get("/schemas?deleted=true&latestOnly=true&subjectPrefix=a"))
+    assert [(s["subject"], s["version"]) for s in latest] == [("a", 2)]
+    assert len(await _json(await client.get("/schemas?deleted=true&offset=3&limit=5"))) == 1
+    assert await _json(await client.get("/schemas/ids/2/versions?limit=1")) == [{"subject": "a", "version": 2}]
+    assert await _json(await client.get("/schemas/ids/9/versions"), 404) == {
+        "error_code": 40403, "message": "Schema not found"}
+    assert await _json(await client.get("/schemas/ids/9/subjects"), 404) == {
+        "error_code": 40403, "message": "Schema not found"}
