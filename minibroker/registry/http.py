@@ -29,6 +29,11 @@ from .state import Registry, RegistryError, parse_version, register_json, schema
 log = get_logger("minibroker.registry")
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+# every resource's @Produces with its server weight (qs), best first (client/rest/Versions.java)
+PRODUCES = ((CONTENT_TYPE, 1.0), ("application/vnd.schemaregistry+json", 0.9), ("application/json", 0.5))
+# every resource's @Consumes; no Content-Type is octet-stream to JAX-RS, which Confluent reads as JSON
+CONSUMES = frozenset({CONTENT_TYPE, "application/vnd.schemaregistry+json", "application/json",
+                      "application/octet-stream"})
 REPLAY_STEP = 2000  # records applied between two turns of the loop while replaying
 
 
@@ -39,6 +44,40 @@ def _reply(obj: Any, status: int = 200) -> web.Response:
 
 def _error(status: int, code: int, message: str) -> web.Response:
     return _reply({"error_code": code, "message": message}, status)
+
+
+def _media(text: str) -> str:
+    return text.split(";", 1)[0].strip().lower()
+
+
+def _negotiate(accept: str | None) -> str | None:
+    """The answer's type as Jersey picks it from @Produces: the client's q first, then the server's
+    qs; None when nothing is acceptable (406). An Accept Jersey cannot parse counts as ``*/*``."""
+    ranges: list[tuple[str, float]] = []
+    for part in (accept or "*/*").split(","):
+        media, *params = [p.strip() for p in part.split(";")]
+        if not media:
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    return CONTENT_TYPE
+        ranges.append((media.lower(), q))
+    if not ranges:
+        return CONTENT_TYPE
+    best: tuple[float, float, str] | None = None
+    for produced, qs in PRODUCES:
+        major = produced.split("/")[0]
+        # the most specific range that matches decides the client's q for this type
+        match = max(((2 if m == produced else 1 if m == major + "/*" else 0, mq)
+                     for m, mq in ranges if m in (produced, major + "/*", "*/*")), default=None)
+        if match is not None and match[1] > 0 and (best is None or (match[1], qs) > best[:2]):
+            best = (match[1], qs, produced)
+    return best[2] if best else None
 
 
 def _flag(request: web.Request, name: str) -> bool:
@@ -149,9 +188,33 @@ class RegistryServer:
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         if self.users is not None and not self._authorized(request.headers.get("Authorization")):
             # Confluent's basic auth (Jetty): 401 with the challenge; clients then send credentials
-            resp = _error(401, 401, "Unauthorized")
-            resp.headers["WWW-Authenticate"] = 'Basic realm="SchemaRegistry"'
-            return resp
+            denied = _error(401, 401, "Unauthorized")
+            denied.headers["WWW-Authenticate"] = 'Basic realm="SchemaRegistry"'
+            return denied
+        answer_type = CONTENT_TYPE
+        try:
+            if request.match_info.http_exception is None:
+                # JAX-RS matches the path, then @Consumes (415), then @Produces (406)
+                sent = request.headers.get("Content-Type")
+                if request.method in ("POST", "PUT") and sent is not None and _media(sent) not in CONSUMES:
+                    return _error(415, 415, "HTTP 415 Unsupported Media Type")
+                negotiated = _negotiate(request.headers.get("Accept"))
+                if negotiated is None:
+                    return _error(406, 406, "HTTP 406 Not Acceptable")
+                answer_type = negotiated
+            resp: web.StreamResponse = await self._handle(request, handler)
+        except web.HTTPException as e:
+            if e.status == 404:
+                return _error(404, 404, "HTTP 404 Not Found")
+            if e.status == 405:
+                return _error(405, 405, "HTTP 405 Method Not Allowed")
+            raise
+        if answer_type != CONTENT_TYPE and isinstance(resp, web.Response):
+            resp.content_type = answer_type
+        return resp
+
+    async def _handle(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         try:
             if not self.loaded.is_set():
                 try:
@@ -162,11 +225,7 @@ class RegistryServer:
             return await handler(request)
         except RegistryError as e:
             return _reply(e.body(), e.status)
-        except web.HTTPException as e:
-            if e.status == 404:
-                return _error(404, 404, "HTTP 404 Not Found")
-            if e.status == 405:
-                return _error(405, 405, "HTTP 405 Method Not Allowed")
+        except web.HTTPException:
             raise
         except Exception:
             log.exception("registry.failed", path=request.path)

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -29,7 +30,9 @@ def schema(fields):
 async def client():
     server = RegistryServer(Registry(MemoryLog(), formats=_formats(ToyFormat())))
     await server.replay()
-    async with TestClient(TestServer(server.app())) as c:
+    # the clients' Content-Type by default: aiohttp would send text/plain for a str body, which
+    # Confluent (and this registry) answer with 415
+    async with TestClient(TestServer(server.app()), headers=V1) as c:
         yield c
 
 
@@ -195,3 +198,52 @@ async def test_lists_filter_and_page_as_confluent(client):
         "error_code": 40403, "message": "Schema not found"}
     assert await _json(await client.get("/schemas/ids/9/subjects"), 404) == {
         "error_code": 40403, "message": "Schema not found"}
+
+
+@pytest.mark.parametrize("accept,answered", [
+    (None, CONTENT_TYPE),
+    ("*/*", CONTENT_TYPE),
+    ("application/json", "application/json"),
+    ("application/vnd.schemaregistry+json", "application/vnd.schemaregistry+json"),
+    # confluent-kafka's and the Java client's Accept: the first, by the server's qs
+    ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json",
+     CONTENT_TYPE),
+    ("application/*", CONTENT_TYPE),
+    ("application/json, */*;q=0.1", "application/json"),
+    ("text/html, application/json;q=0.2", "application/json"),
+    ("text/plain", None),
+    ("application/json;q=0", None),
+])
+async def test_accept_is_negotiated_as_jersey_does(client, accept, answered):
+    resp = await client.get("/subjects", headers={"Accept": accept} if accept else {})
+    if answered is None:
+        assert resp.status == 406
+        assert await resp.json(content_type=None) == {"error_code": 406, "message": "HTTP 406 Not Acceptable"}
+    else:
+        assert resp.status == 200 and resp.headers["Content-Type"].split(";")[0] == answered
+        assert await resp.json(content_type=None) == []
+
+
+@pytest.mark.parametrize("content_type,status", [
+    ("application/vnd.schemaregistry.v1+json", 200),
+    ("application/vnd.schemaregistry+json", 200),
+    ("application/json; charset=utf-8", 200),
+    ("application/octet-stream", 200),
+    (None, 200),
+    ("text/plain", 415),
+    ("application/xml", 415),
+])
+async def test_request_content_types_as_confluent_consumes(client, content_type, status):
+    # a session without the fixture's default Content-Type, so that None sends none at all
+    async with aiohttp.ClientSession() as bare:
+        headers = {"Content-Type": content_type} if content_type else {}
+        resp = await bare.post(client.make_url("/subjects/s/versions"), data=schema({"a": False}).encode(),
+                               headers=headers, skip_auto_headers=("Content-Type",))
+        await resp.read()
+    assert resp.status == status, await resp.text()
+    if status == 415:
+        assert await resp.json(content_type=None) == {"error_code": 415,
+                                                      "message": "HTTP 415 Unsupported Media Type"}
+    # the path is matched first: an unknown route stays 404 whatever the types
+    resp = await client.post("/no/such", data=b"{}", headers={"Content-Type": "text/plain"})
+    assert resp.status == 404
