@@ -365,8 +365,9 @@ class RegistryServer:
         return web.Response(text=sv.schema, content_type=CONTENT_TYPE)
 
     async def referenced_by(self, request: web.Request) -> web.Response:
-        return _reply(self.registry.referenced_by(request.match_info["subject"],
-                                                  parse_version(request.match_info["version"])))
+        return _reply(_page(request, self.registry.referenced_by(
+            request.match_info["subject"], parse_version(request.match_info["version"]),
+            _flag(request, "deleted")), 1000))  # normalizeSchemaLimit
 
     async def delete_version(self, request: web.Request) -> web.Response:
         return _reply(self.registry.delete_version(request.match_info["subject"],

@@ -320,7 +320,12 @@ class Registry:
         if not live:
             raise subject_not_found(subject)
         if version == -1:
-            return live[max(live)]
+            # "latest" is the highest live version even with deleted=true
+            # (AbstractSchemaRegistry.getLatestVersionFromSubjectSchemas skips deleted ones)
+            undeleted = [v for v, sv in live.items() if not sv.deleted]
+            if not undeleted:
+                raise version_not_found(-1)
+            return live[max(undeleted)]
         if version not in live:
             raise version_not_found(version)
         return live[version]

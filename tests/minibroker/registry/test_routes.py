@@ -247,3 +247,18 @@ async def test_request_content_types_as_confluent_consumes(client, content_type,
     # the path is matched first: an unknown route stays 404 whatever the types
     resp = await client.post("/no/such", data=b"{}", headers={"Content-Type": "text/plain"})
     assert resp.status == 404
+
+
+async def test_latest_skips_deleted_versions_even_with_deleted_true(client):
+    await client.put("/config/s", data=json.dumps({"compatibility": "NONE"}))
+    await _json(await client.post("/subjects/s/versions", data=schema({"a": False})))
+    await _json(await client.post("/subjects/s/versions", data=schema({"b": False})))
+    await _json(await client.delete("/subjects/s/versions/2"))
+    # getLatestVersionFromSubjectSchemas skips deleted versions whatever ``deleted`` says
+    assert (await _json(await client.get("/subjects/s/versions/latest?deleted=true")))["version"] == 1
+    assert (await _json(await client.get("/subjects/s/versions/2?deleted=true")))["deleted"] is True
+    await _json(await client.delete("/subjects/s/versions/1"))
+    assert await _json(await client.get("/subjects/s/versions/latest?deleted=true"), 404) == {
+        "error_code": 40402, "message": "Version -1 not found."}
+    assert (await _json(await client.get("/subjects/s/versions/latest"), 404))["error_code"] == 40401
+    assert await _json(await client.get("/subjects/s/versions/1/referencedby?deleted=true&offset=1")) == []
