@@ -343,7 +343,8 @@ class RegistryServer:
     async def register(self, request: web.Request) -> web.Response:
         body = await _body(request)
         subject = request.match_info["subject"]
-        _schema_id, version = self.registry.register(subject, body, _flag(request, "normalize"))
+        _schema_id, version = self.registry.register(subject, body, _flag(request, "normalize"),
+                                                     _flag(request, "force"))
         return _reply(register_json(self.registry.get_version(subject, version, True)))
 
     async def lookup(self, request: web.Request) -> web.Response:

@@ -515,7 +515,8 @@ class Registry:
                 return live[v]
         raise schema_not_found()
 
-    def register(self, subject: str, body: Any, normalize: bool = False) -> tuple[int, int]:
+    def register(self, subject: str, body: Any, normalize: bool = False,
+                 force: bool = False) -> tuple[int, int]:
         """POST /subjects/{s}/versions: (id, version), as KafkaSchemaRegistry.register."""
         mode = self.mode(subject)
         self._check_writable(subject)
@@ -544,7 +545,8 @@ class Registry:
                     return sv.id, v  # already registered under this subject
         if existing is not None and want_id < 0:
             schema_id = existing
-        if not importing:
+        if not importing and not force:
+            # ``force`` skips the checks outside IMPORT as IMPORT does (KafkaSchemaRegistry.register)
             errors = self.compatibility(parsed, [live[v] for v in sorted(live)], self.level(subject))
             if errors:
                 raise RegistryError(409, 409, "Schema being registered is incompatible with an earlier "

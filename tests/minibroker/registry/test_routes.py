@@ -98,6 +98,11 @@ async def test_409_and_compatibility_route(client):
     await client.post("/subjects/s/versions", data=schema({"a": False}), headers=V1)
     out = await _json(await client.post("/subjects/s/versions", data=schema({"b": False}), headers=V1), 409)
     assert out["error_code"] == 409 and "incompatible" in out["message"]
+    # force skips the checks outside IMPORT (Confluent 8.4's register)
+    forced = await _json(await client.post("/subjects/s/versions?force=true", data=schema({"b": False})))
+    assert (forced["id"], forced["version"]) == (2, 2)
+    await _json(await client.delete("/subjects/s/versions/2"))
+    await _json(await client.delete("/subjects/s/versions/2?permanent=true"))
     ok = await _json(await client.post("/compatibility/subjects/s/versions/latest", data=schema({"a": False})))
     assert ok == {"is_compatible": True}
     bad = await _json(await client.post("/compatibility/subjects/s/versions/1?verbose=true",
