@@ -99,6 +99,17 @@ def not_permitted(message: str) -> RegistryError:
     return RegistryError(422, 42205, message)
 
 
+def check_subject(subject: str | None) -> None:
+    """QualifiedSubject.isValidSubject as register, PUT /config/{s} and PUT /mode/{s} apply it:
+    no ISO control character (Guava's javaIsoControl), not the reserved ``__GLOBAL`` or
+    ``__EMPTY`` (empty and ``*`` pass: schema.reject.empty.subject is false by default)."""
+    if subject is None:
+        return
+    name = subject.rsplit(":", 1)[-1] if subject.startswith(":.") else subject
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in subject) or name in ("__GLOBAL", "__EMPTY"):
+        raise RegistryError(422, 42208, f"The specified subject '{subject}' is not a valid.")
+
+
 def parse_version(text: str) -> int:
     """VersionId.java: "latest" (any case) or -1 is the latest, else 1..2^31-1."""
     if text.strip().lower() == "latest":
@@ -518,6 +529,7 @@ class Registry:
     def register(self, subject: str, body: Any, normalize: bool = False,
                  force: bool = False) -> tuple[int, int]:
         """POST /subjects/{s}/versions: (id, version), as KafkaSchemaRegistry.register."""
+        check_subject(subject)
         mode = self.mode(subject)
         self._check_writable(subject)
         if not isinstance(body, dict):
@@ -677,6 +689,7 @@ class Registry:
             raise invalid_level()
         if normalize is not None and not isinstance(normalize, bool):
             raise invalid_schema("normalize must be true or false")
+        check_subject(subject)  # after the level, as ConfigResource.updateSubjectLevelConfig
         self._check_writable(subject)
         old = self.configs.get(subject, {})
         level = level.upper() if level is not None else old.get("compatibilityLevel")
@@ -710,6 +723,7 @@ class Registry:
         return {"mode": self.modes.get(subject, DEFAULT_MODE)}
 
     def set_mode(self, subject: str | None, body: Any, force: bool = False) -> dict[str, str]:
+        check_subject(subject)  # first, as ModeResource.updateMode
         mode = body.get("mode") if isinstance(body, dict) else None
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise invalid_mode()

@@ -267,3 +267,18 @@ async def test_latest_skips_deleted_versions_even_with_deleted_true(client):
         "error_code": 40402, "message": "Version -1 not found."}
     assert (await _json(await client.get("/subjects/s/versions/latest"), 404))["error_code"] == 40401
     assert await _json(await client.get("/subjects/s/versions/1/referencedby?deleted=true&offset=1")) == []
+
+
+@pytest.mark.parametrize("method,path,body", [
+    ("post", "/subjects/__GLOBAL/versions", schema({"a": False})),
+    ("post", "/subjects/__EMPTY/versions", schema({"a": False})),
+    ("post", "/subjects/a%01b/versions", schema({"a": False})),
+    ("put", "/config/__GLOBAL", json.dumps({"compatibility": "NONE"})),
+    ("put", "/mode/__EMPTY", json.dumps({"mode": "READONLY"})),
+])
+async def test_reserved_and_control_subjects_are_42208(client, method, path, body):
+    out = await _json(await getattr(client, method)(path, data=body), 422)
+    assert out["error_code"] == 42208 and out["message"].startswith("The specified subject '")
+    assert out["message"].endswith("' is not a valid.")
+    # a wildcard passes, as schema.reject.empty.subject=false leaves it
+    assert (await _json(await client.post("/subjects/*/versions", data=schema({"a": False}))))["id"] == 1
