@@ -351,7 +351,11 @@ class RegistryServer:
         body = await _body(request)
         sv = self.registry.lookup(request.match_info["subject"], body, _flag(request, "normalize"),
                                   _flag(request, "deleted"))
-        return _reply(schema_json(sv))
+        # Confluent answers a copy of the request's (canonicalized) schema with the subject,
+        # version and id set (AbstractSchemaRegistry.lookUpSchemaUnderSubject): no ``deleted``
+        out = schema_json(sv)
+        del out["deleted"]
+        return _reply(out)
 
     async def version(self, request: web.Request) -> web.Response:
         sv = self.registry.get_version(request.match_info["subject"],
