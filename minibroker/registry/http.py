@@ -276,27 +276,30 @@ class RegistryServer:
         except ValueError:
             raise RegistryError(404, 404, "HTTP 404 Not Found") from None
 
+    def _found_at(self, schema_id: int, subject: str | None) -> Any:
+        """The version an id is read from (AbstractSchemaRegistry.getSchemaKeyUsingContexts):
+        ``subject``'s own when it has the id, else one of the others (the first by name here)."""
+        found = self.registry.id_versions(schema_id, True)
+        own = [sv for sv in found if sv[0] == subject]
+        s, v = (own or found)[0]
+        return self.registry.versions[s][v]
+
     async def schema_by_id(self, request: web.Request) -> web.Response:
-        # ``subject=`` picks the context in Confluent and, when given, makes the answer name a
-        # subject and version holding the id: that subject's own when it has the id, else any
-        # (KafkaSchemaRegistry.get, AbstractSchemaRegistry.getSchemaKeyUsingContexts)
+        # ``subject=`` picks the context in Confluent and, when given, makes the answer name the
+        # subject and version the id was read at (KafkaSchemaRegistry.get)
         schema_id = self._id(request)
         stored = self.registry.schema_by_id(schema_id)
-        where: tuple[str, int] | None = None
         subject = request.query.get("subject")
-        if subject is not None:
-            found = self.registry.id_versions(schema_id, True)
-            own = [sv for sv in found if sv[0] == subject]
-            where = (own or found)[0] if (own or found) else None
-        out = stored_json(stored, where)
+        out = stored_json(stored, self._found_at(schema_id, subject), named=subject is not None)
         if _flag(request, "fetchMaxId"):
             out["maxId"] = self.registry.max_id  # idGenerator.getMaxId: the highest id given
         return _reply(out)
 
     async def schema_by_guid(self, request: web.Request) -> web.Response:
         # getByGuid answers the SchemaString without subject and version
-        stored = self.registry.schema_by_id(self.registry.id_by_guid(request.match_info["guid"]))
-        return _reply(stored_json(stored))
+        schema_id = self.registry.id_by_guid(request.match_info["guid"])
+        stored = self.registry.schema_by_id(schema_id)
+        return _reply(stored_json(stored, self._found_at(schema_id, None)))
 
     async def guid_ids(self, request: web.Request) -> web.Response:
         # listIdsForGuid: a ContextId per context holding it; an unknown guid is an empty list
@@ -352,8 +355,10 @@ class RegistryServer:
         sv = self.registry.lookup(request.match_info["subject"], body, _flag(request, "normalize"),
                                   _flag(request, "deleted"))
         # Confluent answers a copy of the request's (canonicalized) schema with the subject,
-        # version and id set (AbstractSchemaRegistry.lookUpSchemaUnderSubject): no ``deleted``
+        # version and id set (AbstractSchemaRegistry.lookUpSchemaUnderSubject): no ``ts`` nor
+        # ``deleted``
         out = schema_json(sv)
+        out.pop("ts", None)
         del out["deleted"]
         return _reply(out)
 

@@ -38,13 +38,13 @@ REQUEST_CACHE = 1024  # schema texts parsed and kept
 class SchemasLog(Protocol):
     """What the registry needs of ``_schemas`` (the broker hands it: topic.BrokerSchemasTopic)."""
 
-    def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
         """Append the records as one batch, durably per the broker's fsync policy; the offset
-        after them."""
+        after them and the batch's timestamp (epoch ms)."""
         ...
 
-    def read(self, start: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-        """(offset, key, value) of every record from ``start`` to the end."""
+    def read(self, start: int) -> Iterator[tuple[int, bytes | None, bytes | None, int]]:
+        """(offset, key, value, timestamp in epoch ms) of every record from ``start`` to the end."""
         ...
 
 
@@ -160,8 +160,8 @@ class Registry:
         """Apply what ``_schemas`` holds past :attr:`applied`, at most ``limit`` records; True
         once the end is reached (the registry is loaded)."""
         n = 0
-        for offset, key, value in self.topic.read(self.applied):
-            problem = self.apply(key, value)
+        for offset, key, value, ts in self.topic.read(self.applied):
+            problem = self.apply(key, value, ts)
             if problem is not None:
                 self.skipped += 1
                 log.warning("registry.record_skipped", offset=offset, reason=problem)
@@ -175,7 +175,7 @@ class Registry:
                      offset=self.applied, skipped=self.skipped)
         return True
 
-    def apply(self, key_raw: bytes | None, value_raw: bytes | None) -> str | None:
+    def apply(self, key_raw: bytes | None, value_raw: bytes | None, ts: int | None = None) -> str | None:
         """Apply one ``_schemas`` record; why it cannot be, if so."""
         try:
             key = r.decode_key(key_raw)
@@ -185,7 +185,9 @@ class Registry:
                 if value_raw is None:
                     self._tombstone(str(subject), int(key["version"]))
                 else:
-                    self._put(r.decode_schema_value(value_raw))
+                    sv = r.decode_schema_value(value_raw)
+                    sv.ts = ts
+                    self._put(sv)
             elif kind == r.CONFIG:
                 if value_raw is None:
                     self.configs.pop(subject, None)
@@ -257,9 +259,9 @@ class Registry:
 
     def _write(self, recs: list[tuple[bytes, bytes | None]]) -> None:
         """Append, then apply the very records written (the state never runs ahead of the log)."""
-        end = self.topic.append(recs)
+        end, ts = self.topic.append(recs)
         for key, value in recs:
-            problem = self.apply(key, value)
+            problem = self.apply(key, value, ts)
             assert problem is None, problem  # records this module made
         self.applied = end
 
@@ -805,6 +807,8 @@ def schema_json(sv: r.SchemaValue) -> dict[str, Any]:
     by NON_EMPTY)."""
     out = _body_fields({"subject": sv.subject, "version": sv.version, "id": sv.id},
                        sv.schema_type, sv.schema, sv.references, sv.extra)
+    if sv.ts is not None:
+        out["ts"] = sv.ts
     out["deleted"] = sv.deleted
     return out
 
@@ -817,13 +821,19 @@ def register_json(sv: r.SchemaValue) -> dict[str, Any]:
                         sv.references, None)
 
 
-def stored_json(st: Stored, subject_version: tuple[str, int] | None = None) -> dict[str, Any]:
-    """GET /schemas/ids/{id}: Confluent's SchemaString, with the subject and version only when the
-    request names a ``subject`` (KafkaSchemaRegistry.get)."""
+def stored_json(st: Stored, sv: r.SchemaValue | None = None, named: bool = False) -> dict[str, Any]:
+    """GET /schemas/ids/{id}: Confluent's SchemaString of the version ``sv`` the id was found
+    at (its ``ts`` and ``deleted``), with that subject and version only when the request names a
+    ``subject`` (KafkaSchemaRegistry.get)."""
     out: dict[str, Any] = {}
-    if subject_version is not None:
-        out["subject"], out["version"] = subject_version
-    return _body_fields(out, st.schema_type, st.schema, st.references, None)
+    if named and sv is not None:
+        out["subject"], out["version"] = sv.subject, sv.version
+    out = _body_fields(out, st.schema_type, st.schema, st.references, None)
+    if sv is not None:
+        if sv.ts is not None:
+            out["ts"] = sv.ts
+        out["deleted"] = sv.deleted
+    return out
 
 
 def dumps(obj: Any) -> str:

@@ -20,6 +20,7 @@ V1 = {"Content-Type": CONTENT_TYPE}
 TEXT = '{"fields":{"a":false}}'
 # Java's UUID of the MD5 of TEXT's UTF-8 bytes (Schema.getGuid), computed with java.security
 GUID = "1c75cb98-6fb0-9eb4-39e3-5346e26cc894"
+T1 = 1_700_000_000_001  # MemoryLog's timestamp of the first append: a version's ``ts``
 
 
 def schema(fields):
@@ -50,14 +51,14 @@ async def test_register_get_and_list(client):
     assert await _json(again) == out
     got = await _json(await client.get("/subjects/t-value/versions/latest"))
     assert got == {"subject": "t-value", "version": 1, "id": 1, "guid": GUID, "schemaType": "AVRO",
-                   "schema": TEXT, "deleted": False}
+                   "schema": TEXT, "ts": T1, "deleted": False}
     assert await _json(await client.get("/subjects/t-value/versions/-1")) == got
     assert await _json(await client.get("/subjects")) == ["t-value"]
     assert await _json(await client.get("/subjects/t-value/versions")) == [1]
-    assert await _json(await client.get("/schemas/ids/1")) == {"guid": GUID, "schemaType": "AVRO",
-                                                               "schema": TEXT}
+    by_id = {"guid": GUID, "schemaType": "AVRO", "schema": TEXT, "ts": T1, "deleted": False}
+    assert await _json(await client.get("/schemas/ids/1")) == by_id
     # subject= names where the id is (that subject's when it has it, else any); fetchMaxId
-    named = {"subject": "t-value", "version": 1, "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
+    named = {"subject": "t-value", "version": 1, **by_id}
     assert await _json(await client.get("/schemas/ids/1?subject=t-value")) == named
     assert await _json(await client.get("/schemas/ids/1?subject=other")) == named
     assert (await _json(await client.get("/schemas/ids/1?fetchMaxId=true")))["maxId"] == 1
@@ -68,7 +69,7 @@ async def test_register_get_and_list(client):
     assert await _json(await client.get("/schemas/types")) == ["AVRO", "JSON", "PROTOBUF"]
     found = await _json(await client.post("/subjects/t-value", data=schema({"a": False}),
                                           headers={"Content-Type": "application/json"}))
-    assert found == {k: v for k, v in got.items() if k != "deleted"}
+    assert found == {k: v for k, v in got.items() if k not in ("ts", "deleted")}
     assert await _json(await client.get("/")) == {}
     meta = await _json(await client.get("/v1/metadata/id"))
     assert meta["scope"]["clusters"]["schema-registry-cluster"] == "schema-registry"
@@ -117,9 +118,10 @@ async def test_deletes_config_and_mode(client):
                                         "permanently deleted"}
     assert await _json(await client.delete("/subjects/s")) == [1]
     assert await _json(await client.get("/subjects?deleted=true")) == ["s"]
-    assert await _json(await client.get("/subjects/s/versions/1?deleted=true")) == {
-        "subject": "s", "version": 1, "id": 1, "guid": GUID, "schemaType": "AVRO", "schema": TEXT,
-        "deleted": True}
+    gone = await _json(await client.get("/subjects/s/versions/1?deleted=true"))
+    assert isinstance(gone.pop("ts"), int)
+    assert gone == {"subject": "s", "version": 1, "id": 1, "guid": GUID, "schemaType": "AVRO",
+                    "schema": TEXT, "deleted": True}
     assert await _json(await client.delete("/subjects/s?permanent=true")) == [1]
     assert await _json(await client.put("/config/s", data=json.dumps({"compatibility": "full"}))) == {
         "compatibility": "FULL"}
@@ -152,10 +154,9 @@ def _auth(user, password):
 async def test_guid_routes_and_contexts(client):
     await client.post("/subjects/s/versions", data=schema({"a": False}), headers=V1)
     # GET /schemas/guids/{guid}: the SchemaString without subject and version (getByGuid)
-    assert await _json(await client.get(f"/schemas/guids/{GUID}")) == {
-        "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
-    assert await _json(await client.get(f"/schemas/guids/{GUID.upper()}")) == {
-        "guid": GUID, "schemaType": "AVRO", "schema": TEXT}
+    by_guid = {"guid": GUID, "schemaType": "AVRO", "schema": TEXT, "ts": T1, "deleted": False}
+    assert await _json(await client.get(f"/schemas/guids/{GUID}")) == by_guid
+    assert await _json(await client.get(f"/schemas/guids/{GUID.upper()}")) == by_guid
     assert await _json(await client.get(f"/schemas/guids/{GUID}/ids")) == [{"context": ".", "id": 1}]
     other = "00000000-0000-0000-0000-000000000000"
     assert await _json(await client.get(f"/schemas/guids/{other}"), 404) == {
