@@ -62,6 +62,9 @@ class SchemaValue:
     # fields Confluent writes that this registry does not interpret (metadata, ruleSet, md5):
     # kept so that rewriting a version (soft delete) does not drop them
     extra: dict[str, Any] = field(default_factory=dict)
+    # the timestamp of the _schemas record it came in (not in the value: Confluent's reader sets
+    # it from the record, KafkaStoreMessageHandler, and answers it as ``ts``)
+    ts: int | None = field(default=None, compare=False)
 
     def encode(self) -> bytes:
         # SchemaValue.java's constructor order: subject, version, id, md5, schemaType,

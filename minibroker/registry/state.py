@@ -10,7 +10,11 @@ DELETE_SUBJECT or CLEAR_SUBJECT record does to the versions before it).
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import struct
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,13 +38,13 @@ REQUEST_CACHE = 1024  # schema texts parsed and kept
 class SchemasLog(Protocol):
     """What the registry needs of ``_schemas`` (the broker hands it: topic.BrokerSchemasTopic)."""
 
-    def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
         """Append the records as one batch, durably per the broker's fsync policy; the offset
-        after them."""
+        after them and the batch's timestamp (epoch ms)."""
         ...
 
-    def read(self, start: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-        """(offset, key, value) of every record from ``start`` to the end."""
+    def read(self, start: int) -> Iterator[tuple[int, bytes | None, bytes | None, int]]:
+        """(offset, key, value, timestamp in epoch ms) of every record from ``start`` to the end."""
         ...
 
 
@@ -95,6 +99,17 @@ def not_permitted(message: str) -> RegistryError:
     return RegistryError(422, 42205, message)
 
 
+def check_subject(subject: str | None) -> None:
+    """QualifiedSubject.isValidSubject as register, PUT /config/{s} and PUT /mode/{s} apply it:
+    no ISO control character (Guava's javaIsoControl), not the reserved ``__GLOBAL`` or
+    ``__EMPTY`` (empty and ``*`` pass: schema.reject.empty.subject is false by default)."""
+    if subject is None:
+        return
+    name = subject.rsplit(":", 1)[-1] if subject.startswith(":.") else subject
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in subject) or name in ("__GLOBAL", "__EMPTY"):
+        raise RegistryError(422, 42208, f"The specified subject '{subject}' is not a valid.")
+
+
 def parse_version(text: str) -> int:
     """VersionId.java: "latest" (any case) or -1 is the latest, else 1..2^31-1."""
     if text.strip().lower() == "latest":
@@ -136,14 +151,17 @@ class Registry:
         # send the same text again and again (lookups, registrations of a known schema);
         # cleared when a version goes for good, since a reference may then name another text
         self._requests: dict[tuple[Any, ...], tuple[ParsedSchema, str]] = {}
+        # guid -> lowest id, built on the first /schemas/guids request and dropped when an id
+        # comes or goes: replay does not pay an MD5 per schema for a route few clients use
+        self._guids: dict[str, int] | None = None
 
     # -- replay and apply -----------------------------------------------------------------
     def replay(self, limit: int | None = None) -> bool:
         """Apply what ``_schemas`` holds past :attr:`applied`, at most ``limit`` records; True
         once the end is reached (the registry is loaded)."""
         n = 0
-        for offset, key, value in self.topic.read(self.applied):
-            problem = self.apply(key, value)
+        for offset, key, value, ts in self.topic.read(self.applied):
+            problem = self.apply(key, value, ts)
             if problem is not None:
                 self.skipped += 1
                 log.warning("registry.record_skipped", offset=offset, reason=problem)
@@ -157,7 +175,7 @@ class Registry:
                      offset=self.applied, skipped=self.skipped)
         return True
 
-    def apply(self, key_raw: bytes | None, value_raw: bytes | None) -> str | None:
+    def apply(self, key_raw: bytes | None, value_raw: bytes | None, ts: int | None = None) -> str | None:
         """Apply one ``_schemas`` record; why it cannot be, if so."""
         try:
             key = r.decode_key(key_raw)
@@ -167,7 +185,9 @@ class Registry:
                 if value_raw is None:
                     self._tombstone(str(subject), int(key["version"]))
                 else:
-                    self._put(r.decode_schema_value(value_raw))
+                    sv = r.decode_schema_value(value_raw)
+                    sv.ts = ts
+                    self._put(sv)
             elif kind == r.CONFIG:
                 if value_raw is None:
                     self.configs.pop(subject, None)
@@ -210,6 +230,7 @@ class Registry:
             stored = Stored(sv.schema_type, sv.schema, sv.references)
             self.schemas[sv.id] = stored
             self.by_identity[(stored.schema_type, stored.schema, stored.references)] = sv.id
+            self._guids = None
         self.id_uses.setdefault(sv.id, set()).add((sv.subject, sv.version))
         self.max_id = max(self.max_id, sv.id)
 
@@ -234,12 +255,13 @@ class Registry:
             stored = self.schemas.pop(schema_id)
             self.by_identity.pop((stored.schema_type, stored.schema, stored.references), None)
             self._parsed.pop(schema_id, None)
+            self._guids = None
 
     def _write(self, recs: list[tuple[bytes, bytes | None]]) -> None:
         """Append, then apply the very records written (the state never runs ahead of the log)."""
-        end = self.topic.append(recs)
+        end, ts = self.topic.append(recs)
         for key, value in recs:
-            problem = self.apply(key, value)
+            problem = self.apply(key, value, ts)
             assert problem is None, problem  # records this module made
         self.applied = end
 
@@ -268,25 +290,55 @@ class Registry:
             raise not_permitted(f"Subject {subject} in context . is in read-only mode")
 
     # -- reading -------------------------------------------------------------------------------
-    def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
-        return sorted(s for s, vs in self.versions.items()
-                      if s.startswith(prefix) and (deleted or any(not v.deleted for v in vs.values())))
+    def subjects(self, deleted: bool = False, prefix: str = "", deleted_only: bool = False) -> list[str]:
+        """GET /subjects: a subject is deleted when every version of it is (extractUniqueSubjects);
+        ``deletedOnly`` wins over ``deleted``."""
+        out = []
+        for s, vs in self.versions.items():
+            if not s.startswith(prefix):
+                continue
+            gone = all(v.deleted for v in vs.values())
+            if (gone if deleted_only else deleted or not gone):
+                out.append(s)
+        return sorted(out)
+
+    def all_versions(self, prefix: str, deleted: bool, latest_only: bool) -> list[r.SchemaValue]:
+        out: list[r.SchemaValue] = []
+        for subject in sorted(s for s in self.versions if s.startswith(prefix)):
+            live = self._live(subject, deleted)
+            chosen = [max(live)] if latest_only and live else sorted(live)
+            out.extend(live[v] for v in chosen)
+        return out
 
     def _live(self, subject: str, deleted: bool = False) -> dict[int, r.SchemaValue]:
         return {v: sv for v, sv in self.versions.get(subject, {}).items() if deleted or not sv.deleted}
 
-    def version_list(self, subject: str, deleted: bool = False) -> list[int]:
-        vs = sorted(self._live(subject, deleted))
-        if not vs:
+    def version_list(self, subject: str, deleted: bool = False, deleted_only: bool = False,
+                     as_negative: bool = False) -> list[int]:
+        """GET /subjects/{s}/versions (SubjectVersionsResource.listVersions): 40401 unless the
+        subject has a live version, or any with ``deleted``/``deletedOnly``; then
+        ``deletedAsNegative`` (every version, the deleted ones negated, by absolute value) wins
+        over ``deletedOnly``, which wins over ``deleted``."""
+        every = self.versions.get(subject, {})
+        if not self._live(subject, deleted or deleted_only):
             raise subject_not_found(subject)
-        return vs
+        if as_negative:
+            return [-v if every[v].deleted else v for v in sorted(every)]
+        if deleted_only:
+            return [v for v in sorted(every) if every[v].deleted]
+        return sorted(self._live(subject, deleted))
 
     def get_version(self, subject: str, version: int, deleted: bool = False) -> r.SchemaValue:
         live = self._live(subject, deleted)
         if not live:
             raise subject_not_found(subject)
         if version == -1:
-            return live[max(live)]
+            # "latest" is the highest live version even with deleted=true
+            # (AbstractSchemaRegistry.getLatestVersionFromSubjectSchemas skips deleted ones)
+            undeleted = [v for v, sv in live.items() if not sv.deleted]
+            if not undeleted:
+                raise version_not_found(-1)
+            return live[max(undeleted)]
         if version not in live:
             raise version_not_found(version)
         return live[version]
@@ -297,8 +349,31 @@ class Registry:
             raise schema_not_found(schema_id)
         return stored
 
+    def id_by_guid(self, wanted: str) -> int:
+        """GET /schemas/guids/{guid}: the id whose schema hashes to it (AbstractSchemaRegistry
+        .getByGuid; one context here). Confluent reads the guid as a UUID (MD5.fromString), so
+        its spelling's case does not matter; one that is no UUID is not found."""
+        try:
+            key = str(uuid.UUID(wanted))
+        except ValueError:
+            raise RegistryError(404, 40403, f"Schema {wanted} not found") from None
+        if self._guids is None:
+            guids: dict[str, int] = {}
+            for schema_id in sorted(self.schemas, reverse=True):
+                st = self.schemas[schema_id]
+                g = guid(st.schema, st.references)
+                if g is not None:
+                    guids[g] = schema_id
+            self._guids = guids
+        found = self._guids.get(key)
+        if found is None:
+            raise RegistryError(404, 40403, f"Schema {wanted} not found")
+        return found
+
     def id_versions(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
-        self.schema_by_id(schema_id)
+        if schema_id not in self.schemas:
+            # listVersionsForId/listSubjectsForId answer null: Errors.schemaNotFoundException()
+            raise schema_not_found()
         return sorted((s, v) for s, v in self.id_uses.get(schema_id, ())
                       if deleted or not self.versions[s][v].deleted)
 
@@ -453,8 +528,10 @@ class Registry:
                 return live[v]
         raise schema_not_found()
 
-    def register(self, subject: str, body: Any, normalize: bool = False) -> tuple[int, int]:
+    def register(self, subject: str, body: Any, normalize: bool = False,
+                 force: bool = False) -> tuple[int, int]:
         """POST /subjects/{s}/versions: (id, version), as KafkaSchemaRegistry.register."""
+        check_subject(subject)
         mode = self.mode(subject)
         self._check_writable(subject)
         if not isinstance(body, dict):
@@ -482,7 +559,8 @@ class Registry:
                     return sv.id, v  # already registered under this subject
         if existing is not None and want_id < 0:
             schema_id = existing
-        if not importing:
+        if not importing and not force:
+            # ``force`` skips the checks outside IMPORT as IMPORT does (KafkaSchemaRegistry.register)
             errors = self.compatibility(parsed, [live[v] for v in sorted(live)], self.level(subject))
             if errors:
                 raise RegistryError(409, 409, "Schema being registered is incompatible with an earlier "
@@ -613,6 +691,7 @@ class Registry:
             raise invalid_level()
         if normalize is not None and not isinstance(normalize, bool):
             raise invalid_schema("normalize must be true or false")
+        check_subject(subject)  # after the level, as ConfigResource.updateSubjectLevelConfig
         self._check_writable(subject)
         old = self.configs.get(subject, {})
         level = level.upper() if level is not None else old.get("compatibilityLevel")
@@ -646,6 +725,7 @@ class Registry:
         return {"mode": self.modes.get(subject, DEFAULT_MODE)}
 
     def set_mode(self, subject: str | None, body: Any, force: bool = False) -> dict[str, str]:
+        check_subject(subject)  # first, as ModeResource.updateMode
         mode = body.get("mode") if isinstance(body, dict) else None
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise invalid_mode()
@@ -681,25 +761,78 @@ def _identity(sv: r.SchemaValue) -> tuple[str, str, tuple[r.Reference, ...]]:
     return sv.schema_type, sv.schema, sv.references
 
 
-def schema_json(sv: r.SchemaValue) -> dict[str, Any]:
-    """A version as Confluent's Schema entity answers it (NON_EMPTY: no references when none;
-    schemaType left out for AVRO, as Confluent's responses and clients take AVRO by default)."""
-    out: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id}
-    if sv.schema_type != "AVRO":
-        out["schemaType"] = sv.schema_type
-    if sv.references:
-        out["references"] = [x.as_json() for x in sv.references]
-    out["schema"] = sv.schema
+def guid(schema: str, references: tuple[r.Reference, ...], extra: dict[str, Any] | None = None) -> str | None:
+    """Confluent 8's ``guid``: the MD5 of the schema text then each reference's name, subject and
+    4-byte big-endian version, read as a UUID (Schema.updateHash, SchemaReference.updateHash,
+    MD5.toString). A record's own ``md5`` (base64, SchemaValue.getMd5Bytes) wins. Metadata and
+    rule sets also enter Confluent's hash; this registry does not interpret them, so a version
+    carrying them without an ``md5`` gets no guid rather than a wrong one."""
+    extra = extra or {}
+    stored = extra.get("md5")
+    if isinstance(stored, str):
+        try:
+            raw = base64.b64decode(stored, validate=True)
+        except ValueError:
+            raw = b""
+        if len(raw) == 16:
+            return str(uuid.UUID(bytes=raw))
+    if "metadata" in extra or "ruleSet" in extra:
+        return None
+    md = hashlib.md5(schema.encode("utf-8"), usedforsecurity=False)
+    for ref in references:
+        md.update(ref.name.encode("utf-8"))
+        md.update(ref.subject.encode("utf-8"))
+        md.update(struct.pack(">i", ref.version))
+    return str(uuid.UUID(bytes=md.digest()))
+
+
+def _body_fields(out: dict[str, Any], schema_type: str, schema: str,
+                 references: tuple[r.Reference, ...], extra: dict[str, Any] | None) -> dict[str, Any]:
+    # Confluent's entities are @JsonInclude(NON_EMPTY): no ``references`` when there are none.
+    # ``schemaType`` is answered for AVRO too since Confluent 8.0 (DGS-14766 removed the
+    # SchemaTypeConverter that left it out); the clients read it with AVRO as the default.
+    g = guid(schema, references, extra)
+    if g is not None:
+        out["guid"] = g
+    out["schemaType"] = schema_type
+    if references:
+        out["references"] = [x.as_json() for x in references]
+    out["schema"] = schema
     return out
 
 
-def stored_json(st: Stored) -> dict[str, Any]:
+def schema_json(sv: r.SchemaValue) -> dict[str, Any]:
+    """A version as Confluent's Schema entity answers it (SchemaValue.toSchemaEntity: subject,
+    version, id, guid, schemaType, references, schema, deleted — a Boolean, so ``false`` is kept
+    by NON_EMPTY)."""
+    out = _body_fields({"subject": sv.subject, "version": sv.version, "id": sv.id},
+                       sv.schema_type, sv.schema, sv.references, sv.extra)
+    if sv.ts is not None:
+        out["ts"] = sv.ts
+    out["deleted"] = sv.deleted
+    return out
+
+
+def register_json(sv: r.SchemaValue) -> dict[str, Any]:
+    """POST /subjects/{s}/versions as Confluent 8 answers it: RegisterSchemaResponse(Schema) with
+    id, version, guid, schemaType, references and schema (no subject; no ts or deleted, which the
+    registered request does not carry)."""
+    return _body_fields({"id": sv.id, "version": sv.version}, sv.schema_type, sv.schema,
+                        sv.references, None)
+
+
+def stored_json(st: Stored, sv: r.SchemaValue | None = None, named: bool = False) -> dict[str, Any]:
+    """GET /schemas/ids/{id}: Confluent's SchemaString of the version ``sv`` the id was found
+    at (its ``ts`` and ``deleted``), with that subject and version only when the request names a
+    ``subject`` (KafkaSchemaRegistry.get)."""
     out: dict[str, Any] = {}
-    if st.schema_type != "AVRO":
-        out["schemaType"] = st.schema_type
-    if st.references:
-        out["references"] = [x.as_json() for x in st.references]
-    out["schema"] = st.schema
+    if named and sv is not None:
+        out["subject"], out["version"] = sv.subject, sv.version
+    out = _body_fields(out, st.schema_type, st.schema, st.references, None)
+    if sv is not None:
+        if sv.ts is not None:
+            out["ts"] = sv.ts
+        out["deleted"] = sv.deleted
     return out
 
 

@@ -27,20 +27,20 @@ class BrokerSchemasTopic:
         self._wall_ms = wall_ms
         self._appended = appended  # wakes consumers of _schemas (a Confluent registry tailing it)
 
-    def append(self, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
         plog = self._existing() or self._create()
         now = self._wall_ms()
         batch = build_batch([{"key": k, "value": v, "timestamp": now} for k, v in records])
         plog.append(batch, origin="coordinator")
         self._appended()
         end: int = plog.log_end_offset
-        return end
+        return end, now
 
     def end_offset(self) -> int:
         plog = self._existing()
         return 0 if plog is None else int(plog.log_end_offset)
 
-    def read(self, start: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+    def read(self, start: int) -> Iterator[tuple[int, bytes | None, bytes | None, int]]:
         plog = self._existing()
         if plog is None:
             return
@@ -67,7 +67,7 @@ class BrokerSchemasTopic:
                     continue
                 for rec in recs:
                     if rec.offset >= offset:
-                        yield rec.offset, rec.key, rec.value
+                        yield rec.offset, rec.key, rec.value, rec.timestamp
             if moved <= offset:
                 log.warning("registry.replay_stopped", offset=offset, reason="no complete batch")
                 return

@@ -11,7 +11,12 @@ import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaRegistryClient,
+    dual_schema_id_deserializer,
+    header_schema_id_serializer,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -85,6 +90,43 @@ def test_avro_pipeline_evolution_and_409(registry_broker, topic):
     with pytest.raises(SchemaRegistryError) as e:
         client.get_version(subject, 9)
     assert e.value.error_code == 40402
+
+
+def test_register_answers_version_and_guid_and_serdes_use_the_guid(registry_broker, topic):
+    """Confluent 8's register answer carries the version and the guid; confluent-kafka's
+    serializer with the header id strategy writes that guid in a header and a fresh client's
+    deserializer fetches the writer's schema by it (GET /schemas/guids/{guid})."""
+    url = registry_broker.schema_registry_url
+    client = SchemaRegistryClient({"url": url})
+    got = client.register_schema_full_response(f"{topic}-value", Schema(USER_V1, "AVRO"))
+    assert got.schema_id == 1 and got.version == 1 and got.subject == f"{topic}-value"
+    assert got.guid is not None and len(str(got.guid)) == 36
+    assert client.get_contexts() == ["."]
+    ser = AvroSerializer(client, USER_V1, conf={"auto.register.schemas": False, "use.latest.version": True,
+                                                "schema.id.serializer": header_schema_id_serializer})
+    headers: list = []
+    ctx = SerializationContext(topic, MessageField.VALUE, headers)
+    value = ser({"name": "ada lovelace"}, ctx)  # the deserializer wants 6+ bytes
+    assert headers and headers[0][0] == "__value_schema_id" and value[:1] != b"\x00"
+    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    p.produce(topic, value=value, headers=headers)
+    assert p.flush(30) == 0
+    fresh = SchemaRegistryClient({"url": url})
+    assert fresh.get_schema_by_guid(str(got.guid)).schema_str == client.get_schema(1).schema_str
+    de = AvroDeserializer(fresh, conf={"schema.id.deserializer": dual_schema_id_deserializer})
+    c = Consumer({"bootstrap.servers": registry_broker.bootstrap_servers, "group.id": f"g-{topic}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    out = []
+    try:
+        deadline = time.monotonic() + 60
+        while not out and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and not msg.error():
+                out.append(de(msg.value(), SerializationContext(topic, MessageField.VALUE, msg.headers())))
+    finally:
+        c.close()
+    assert out == [{"name": "ada lovelace"}]
 
 
 def _state(url: str) -> dict:

@@ -49,11 +49,17 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self.records: list[tuple[bytes, bytes | None]] = []
+        # offset -> timestamp of what append wrote; a test may put records straight in the list
+        self.timestamps: dict[int, int] = {}
+        self.clock_ms = 1_700_000_000_000  # each append a millisecond later
 
     def append(self, records):
-        self.records.extend(records)
-        return len(self.records)
+        self.clock_ms += 1
+        for _ in records:
+            self.timestamps[len(self.records)] = self.clock_ms
+            self.records.append(_)
+        return len(self.records), self.clock_ms
 
     def read(self, start):
         for i in range(start, len(self.records)):
-            yield i, *self.records[i]
+            yield i, *self.records[i], self.timestamps.get(i, self.clock_ms)
