@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import datetime
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -145,16 +146,19 @@ def test_redelivery_is_throttled_near_the_delivery_limit(script):
 def _fetch_collect(s: Script, member: str, epochs, max_wait_ms: int = 2000):
     """Fetch each side at ``epochs`` and compare all the records acquired by them together:
     Kafka loads a share partition off the request path, so which of these answers carries the
-    first records races."""
-    got = []
-    for side in s.pair.sides:
+    first records races. The sides fetch at the same time (each on its own connection): a fetch
+    that finds nothing waits out ``max_wait_ms``, on each side."""
+    def collect(side):
         acquired = []
         for epoch in epochs:
             r = side.call(_fetch_request(s, side, member, epoch, max_wait_ms))
             assert r.error_code == 0, (side.name, r)
             acquired += [(a.first_offset, a.last_offset, a.delivery_count)
                          for t in r.responses for p in t.partitions for a in p.acquired_records]
-        got.append(sorted(acquired))
+        return sorted(acquired)
+
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(collect, s.pair.sides))
     assert got[0] == got[1], f"acquired:\n  Kafka:      {got[0]}\n  minibroker: {got[1]}"
     return got[0]
 
