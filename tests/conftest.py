@@ -168,6 +168,17 @@ except ImportError:  # pytest-xdist is a [test] dependency, but the tree also ru
 
 if LoadFileScheduling is not None:
     class _FileOrFolderScheduling(LoadFileScheduling):
+        def __init__(self, config: pytest.Config, log=None) -> None:
+            # Files go out in collection order, not xdist's default of most tests first: each
+            # worker then runs a subsequence of the one-process order, so a test that passes after
+            # what precedes it there still does. (With the default, test_group_configs ran after
+            # test_share_clients had left group configs on the session Kafka, and the coordinator
+            # snapshot tests after something that left structlog capturing elsewhere.) The slow
+            # folders (differential, docker, integration) also come first that way, the many short
+            # unit tests last, which keeps the two workers' finishing times close.
+            config.option.loadscopereorder = False
+            super().__init__(config, log)
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return next((f for f in WHOLE_FOLDERS if path.startswith(f)), path)
