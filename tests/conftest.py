@@ -149,3 +149,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if rest:
             config.hook.pytest_deselected(items=rest)
         items[:] = quick
+
+
+# -- the full run on two workers (pytest-xdist; tests/run.sh: -n 2 --dist loadfile) --------------
+# The full suite waits far more than it computes (load average < 1 on 2 cores alone), so two
+# workers nearly halve it. Work is handed out one file at a time: a file's module fixtures (one
+# broker for its tests) are set up once and its tests keep their order. A few folders share
+# something between their files and go to one worker as a whole: tests/spark one SparkSession
+# (session fixture, a JVM), tests/packaging the wheelhouse it downloads into. tests/docker (fixed
+# container names and images) and tests/bench are single files already. Each worker has its own
+# session fixtures, so its own reference Kafka and differential pair (free ports, temp dirs).
+WHOLE_FOLDERS = ("tests/spark/", "tests/packaging/")
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pytest-xdist is a [test] dependency, but the tree also runs without it
+    LoadFileScheduling = None
+
+if LoadFileScheduling is not None:
+    class _FileOrFolderScheduling(LoadFileScheduling):
+        def __init__(self, config: pytest.Config, log=None) -> None:
+            # Files go out in collection order, not xdist's default of most tests first: each
+            # worker then runs a subsequence of the one-process order, so a test that passes after
+            # what precedes it there still does. (With the default, test_group_configs ran after
+            # test_share_clients had left group configs on the session Kafka, and the coordinator
+            # snapshot tests after something that left structlog capturing elsewhere.) The slow
+            # folders (differential, docker, integration) also come first that way, the many short
+            # unit tests last, which keeps the two workers' finishing times close.
+            config.option.loadscopereorder = False
+            super().__init__(config, log)
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((f for f in WHOLE_FOLDERS if path.startswith(f)), path)
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's own, which would return its LoadFileScheduling
+    def pytest_xdist_make_scheduler(config: pytest.Config, log):
+        if config.getvalue("dist") == "loadfile":
+            return _FileOrFolderScheduling(config, log)
+        return None

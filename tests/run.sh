@@ -41,7 +41,8 @@
 #     missing, for the container tests (tests/docker; their Debian base image is made with
 #     debootstrap and cached in ${XDG_CACHE_HOME:-$HOME/.cache}/minibroker-tests/);
 #   - runs `ruff check` and `mypy` on the product packages (exit 1 on any finding), then
-#     `python -m pytest -p no:cacheprovider tests "$@"`; the exit code is pytest's.
+#     `python -m pytest -p no:cacheprovider -n 2 --dist loadfile tests "$@"` (two pytest-xdist
+#     workers; MINIBROKER_TEST_WORKERS=N for N, 0 for none); the exit code is pytest's.
 # Integration tests then fail (instead of skipping) when kcat, node, kafkajs, javac or the jars are missing.
 set -euo pipefail
 
@@ -224,9 +225,17 @@ lint_and_types
 
 # --- the suite ---------------------------------------------------------------------------
 export MINIBROKER_TEST_REQUIRE_TOOLS=1
-log "python -m pytest -p no:cacheprovider --durations=30 tests $*"
+# Two workers (pytest-xdist), one test file (or a folder of tests/conftest.py's WHOLE_FOLDERS) at a
+# time each: the suite waits far more than it computes, so the second core would otherwise idle.
+# MINIBROKER_TEST_WORKERS=0 runs it in one process.
+WORKERS="${MINIBROKER_TEST_WORKERS:-2}"
+XDIST=()
+if [ "$WORKERS" != "0" ]; then
+    XDIST=(-n "$WORKERS" --dist loadfile)
+fi
+log "python -m pytest -p no:cacheprovider ${XDIST[*]} --durations=30 tests $*"
 set +e
-"$VENV_PY" -m pytest -p no:cacheprovider --durations=30 tests "$@"
+"$VENV_PY" -m pytest -p no:cacheprovider "${XDIST[@]}" --durations=30 tests "$@"
 status=$?
 set -e
 exit "$status"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -164,6 +165,9 @@ def test_regex_consumer_does_not_bring_it_back(differential_pair, kafka_referenc
     pytest.importorskip("confluent_kafka")
     mini = differential_pair.mini.conn.address
     suffix = uuid.uuid4().hex[:6]
-    k = _regex_consumer_then_delete(f"127.0.0.1:{kafka_reference.port}", f"rxk{suffix}")
-    m = _regex_consumer_then_delete(f"{mini[0]}:{mini[1]}", f"rxm{suffix}")
+    # both at once: each side polls out a fixed 6 s after the delete
+    with ThreadPoolExecutor(2) as pool:
+        fk = pool.submit(_regex_consumer_then_delete, f"127.0.0.1:{kafka_reference.port}", f"rxk{suffix}")
+        fm = pool.submit(_regex_consumer_then_delete, f"{mini[0]}:{mini[1]}", f"rxm{suffix}")
+        k, m = fk.result(), fm.result()
     assert k == m == (2, False), (k, m)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import datetime
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -145,16 +146,19 @@ def test_redelivery_is_throttled_near_the_delivery_limit(script):
 def _fetch_collect(s: Script, member: str, epochs, max_wait_ms: int = 2000):
     """Fetch each side at ``epochs`` and compare all the records acquired by them together:
     Kafka loads a share partition off the request path, so which of these answers carries the
-    first records races."""
-    got = []
-    for side in s.pair.sides:
+    first records races. The sides fetch at the same time (each on its own connection): a fetch
+    that finds nothing waits out ``max_wait_ms``, on each side."""
+    def collect(side):
         acquired = []
         for epoch in epochs:
             r = side.call(_fetch_request(s, side, member, epoch, max_wait_ms))
             assert r.error_code == 0, (side.name, r)
             acquired += [(a.first_offset, a.last_offset, a.delivery_count)
                          for t in r.responses for p in t.partitions for a in p.acquired_records]
-        got.append(sorted(acquired))
+        return sorted(acquired)
+
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(collect, s.pair.sides))
     assert got[0] == got[1], f"acquired:\n  Kafka:      {got[0]}\n  minibroker: {got[1]}"
     return got[0]
 
@@ -275,16 +279,22 @@ def test_offsets_apis_on_empty_and_active_groups(script):
     _delete(other, "DeleteShareGroupOffsets of a classic group", ["T"])
 
     m = _member()
-    epoch = s.hb("a member joins", m, 0)[2]
+    joined = s.hb("a member joins", m, 0)
     final = None
     for side in s.pair.sides:  # until each side's assignment arrives
-        e = epoch
-        for _ in range(60):
+        # The group already exists (AlterShareGroupOffsets made it), so the join's own answer
+        # may carry the assignment; later heartbeats then carry none (it did not change).
+        e, assigned = joined[2], bool(joined[4])
+        deadline = time.monotonic() + 30
+        for _ in range(120):
+            if assigned:
+                break
+            assert time.monotonic() < deadline, f"{side.name}: no assignment within 30 s"
             r = side.call(s.hb_request(m, e, names=None))
             e = r.member_epoch
-            if r.assignment is not None and r.assignment.topic_partitions:
-                break
-            time.sleep(0.5)
+            assigned = r.assignment is not None and bool(r.assignment.topic_partitions)
+            if not assigned:
+                time.sleep(0.5)
         final = e
     assert final is not None
     s.fetch("the member starts at offset 2 on partition 0", m, 0, partitions=(0, 1), max_wait_ms=2000,
