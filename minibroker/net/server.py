@@ -418,7 +418,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.memory.wake_soon()
 
     def _handle(self, frames) -> None:
-        if self._out is not None:  # already inside a batch: its end writes these answers too
+        if self._out is not None or len(frames) == 1:
+            # already inside a batch (its end writes these answers too), or one frame: its
+            # answer is written at once, with nothing to gather
             self._handle_each(frames)
             return
         self._out = []
@@ -494,9 +496,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._handled()
 
     def _drain(self) -> None:
-        if not (self.pending and self.pending[0].done):
+        pending = self.pending
+        if not (pending and pending[0].done):
             return
-        batch = self._out is None
+        batch = self._out is None and len(pending) > 1 and pending[1].done
         if batch:
             self._out = []
         try:
