@@ -3,7 +3,8 @@
 Every complete frame in a delivery is handled at once; answers leave strictly
 in request order even when some of them wait (long-poll fetch), because a
 client pipelines several requests and matches answers by order as well as by
-correlation id.
+correlation id. The answers ready once a delivery's frames are handled leave
+with one transport write (KafkaConnection._flush).
 
 All connections' large-frame buffers draw on one ``RequestMemory`` budget
 (Kafka's queued.max.request.bytes); a connection whose frame cannot grow stops
