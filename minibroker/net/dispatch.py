@@ -73,6 +73,9 @@ class Dispatcher:
         self.cluster_id = cluster_id
         # Told the id of every connection that closes (per-connection state elsewhere)
         self.on_disconnect: list[Callable[[str], None]] = []
+        # Whether an api key and version's request header is flexible, by (key << 16) | version:
+        # kio's schema lookup behind codec.is_flexible_request is a few calls per request.
+        self._flexible: dict[int, bool] = {}
         self.register(Api(ApiKey.ApiVersions, 0, 5, self._api_versions))
 
     def register(self, api: Api) -> None:
@@ -123,8 +126,11 @@ class Dispatcher:
                              api_key=api_key, api_version=version)
         if api.load is not None:
             api = self._loaded(api)
+        flexible = self._flexible.get((api_key << 16) | version)
+        if flexible is None:  # the range check above bounds both: the key is unique
+            flexible = self._flexible[(api_key << 16) | version] = codec.is_flexible_request(api_key, version)
         try:
-            header = read_request_header(frame, codec.is_flexible_request(api_key, version))
+            header = read_request_header(frame, flexible)
         except HeaderError as e:
             raise Disconnect("malformed_header", str(e), api_key=api_key) from None
         body = frame[header.body_offset:]

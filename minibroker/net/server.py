@@ -3,7 +3,8 @@
 Every complete frame in a delivery is handled at once; answers leave strictly
 in request order even when some of them wait (long-poll fetch), because a
 client pipelines several requests and matches answers by order as well as by
-correlation id.
+correlation id. The answers ready once a delivery's frames are handled leave
+with one transport write (KafkaConnection._flush).
 
 All connections' large-frame buffers draw on one ``RequestMemory`` budget
 (Kafka's queued.max.request.bytes); a connection whose frame cannot grow stops
@@ -54,6 +55,10 @@ _LOWAT_MAX = 16 * 1024
 # largest (2^14 + 2048 bytes of ciphertext and a 5-byte header: RFC 5246 6.2.3, RFC 8446
 # 5.2): more than that must still come through the socket.
 _TLS_RECORD_MAX = 16384 + 2048 + 5
+# A TLS batch of answers up to this size is joined into one buffer, so it goes out in as few
+# records as it fills rather than one (and an encryption call) per piece; larger ones (Fetch
+# answers with their record data) are written piece by piece, without the copy.
+_TLS_JOIN_MAX = 64 * 1024
 
 
 class RequestMemory:
@@ -220,6 +225,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # or the option failed once) and the value set.
         self._rcv_sock: Any = None
         self._rcvlowat = 1
+        # The answers of the frames being handled, written together once they are all handled
+        # (None: outside such a batch, an answer is written at once). A write is one send()
+        # and a wake-up of the client: with several requests in flight (librdkafka's default
+        # window of 5) one read often completes more than one frame, and their answers now
+        # leave in one send.
+        self._out: list[Any] | None = None
+        # Over TLS every piece handed to the transport becomes its own TLS record (uvloop's
+        # SSLProtocol._do_write), so a batch of small pieces is joined first.
+        self._tls = False
 
     def close_after(self, response: Response, reason: str) -> None:
         """``response`` is this connection's last answer (a failed authentication)."""
@@ -283,6 +297,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if (sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
                 and transport.get_extra_info("sslcontext") is not None):
             self._rcv_sock = sock
+        self._tls = transport.get_extra_info("sslcontext") is not None
         if self.auth is not None:
             self._auth_timer = asyncio.get_running_loop().call_later(self.auth_timeout_s,
                                                                      self._auth_timed_out)
@@ -404,6 +419,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.memory.wake_soon()
 
     def _handle(self, frames) -> None:
+        if self._out is not None or len(frames) == 1:
+            # already inside a batch (its end writes these answers too), or one frame: its
+            # answer is written at once, with nothing to gather
+            self._handle_each(frames)
+            return
+        self._out = []
+        try:
+            self._handle_each(frames)
+        finally:
+            self._flush()
+
+    def _handle_each(self, frames) -> None:
         frames = list(frames)
         for i, frame in enumerate(frames):
             if self.closed:
@@ -470,10 +497,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._handled()
 
     def _drain(self) -> None:
-        while self.pending and self.pending[0].done:
-            slot = self.pending.popleft()
-            if not slot.response.silent and not self.closed:
-                self._write(slot.response)
+        pending = self.pending
+        if not (pending and pending[0].done):
+            return
+        batch = self._out is None and len(pending) > 1 and pending[1].done
+        if batch:
+            self._out = []
+        try:
+            while self.pending and self.pending[0].done:
+                slot = self.pending.popleft()
+                if not slot.response.silent and not self.closed:
+                    self._write(slot.response)
+        finally:
+            if batch:
+                self._flush()
 
     def _write(self, response: Response) -> None:
         chunks, size = response.chunks, response.size
@@ -481,19 +518,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         assert self.transport is not None  # answers only follow requests, read after connection_made
         self.traffic.bytes_out += size + 4
-        if len(chunks) == 1:
+        out = self._out
+        if out is not None:
+            out.append(size_prefix(size))
+            out.extend(chunks)
+        elif len(chunks) == 1:
             self.transport.write(size_prefix(size) + chunks[0])
         else:
             self.transport.writelines([size_prefix(size), *chunks])
         if self._closing is not None:
-            # asyncio writes what is buffered before it closes
+            # asyncio writes what is buffered before it closes (_disconnect flushes the batch)
             self._disconnect(self._closing, "closed after its last answer")
+
+    def _flush(self) -> None:
+        """Write the batch's answers, in the order they were given, with one transport call."""
+        out, self._out = self._out, None
+        if not out or self.transport is None:
+            return
+        if len(out) == 2:  # one answer in one piece: as before the batching
+            self.transport.write(out[0] + out[1])
+        elif self._tls and sum(map(len, out)) <= _TLS_JOIN_MAX:
+            self.transport.write(b"".join(out))
+        else:
+            self.transport.writelines(out)
 
     def _disconnect(self, reason: str, detail: str, **fields) -> None:
         log.warning("connection.rejected", conn=self.conn_id, peer=self.peer, reason=reason,
                     detail=detail, **fields)
         self.closed = True
         if self.transport is not None:
+            # the answers given before this one still leave, as when each was written at once
+            self._flush()
             self.transport.close()
 
 
