@@ -563,6 +563,8 @@ class Registry:
             # ``force`` skips the checks outside IMPORT as IMPORT does (KafkaSchemaRegistry.register)
             errors = self.compatibility(parsed, [live[v] for v in sorted(live)], self.level(subject))
             if errors:
+                log.info("registry.incompatible", subject=subject, level=self.level(subject),
+                         against=len(live), reason=errors[0])
                 raise RegistryError(409, 409, "Schema being registered is incompatible with an earlier "
                                     f"schema for subject \"{subject}\", details: [{', '.join(errors)}]")
         version = new_version
@@ -697,6 +699,7 @@ class Registry:
         level = level.upper() if level is not None else old.get("compatibilityLevel")
         normalize = normalize if normalize is not None else old.get("normalize")
         self._write([(r.subject_key(r.CONFIG, subject), r.config_value(subject, level, normalize))])
+        log.info("registry.config_set", subject=subject, compatibility=level, normalize=normalize)
         out: dict[str, Any] = {}
         if level is not None:
             out["compatibility"] = level
@@ -747,6 +750,7 @@ class Registry:
                 recs.append((r.subject_key(r.CLEAR_SUBJECT, subject), r.clear_subject_value(subject)))
         recs.append((r.subject_key(r.MODE, subject), r.mode_value(subject, mode)))
         self._write(recs)
+        log.info("registry.mode_set", subject=subject, mode=mode)
         return {"mode": mode}
 
     def delete_mode(self, subject: str) -> dict[str, str]:

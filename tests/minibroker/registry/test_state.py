@@ -289,3 +289,20 @@ def test_a_real_format_s_differences_name_the_reader_and_the_writer(level, reade
         reg.register("s", {"schema": json.dumps(changed)})
     assert "%s" not in e.value.message
     assert f"in the {reader} schema does not match with the {writer} schema" in e.value.message
+
+
+def test_refusals_and_settings_are_logged_with_the_subject():
+    from structlog.testing import capture_logs
+    reg = new()
+    reg.register("s", body({"x": False}))
+    with capture_logs() as logs:
+        with pytest.raises(RegistryError):
+            reg.register("s", body({"x": False, "y": False}))
+        reg.set_config("s", {"compatibility": "NONE"})
+        reg.set_mode("s", {"mode": "READONLY"})
+    events = {e["event"]: e for e in logs}
+    assert events["registry.incompatible"]["subject"] == "s"
+    assert events["registry.incompatible"]["level"] == "BACKWARD"
+    assert "READER_FIELD_MISSING_DEFAULT_VALUE" in events["registry.incompatible"]["reason"]
+    assert events["registry.config_set"]["compatibility"] == "NONE"
+    assert events["registry.mode_set"]["mode"] == "READONLY"
