@@ -21,38 +21,18 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "test",
-                      "fields": [{"name": "name", "type": "string"}]})
-# adds a field with a default: BACKWARD compatible
-USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "test",
-                      "fields": [{"name": "name", "type": "string"},
-                                 {"name": "age", "type": "int", "default": 0}]})
-# adds a field without a default: a v2 reader cannot read v1 data
-USER_BAD = json.dumps({"type": "record", "name": "User", "namespace": "test",
-                       "fields": [{"name": "name", "type": "string"},
-                                  {"name": "email", "type": "string"}]})
+# the schemas and the consume helper are shared with the KafkaJS, Java and compose tests
+from tests.integration.registry_pipelines import (
+    USER_BAD,
+    USER_V1,
+    USER_V2,
+    confluent_pipeline,
+)
 
 
 def _get(url: str, path: str):
     with urllib.request.urlopen(url + path, timeout=10) as resp:
         return resp.status, json.loads(resp.read())
-
-
-def _consume(bootstrap: str, topic: str, n: int, deserialize) -> list:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    out = []
-    try:
-        deadline = time.monotonic() + 60
-        while len(out) < n and time.monotonic() < deadline:
-            msg = c.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            out.append(deserialize(msg.value(), SerializationContext(topic, MessageField.VALUE)))
-    finally:
-        c.close()
-    return out
 
 
 @pytest.fixture
@@ -62,26 +42,13 @@ def registry_broker(broker_factory):
 
 def test_avro_pipeline_evolution_and_409(registry_broker, topic):
     url = registry_broker.schema_registry_url
+    ids = confluent_pipeline(registry_broker.bootstrap_servers, url, topic, "AVRO")
+    assert ids == [1, 2]
     client = SchemaRegistryClient({"url": url})
-    ser1 = AvroSerializer(client, USER_V1)
-    ser2 = AvroSerializer(client, USER_V2)
-    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    p.produce(topic, value=ser1({"name": "ada"}, ctx))
-    p.produce(topic, value=ser2({"name": "bob", "age": 41}, ctx))
-    assert p.flush(30) == 0
     subject = f"{topic}-value"
     assert client.get_subjects() == [subject]
-    assert client.get_versions(subject) == [1, 2]
     latest = client.get_latest_version(subject)
     assert latest.version == 2 and latest.schema_id == 2
-    # the reader's schema is the latest: v1 data gets the default
-    de = AvroDeserializer(client, USER_V2)
-    assert _consume(registry_broker.bootstrap_servers, topic, 2, de) == [
-        {"name": "ada", "age": 0}, {"name": "bob", "age": 41}]
-    with pytest.raises(SchemaRegistryError) as e:
-        client.register_schema(subject, Schema(USER_BAD, "AVRO"))
-    assert e.value.http_status_code == 409 and e.value.error_code == 409
     assert client.test_compatibility(subject, Schema(USER_BAD, "AVRO")) is False
     # the same schema under another subject keeps its id
     assert client.register_schema("other-value", Schema(USER_V1, "AVRO")) == 1
@@ -228,39 +195,10 @@ def test_https_and_basic_auth_with_the_sasl_users(broker_factory, tmp_path, topi
     assert e.value.http_status_code == 401
 
 
-PERSON_V1 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
-                        "type": "object", "properties": {"name": {"type": "string"}},
-                        "required": ["name"], "additionalProperties": False})
-# an optional property added to a closed content model: BACKWARD compatible in Confluent's rules
-# (adding it to an open model is not: the old data may hold anything under that name)
-PERSON_V2 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
-                        "type": "object", "properties": {"name": {"type": "string"},
-                                                         "age": {"type": "integer"}},
-                        "required": ["name"], "additionalProperties": False})
-# name is now a number: neither way compatible
-PERSON_BAD = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
-                         "type": "object", "properties": {"name": {"type": "integer"}},
-                         "required": ["name"]})
-
-
 def test_json_schema_pipeline_evolution_and_409(registry_broker, topic):
-    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-
-    client = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
-    p.produce(topic, value=JSONSerializer(PERSON_V1, client)({"name": "ada"}, ctx))
-    p.produce(topic, value=JSONSerializer(PERSON_V2, client)({"name": "bob", "age": 41}, ctx))
-    assert p.flush(30) == 0
-    subject = f"{topic}-value"
-    assert client.get_versions(subject) == [1, 2]
-    assert client.get_latest_version(subject).schema.schema_type == "JSON"
-    de = JSONDeserializer(PERSON_V2, schema_registry_client=client)
-    assert _consume(registry_broker.bootstrap_servers, topic, 2, de) == [
-        {"name": "ada"}, {"name": "bob", "age": 41}]
-    with pytest.raises(SchemaRegistryError) as e:
-        client.register_schema(subject, Schema(PERSON_BAD, "JSON"))
-    assert e.value.http_status_code == 409
+    ids = confluent_pipeline(registry_broker.bootstrap_servers, registry_broker.schema_registry_url,
+                             topic, "JSON")
+    assert ids == [1, 2]
 
 
 def test_answers_while_replaying(broker_factory):
@@ -298,45 +236,10 @@ def test_answers_while_replaying(broker_factory):
     assert "registry.record_skipped" in b.log_text() and "key is not JSON" in b.log_text()
 
 
-def _proto_user(*fields: tuple[str, int, str]):
-    """A protoc-like message class acme.User with ``fields`` (name, number, scalar type), in a
-    pool of its own so that two versions of the one message can live side by side."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
-    from google.protobuf.message_factory import GetMessageClass
-
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(name="acme/user.proto", package="acme", syntax="proto3")
-    m = fdp.message_type.add(name="User")
-    for name, number, kind in fields:
-        m.field.add(name=name, number=number, type=getattr(F, f"TYPE_{kind.upper()}"),
-                    label=F.LABEL_OPTIONAL, json_name=name)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return GetMessageClass(pool.FindMessageTypeByName("acme.User"))
-
-
 def test_protobuf_pipeline_evolution_and_409(registry_broker, topic):
-    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
-
-    client = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
-    v1 = _proto_user(("name", 1, "string"))
-    v2 = _proto_user(("name", 1, "string"), ("age", 2, "int32"))  # a field added: compatible
-    bad = _proto_user(("name", 1, "int64"), ("age", 2, "int32"))  # string -> int64: not
-    conf = {"use.deprecated.format": False}
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    p = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
-    p.produce(topic, value=ProtobufSerializer(v1, client, conf)(v1(name="ada"), ctx))
-    p.produce(topic, value=ProtobufSerializer(v2, client, conf)(v2(name="bob", age=41), ctx))
-    assert p.flush(30) == 0
-    subject = f"{topic}-value"
-    assert client.get_versions(subject) == [1, 2]
-    assert client.get_latest_version(subject).schema.schema_type == "PROTOBUF"
-    de = ProtobufDeserializer(v2, {"use.deprecated.format": False})
-    got = _consume(registry_broker.bootstrap_servers, topic, 2, de)
-    assert [(m.name, m.age) for m in got] == [("ada", 0), ("bob", 41)]
-    with pytest.raises(SchemaRegistryError) as e:
-        ProtobufSerializer(bad, client, conf)(bad(name=7), ctx)
-    assert e.value.http_status_code == 409
+    ids = confluent_pipeline(registry_broker.bootstrap_servers, registry_broker.schema_registry_url,
+                             topic, "PROTOBUF")
+    assert ids == [1, 2]
 
 
 def test_compacted_by_the_cleaner_and_replayed_the_same(broker_factory):

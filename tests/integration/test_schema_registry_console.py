@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from .registry_pipelines import USER_BAD, USER_V1, USER_V2
 from .test_console import WAIT_MS, console_page
-from .test_schema_registry import USER_BAD, USER_V1, USER_V2
 
 USER_V3 = json.dumps({"type": "record", "name": "User", "namespace": "test",
                       "fields": [{"name": "name", "type": "string"},
