@@ -368,8 +368,18 @@ def test_compose_environment(podman, broker_image, examples_image):
     """``docker-compose up`` on docker/compose.yaml: the broker becomes healthy, the producer
     commits 8 transactions and aborts 2, the pipeline transforms the input exactly once, the
     read_committed consumer checks it and exits 0; a host client on the published listener
-    reads the same output. Then ``down -v`` removes everything."""
-    _compose_environment(podman, COMPOSE_FILE, "compose")
+    reads the same output; the same container's Schema Registry serves Avro, JSON Schema and
+    Protobuf pipelines from Python, JavaScript and Java clients (_registry_through_compose).
+    Then ``down -v`` removes everything."""
+    from tests.integration.clients import require_kafkajs
+    from tests.integration.java_client import compile_drivers
+    from tests.integration.registry_pipelines import JAVA_SRC_DIR, java_registry_toolchain
+
+    # the second and third client languages, ready before the environment goes up
+    require_kafkajs()
+    tc = java_registry_toolchain()
+    java = (tc, compile_drivers(tc, src_dir=JAVA_SRC_DIR))
+    _compose_environment(podman, COMPOSE_FILE, "compose", java=java)
 
 
 def test_compose_sasl_file_wiring():
@@ -393,50 +403,30 @@ def test_compose_sasl_ssl_environment(podman, broker_image, examples_image, tmp_
     _compose_environment(podman, SASL_COMPOSE_FILE, "compose-sasl", tmp_path)
 
 
-def _registry_through_compose(bootstrap: str, url: str, project: str) -> None:
-    """The same container's Schema Registry, published on the host: confluent-kafka's Avro
-    serializer registers and evolves a schema, produces through the EXTERNAL listener, the
-    deserializer reads it back, and an incompatible change gets 409."""
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
-    from confluent_kafka.serialization import MessageField, SerializationContext
+def _registry_through_compose(bootstrap: str, url: str, project: str, java) -> None:
+    """Issue 34's "Done when" on the one container's published Kafka and registry ports: with
+    schema evolution and a refused incompatible change (409) each time, confluent-kafka's Avro,
+    JSON Schema and Protobuf serializers/deserializers; KafkaJS's schema-registry package for the
+    three formats, crossing with confluent-kafka for Avro and JSON; and the Java side (kafka-clients
+    with Apache Avro and Confluent's wire format) crossing with confluent-kafka for Avro. The
+    pipelines are tests/integration/registry_pipelines.py's, which the integration tests run
+    against a minibroker process."""
+    from tests.integration.registry_pipelines import confluent_pipeline, java_pipeline, kafkajs_pipeline
 
-    v1 = json.dumps({"type": "record", "name": "Word", "fields": [{"name": "text", "type": "string"}]})
-    v2 = json.dumps({"type": "record", "name": "Word", "fields": [
-        {"name": "text", "type": "string"}, {"name": "n", "type": "int", "default": 0}]})
-    bad = json.dumps({"type": "record", "name": "Word", "fields": [{"name": "text", "type": "long"}]})
-    topic = f"avro-{project}"
-    client = SchemaRegistryClient({"url": url})
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    p = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
-    # one partition: the compose broker makes 4 by default, and the order is checked
-    p.produce(topic, value=AvroSerializer(client, v1)({"text": "one"}, ctx), partition=0)
-    p.produce(topic, value=AvroSerializer(client, v2)({"text": "two", "n": 2}, ctx), partition=0)
-    assert p.flush(30) == 0
-    del p  # no client left reconnecting once the environment is down
-    assert client.get_versions(f"{topic}-value") == [1, 2]
-    with pytest.raises(SchemaRegistryError) as e:
-        client.register_schema(f"{topic}-value", Schema(bad, "AVRO"))
-    assert e.value.http_status_code == 409
-    de = AvroDeserializer(client, v2)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"avro-{project}", "auto.offset.reset": "earliest",
-                  "broker.address.family": "v4"})
-    c.subscribe([topic])
-    got: list = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < 2 and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and not m.error():
-                got.append(de(m.value(), ctx))
-    finally:
-        c.close()
-    assert got == [{"text": "one", "n": 0}, {"text": "two", "n": 2}]
+    t0 = time.monotonic()
+    ids = {kind: confluent_pipeline(bootstrap, url, f"{kind.lower()}-py-{project}", kind)
+           for kind in ("AVRO", "JSON", "PROTOBUF")}
+    js = {kind: kafkajs_pipeline(bootstrap, url, f"{kind.lower()}-js-{project}", kind)
+          for kind in ("AVRO", "JSON", "PROTOBUF")}
+    out = java_pipeline(bootstrap, url, f"avro-java-{project}", *java)
+    # one registry for all: the same Avro v1 and v2 under three subjects (three clients) keep one id each
+    assert js["AVRO"]["ids"] == out["ids"] == ids["AVRO"], (js["AVRO"], out, ids)
+    assert js["JSON"]["ids"] == ids["JSON"], (js["JSON"], ids)
+    MEASURED["compose: registry pipelines (3 formats x confluent-kafka + KafkaJS, Java Avro)"] = \
+        f"{time.monotonic() - t0:.1f} s"
 
 
-def _compose_environment(podman, file, label: str, tmp_path=None) -> None:
+def _compose_environment(podman, file, label: str, tmp_path=None, java=None) -> None:
     need_tools("docker-compose")
     project = f"mbtest{uuid.uuid4().hex[:8]}"
     port, registry_port = free_port(), free_port()
@@ -507,8 +497,8 @@ def _compose_environment(podman, file, label: str, tmp_path=None) -> None:
                 c.close()
             assert len(values) == 80 and len(set(values)) == 80, values
             assert all(v == v.upper() and "ABORTED" not in v for v in values), values
-            if not sasl:
-                _registry_through_compose(bootstrap, f"http://{HOST}:{registry_port}", project)
+            if java is not None:
+                _registry_through_compose(bootstrap, f"http://{HOST}:{registry_port}", project, java)
     finally:
         t0 = time.monotonic()
         down = compose_cmd("down", "-v", "--timeout", "20", env=env, timeout=180, file=file)
