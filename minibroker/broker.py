@@ -40,7 +40,6 @@ from .background.loops import Background, Snapshotting
 from .cluster import Cluster
 from .config.client_quotas import ClientQuotas
 from .config.features import load_features
-from .config.group_configs import GroupConfigs
 from .config.options import Config
 from .control.request_counts import RequestCounts
 from .coordinator import snapshot
@@ -52,6 +51,7 @@ from .core.crash_points import CrashPoints
 from .handlers.fetch_waiters import FetchWaiters
 
 if TYPE_CHECKING:
+    from .config.group_configs import GroupConfigs
     from .coordinator.group.consumer_group import TopicView
     from .coordinator.group.coordinator import GroupCoordinator
     from .coordinator.share.coordinator import ShareCoordinator
@@ -127,9 +127,8 @@ class Broker:
             id_expiration_ms=config.transactional_id_expiration_ms,
             clock=clock, crash=crash_points,
             transaction_version=lambda: self.features.transaction_version, timeline=self.timeline)
-        # each group's own configs (IncrementalAlterConfigs on GROUP resources), which the
-        # group coordinator reads over the broker's group.* defaults
-        self.group_configs = GroupConfigs.load(config)
+        # each group's own configs: the group_configs property, read on first need
+        self._group_configs: GroupConfigs | None = None
         # the client quotas AlterClientQuotas set, enforced by the dispatcher
         self.client_quotas = ClientQuotas.load(config.data_dir)
         # The group and share coordinators are built (their modules imported, their state
@@ -178,6 +177,17 @@ class Broker:
         # Virtual brokers: each node's advertised (host, port), once its listener is bound.
         self.node_endpoints: dict[int, tuple[str, int]] = {}
         self._record_rules: dict[str, tuple[object, RecordRules]] = {}
+
+    @property
+    def group_configs(self) -> GroupConfigs:
+        """Each group's own configs (IncrementalAlterConfigs on GROUP resources), which the
+        group coordinator reads over the broker's group.* defaults. Loaded on first need (a
+        group coordinator, a configs or admin request): its module and file are not on the
+        way to a start's first answers (issue 33)."""
+        if self._group_configs is None:
+            from .config.group_configs import GroupConfigs
+            self._group_configs = GroupConfigs.load(self.config)
+        return self._group_configs
 
     # -- the group and share coordinators, built on first need ---------------------------
     def _has_group_state(self) -> bool:
