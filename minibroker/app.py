@@ -278,6 +278,7 @@ class _NodeListener:
 
 @dataclass
 class RunningBroker:
+    """A started broker: its parts, acceptors, listeners and connections, and its optional servers."""
     broker: Broker
     servers: list[Acceptor]
     listeners: tuple[BoundListener, ...]

@@ -43,6 +43,7 @@ INT64_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class FsyncPolicy:
+    """When appends are fsynced: always, never, or every interval_ms."""
     mode: str  # "always" | "interval" | "never"
     interval_ms: int = 0
 
@@ -361,6 +362,7 @@ def _registry_address(text: str) -> tuple[str, str, int]:
 
 @dataclass(frozen=True)
 class Option:
+    """One broker option: its flag, parser, default and help, and its MINIBROKER_* variable."""
     flag: str
     parse: Callable[[str], object]
     default: object
@@ -703,6 +705,7 @@ def plain_serve_args(argv: list[str]) -> SimpleNamespace | None:
 
 @dataclass
 class Loaded:
+    """What ``load`` read: the Config and what to log or wait for once logging is set up."""
     config: Config
     # (event, fields) to log once logging is configured: the configuration is read first.
     notes: list[tuple[str, dict]] = field(default_factory=list)
@@ -712,6 +715,7 @@ class Loaded:
 
 @dataclass
 class _Value:
+    """An option's text as one source gave it, and that source for error lines."""
     text: str
     label: str                          # where it came from, for error lines
     parse: Callable[[str], object] | None = None   # overrides the option's parser
