@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..config.options import ConfigError, add_serve_options, load, plain_serve_args
-from ..core import logs, stop_signals
+from ..core import logs, startup_gc, stop_signals
 
 if TYPE_CHECKING:
     import argparse
@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if stop_signals.requested:
             return 0
         stop_signals.release()
+        startup_gc.release()
         return _run_tool(argv[0], argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]

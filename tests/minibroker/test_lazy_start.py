@@ -132,11 +132,13 @@ async def test_held_start_up_events_wait_for_a_pause_in_the_requests(monkeypatch
     from minibroker import app
 
     released: list[float] = []
+    gc_released: list[float] = []
     monkeypatch.setattr(app.logs, "release", lambda: released.append(time.monotonic()))
+    monkeypatch.setattr(app.startup_gc, "release", lambda: gc_released.append(time.monotonic()))
     counts = SimpleNamespace(bytes_in=0)
     t0 = time.monotonic()
     app._release_logs_when_quiet(counts, t0 + 30, -1)  # a request came: checks again later
-    assert released == []
+    assert released == [] and gc_released == []
     busy_until = t0 + 0.15
     while time.monotonic() < busy_until:  # a client's requests, one after another
         counts.bytes_in += 100
@@ -146,6 +148,7 @@ async def test_held_start_up_events_wait_for_a_pause_in_the_requests(monkeypatch
             break
         await asyncio.sleep(0.01)
     assert released and released[0] >= busy_until
+    assert len(gc_released) == len(released) == 1  # the garbage collector comes back on then too
     # a client that never pauses: the deadline
     released.clear()
     t1 = time.monotonic()
@@ -179,3 +182,36 @@ def test_the_dataclasses_a_start_makes_have_docstrings():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=ROOT, check=True)
     assert out.stdout.split() == ["0"], out.stdout
+
+
+def test_the_garbage_collector_is_off_until_the_first_requests_pause(tmp_path):
+    """core/startup_gc.py: a broker started as users start it (the console script's
+    minibroker.launch) collects no garbage while it starts and serves its first requests, and
+    collects again once they pause; a tool run the same way collects as any program does."""
+    code = (
+        "import gc, sys, threading, time\n"
+        "import minibroker.launch\n"
+        "seen = [gc.isenabled()]\n"
+        "from minibroker import app\n"
+        "quiet = app._release_logs_when_quiet\n"
+        "def spy(*a):\n"
+        "    quiet(*a)\n"
+        "    seen.append(gc.isenabled())\n"
+        "    if seen[-1]:\n"
+        "        print(*seen, flush=True)\n"
+        "        import os, signal; os.kill(os.getpid(), signal.SIGTERM)\n"
+        "app._release_logs_when_quiet = spy\n"
+        "sys.exit(minibroker.launch.main())\n")
+    out = subprocess.run([sys.executable, "-c", code, "--host", "127.0.0.1", "--port", "0",
+                          "--data-dir", str(tmp_path / "d"), "--log-level", "warning"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "False" and out.stdout.split()[-1] == "True", out.stdout
+    tool = ("import gc, sys\n"
+            "import minibroker.launch\n"
+            "from minibroker.cli import scrub\n"
+            "scrub.main = lambda argv: print(gc.isenabled()) or 0\n"
+            "sys.exit(minibroker.launch.main())\n")
+    out = subprocess.run([sys.executable, "-c", tool, "scrub", str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.split() == ["True"], out
