@@ -215,3 +215,38 @@ def test_the_garbage_collector_is_off_until_the_first_requests_pause(tmp_path):
     out = subprocess.run([sys.executable, "-c", tool, "scrub", str(tmp_path)], capture_output=True,
                          text=True, timeout=60)
     assert out.stdout.split() == ["True"], out
+
+
+def test_the_transaction_coordinator_is_built_on_the_first_request_that_needs_it(tmp_path):
+    """An empty data dir: Metadata (auto-creating a topic) is answered without the transaction
+    coordinator's modules; InitProducerId builds it."""
+    sys.path.insert(0, str(ROOT))
+    from bench.startup import INIT_PRODUCER_ID_V0, _answer, _check_metadata, _metadata_v4_auto
+
+    log, ready = tmp_path / "imports.txt", tmp_path / "ready"
+    coordinator = "minibroker.coordinator.txn.coordinator"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "minibroker", "--host", "127.0.0.1",
+                                 "--port", "0", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None, "no ready file"
+            time.sleep(0.01)
+        port = int(ready.read_text().split()[0].rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(_metadata_v4_auto(b"lazy-txn"))
+            _check_metadata(_answer(s, 2), b"lazy-txn")
+            assert coordinator not in _imported(log)
+            s.sendall(INIT_PRODUCER_ID_V0)
+            r = _answer(s, 3)
+            _throttle, error, producer_id = r.take(">ihq")
+            assert error == 0 and producer_id >= 0
+        assert coordinator in _imported(log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
