@@ -20,7 +20,7 @@ from .cluster import connection_node
 from .config.listeners import BoundListener, Endpoint
 from .config.options import Config, FsyncPolicy
 from .control.request_counts import UNKNOWN
-from .core import logs, stop_signals
+from .core import logs, startup_gc, stop_signals
 from .core.clock import SYSTEM_CLOCK, Clock, ControlledClock
 from .core.crash_points import CrashPoints
 from .handlers.api import Api
@@ -278,6 +278,7 @@ class _NodeListener:
 
 @dataclass
 class RunningBroker:
+    """A started broker: its parts, acceptors, listeners and connections, and its optional servers."""
     broker: Broker
     servers: list[Acceptor]
     listeners: tuple[BoundListener, ...]
@@ -617,7 +618,8 @@ async def _serve(config: Config, started_at: float, stop: asyncio.Event,
                  startup_ms=round((time.perf_counter() - started_at) * 1000, 1))
         # The events held since start (minibroker/core/logs.py) are written once the first
         # clients' requests pause, so importing structlog (~20 ms) delays none of them: a
-        # client's first requests come one after another (issue 33).
+        # client's first requests come one after another (issue 33). The garbage collector
+        # comes back on then too (core/startup_gc.py).
         counts = running.broker.request_counts
         asyncio.get_running_loop().call_later(LOG_RELEASE_S, _release_logs_when_quiet, counts,
                                               time.monotonic() + LOG_RELEASE_MAX_S, counts.bytes_in)
@@ -647,6 +649,7 @@ def _release_logs_when_quiet(counts: Any, until: float, seen: int) -> None:
                                               counts.bytes_in)
         return
     logs.release()
+    startup_gc.release()
 
 
 def run(config: Config, started_at: float | None = None, early: EarlyListener | None = None,
@@ -667,3 +670,4 @@ def run(config: Config, started_at: float | None = None, early: EarlyListener | 
         if early is not None:
             early.close()
         logs.release()
+        startup_gc.release()

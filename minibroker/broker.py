@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from minibroker_protocol.record_checks import RecordRules
-from minibroker_protocol.topics import GROUP_METADATA_TOPIC, SHARE_GROUP_STATE_TOPIC
+from minibroker_protocol.topics import GROUP_METADATA_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker_storage import meta
 from minibroker_storage.config import FlushMode, FlushPolicy, LogConfig
 from minibroker_storage.lazylog import get_logger
@@ -40,22 +40,22 @@ from .background.loops import Background, Snapshotting
 from .cluster import Cluster
 from .config.client_quotas import ClientQuotas
 from .config.features import load_features
-from .config.group_configs import GroupConfigs
 from .config.options import Config
 from .control.request_counts import RequestCounts
 from .coordinator import snapshot
 from .coordinator.internal_topics import InternalTopics
-from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.timeline import Timeline
 from .core.clock import SYSTEM_CLOCK, Clock
 from .core.crash_points import CrashPoints
 from .handlers.fetch_waiters import FetchWaiters
 
 if TYPE_CHECKING:
+    from .config.group_configs import GroupConfigs
     from .coordinator.group.consumer_group import TopicView
     from .coordinator.group.coordinator import GroupCoordinator
     from .coordinator.share.coordinator import ShareCoordinator
     from .coordinator.share.history import ShareHistory
+    from .coordinator.txn.coordinator import TransactionCoordinator
     from .security.acl.authorizer import Authorizer
 
 log = get_logger("minibroker.broker")
@@ -123,16 +123,11 @@ class Broker:
         # -- coordinators ------------------------------------------------------------------
         self.timeline = Timeline(self.txn_history, clock)
         self.timeline.broker_started()
-        self.txn_coordinator = TransactionCoordinator(
-            logs=self.logs, internal_log=self.internal_log, producer_ids=self.producer_ids,
-            data_dir=config.data_dir, marker_written=self._marker_written,
-            max_timeout_ms=config.transaction_max_timeout_ms,
-            id_expiration_ms=config.transactional_id_expiration_ms,
-            clock=clock, crash=crash_points,
-            transaction_version=lambda: self.features.transaction_version, timeline=self.timeline)
-        # each group's own configs (IncrementalAlterConfigs on GROUP resources), which the
-        # group coordinator reads over the broker's group.* defaults
-        self.group_configs = GroupConfigs.load(config)
+        # The transaction coordinator: built at start when the data dir holds
+        # __transaction_state, else on first need (the txn_coordinator property).
+        self._txn_coordinator: TransactionCoordinator | None = None
+        # each group's own configs: the group_configs property, read on first need
+        self._group_configs: GroupConfigs | None = None
         # the client quotas AlterClientQuotas set, enforced by the dispatcher
         self.client_quotas = ClientQuotas.load(config.data_dir)
         # The group and share coordinators are built (their modules imported, their state
@@ -142,7 +137,9 @@ class Broker:
         self._share_history: ShareHistory | None = None
         self._background_started = False
         # which coordinators the background loop snapshots: the group one joins when built
-        self._snapshotting: list[tuple[str, Snapshotting]] = [("txn", self.txn_coordinator)]
+        self._snapshotting: list[tuple[str, Snapshotting]] = []
+        if self.logs.topic(TRANSACTION_STATE_TOPIC) is not None:
+            self._build_txn()
         eager_groups = self._has_group_state()
         if eager_groups:
             self._build_groups()
@@ -158,8 +155,8 @@ class Broker:
         self.background = Background(
             config, self.logs,
             coordinators=self._snapshotting,
-            abort_timed_out=self.txn_coordinator.abort_timed_out,
-            expire_ids=self.txn_coordinator.expire_ids,
+            abort_timed_out=self._abort_timed_out,
+            expire_ids=self._expire_ids,
             poll_groups=self._poll_coordinators,
             snapshot_writer=self._snapshot_writer, clock=clock,
             expire_tokens=self.expire_delegation_tokens)
@@ -168,7 +165,8 @@ class Broker:
         # transactional offset commits.
         if self._group_coordinator is not None:
             self._group_coordinator.load()
-        self.txn_coordinator.load()
+        if self._txn_coordinator is not None:
+            self._txn_coordinator.load()
         if self._share_coordinator is not None:
             self._share_coordinator.load()
         log.info("broker.storage_opened", data_dir=str(config.data_dir),
@@ -181,6 +179,53 @@ class Broker:
         # Virtual brokers: each node's advertised (host, port), once its listener is bound.
         self.node_endpoints: dict[int, tuple[str, int]] = {}
         self._record_rules: dict[str, tuple[object, RecordRules]] = {}
+
+    # -- the transaction coordinator, built on first need ---------------------------------
+    def _build_txn(self) -> TransactionCoordinator:
+        from .coordinator.txn.coordinator import TransactionCoordinator
+        config = self.config
+        coordinator = TransactionCoordinator(
+            logs=self.logs, internal_log=self.internal_log, producer_ids=self.producer_ids,
+            data_dir=config.data_dir, marker_written=self._marker_written,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            id_expiration_ms=config.transactional_id_expiration_ms,
+            clock=self.clock, crash=self.crash_points,
+            transaction_version=lambda: self.features.transaction_version, timeline=self.timeline)
+        self._txn_coordinator = coordinator
+        self._snapshotting.append(("txn", coordinator))
+        return coordinator
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator:
+        """Built at start when the data dir holds __transaction_state (its replay rolls
+        prepared transactions forward); otherwise on first need (an InitProducerId, a Produce,
+        a group coordinator, the control plane): it holds nothing until then, and its modules
+        are not on the way to a start's first Metadata answer (issue 33)."""
+        if self._txn_coordinator is None:
+            self._build_txn().load()  # no __transaction_state: nothing to replay
+        assert self._txn_coordinator is not None
+        return self._txn_coordinator
+
+    def _abort_timed_out(self, *args, **kwargs) -> int:
+        if self._txn_coordinator is None:  # no transaction was ever begun
+            return 0
+        return self._txn_coordinator.abort_timed_out(*args, **kwargs)
+
+    def _expire_ids(self, *args, **kwargs) -> int:
+        if self._txn_coordinator is None:
+            return 0
+        return self._txn_coordinator.expire_ids(*args, **kwargs)
+
+    @property
+    def group_configs(self) -> GroupConfigs:
+        """Each group's own configs (IncrementalAlterConfigs on GROUP resources), which the
+        group coordinator reads over the broker's group.* defaults. Loaded on first need (a
+        group coordinator, a configs or admin request): its module and file are not on the
+        way to a start's first answers (issue 33)."""
+        if self._group_configs is None:
+            from .config.group_configs import GroupConfigs
+            self._group_configs = GroupConfigs.load(self.config)
+        return self._group_configs
 
     # -- the group and share coordinators, built on first need ---------------------------
     def _has_group_state(self) -> bool:

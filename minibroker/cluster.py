@@ -98,6 +98,7 @@ class ClusterError(ValueError):
 
 @dataclass
 class Cluster:
+    """The virtual brokers (--brokers N): who is up, partition leaders and their epochs."""
     node_ids: list[int]
     data_dir: Path | None = None
     up: set[int] = field(init=False)

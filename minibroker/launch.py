@@ -7,9 +7,10 @@ any moment of start-up ends the broker quietly, with the status a running broker
 
 from __future__ import annotations
 
-from .core import stop_signals
+from .core import startup_gc, stop_signals
 
 stop_signals.catch()
+startup_gc.hold()
 
 
 def main() -> int:

@@ -34,6 +34,7 @@ _Q = struct.Struct(">q")
 
 @dataclass(frozen=True, slots=True)
 class ApiVersionsRequest:
+    """An ApiVersions request as the early listener and the dispatcher read it."""
     version: int
     correlation_id: int
     client_id: str | None

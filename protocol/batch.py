@@ -46,6 +46,7 @@ class InvalidBatch(Exception):
 
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
+    """The fixed header of a record batch (v2), as read from a buffer."""
     position: int  # where the batch starts in the buffer it was read from
     base_offset: int
     batch_length: int

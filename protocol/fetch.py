@@ -27,6 +27,7 @@ _ABORTED = struct.Struct(">qq")
 
 @dataclass(slots=True)
 class FetchPartition:
+    """A partition of a Fetch request as the hand-written reader decodes it."""
     index: int
     error_code: int = 0
     high_watermark: int = -1
@@ -39,6 +40,7 @@ class FetchPartition:
 
 @dataclass(slots=True)
 class FetchTopic:
+    """A topic of a Fetch request as the hand-written reader decodes it."""
     name: str
     topic_id: uuid.UUID | None
     partitions: list[FetchPartition] = field(default_factory=list)

@@ -22,6 +22,7 @@ class HeaderError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
+    """A request's header fields (Kafka's RequestHeader v0-v2)."""
     api_key: int
     api_version: int
     correlation_id: int

@@ -30,12 +30,14 @@ class ProduceDecodeError(Exception):
 
 @dataclass(slots=True)
 class ProducePartition:
+    """A partition of a Produce request: its index and its records, undecoded."""
     index: int
     records: memoryview | None
 
 
 @dataclass(slots=True)
 class ProduceTopic:
+    """A topic of a Produce request as the hand-written reader decodes it."""
     name: str  # "" from v13 until the broker resolves topic_id
     partitions: list[ProducePartition]
     topic_id: uuid.UUID | None = None
@@ -43,6 +45,7 @@ class ProduceTopic:
 
 @dataclass(slots=True)
 class ProduceRequest:
+    """A Produce request as the hand-written reader decodes it."""
     version: int
     transactional_id: str | None
     acks: int

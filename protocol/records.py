@@ -159,6 +159,7 @@ def decode_varlong(buf, pos: int = 0) -> tuple[int, int]:
 
 @dataclass(slots=True)
 class Record:
+    """One decoded record of a batch."""
     offset: int
     timestamp: int  # epoch milliseconds
     key: bytes | None

@@ -41,6 +41,7 @@ class TxnLogFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TxnLogValue:
+    """A __transaction_state record's value (TransactionLogValue)."""
     producer_id: int
     producer_epoch: int
     timeout_ms: int

@@ -39,6 +39,7 @@ def validate_topic_name(name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
+    """A topic as the catalog (topics.json) keeps it."""
     name: str
     topic_id: uuid.UUID
     partitions: int

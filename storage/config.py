@@ -18,6 +18,7 @@ FlushMode = Literal["always", "interval", "never"]
 
 @dataclass(frozen=True, slots=True)
 class FlushPolicy:
+    """When a log flushes its appends to disk."""
     # "never" is Kafka's default: leave write-back to the OS (flush.messages and
     # flush.ms both Long.MAX). "always" msyncs each append before it is acked.
     mode: FlushMode = "never"
@@ -36,6 +37,7 @@ class FlushPolicy:
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
+    """The per-log settings storage applies (Kafka's LogConfig subset)."""
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
     retention_ms: int = 604800000  # -1 = keep forever

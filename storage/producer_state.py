@@ -144,6 +144,7 @@ def _batch_deque() -> deque[BatchMetadata]:
 
 @dataclass(slots=True)
 class ProducerStateEntry:
+    """One producer's state in a partition: epoch, its last batches, open transaction."""
     producer_id: int
     epoch: int = -1
     # Oldest first; the deque drops the oldest when a sixth batch arrives.

@@ -60,6 +60,7 @@ def file_stem(directory: str, base_offset: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SegmentFiles:
+    """One segment's base offset and log path, and the paths of its index files."""
     base_offset: int
     log: str
 

@@ -132,7 +132,6 @@ class Background:
     async def _cleaner_loop(self) -> None:
         """Kafka's log cleaner thread: rounds are planned and installed on the loop, and
         their work (reading, filtering, writing segments) runs on a thread of its own."""
-        cleaner = self.logs.cleaner
         loop = asyncio.get_running_loop()
         wake = self._cleaner_wake = asyncio.Event()
         pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
@@ -147,6 +146,9 @@ class Background:
             # One backoff first: start-up (and the coordinators' replay) is not slowed by a
             # round over internal topics that have never been cleaned.
             await pause()
+            # Made after that backoff: its import (storage/cleaner.py) is not on the way to
+            # the first requests of a start (issue 33).
+            cleaner = self.logs.cleaner
             while True:
                 task = None
                 try:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..config.options import ConfigError, add_serve_options, load
-from ..core import logs, stop_signals
+from ..config.options import ConfigError, add_serve_options, load, plain_serve_args
+from ..core import logs, startup_gc, stop_signals
+
+if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
 
 # Each tool is imported only when asked for, so that serving starts without loading it.
 TOOLS = {
@@ -63,14 +67,15 @@ First source wins: command line, --wait-for-config file, KAFKA_*, MINIBROKER_*, 
 default. Every value is checked before the broker starts; each problem is reported on one line."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        # A usage error: the (short) usage, then the one line.
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def _serve_parser(prog: str = "minibroker") -> argparse.ArgumentParser:
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):
+            # A usage error: the (short) usage, then the one line.
+            self.print_usage(sys.stderr)
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
     p = _Parser(prog=prog, usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"minibroker {__version__}")
@@ -158,14 +163,18 @@ def main(argv: list[str] | None = None) -> int:
         if stop_signals.requested:
             return 0
         stop_signals.release()
+        startup_gc.release()
         return _run_tool(argv[0], argv[1:])
     if argv and argv[0] == "serve":
         argv = argv[1:]
-    parser = _serve_parser()
-    ns = parser.parse_args(argv)
-    if ns.properties is not None and not Path(ns.properties).exists() and "." not in ns.properties:
-        # "minibroker dumplog": a mistyped command, not a properties file.
-        parser.error(f"unknown command {ns.properties!r} (commands: {', '.join(SUBCOMMANDS)})")
+    ns: argparse.Namespace | SimpleNamespace | None = plain_serve_args(argv)
+    if ns is None:
+        parser = _serve_parser()
+        ns = parsed = parser.parse_args(argv)
+        named = parsed.properties
+        if named is not None and not Path(named).exists() and "." not in named:
+            # "minibroker dumplog": a mistyped command, not a properties file.
+            parser.error(f"unknown command {named!r} (commands: {', '.join(SUBCOMMANDS)})")
     # kio registers a hypothesis strategy for each of its types whenever hypothesis is
     # importable (kio/static/_phantom.py), which costs ~120 ms of start-up in a test venv;
     # a serving broker never uses them.

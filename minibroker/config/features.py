@@ -34,6 +34,7 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 @dataclass(frozen=True)
 class FeatureSpec:
+    """A finalizable feature (Kafka's Feature enum): its name and the levels this broker supports."""
     name: str
     min_supported: int
     max_supported: int

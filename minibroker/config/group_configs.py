@@ -48,6 +48,7 @@ class GroupConfigError(ValueError):
 
 @dataclass(frozen=True)
 class GroupConfigDef:
+    """A group config Kafka defines: type, default, synonym and bounds."""
     name: str
     type: int
     doc: str

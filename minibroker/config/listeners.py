@@ -35,6 +35,7 @@ def host_port(host: str, port: int) -> str:
 
 @dataclass(frozen=True)
 class Endpoint:
+    """A listener's name and the host and port it binds or advertises."""
     name: str
     host: str
     port: int

@@ -14,12 +14,12 @@ problem becomes one line naming its source: ``ConfigError.problems``.
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from .features import GROUP_VERSION, TRANSACTION_VERSION
 from .listeners import Listener, ListenerError, resolve
@@ -33,6 +33,9 @@ from .properties import (
     parse_properties,
 )
 
+if TYPE_CHECKING:
+    import argparse
+
 DEFAULT_PORT = 9092
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -40,6 +43,7 @@ INT64_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class FsyncPolicy:
+    """When appends are fsynced: always, never, or every interval_ms."""
     mode: str  # "always" | "interval" | "never"
     interval_ms: int = 0
 
@@ -358,6 +362,7 @@ def _registry_address(text: str) -> tuple[str, str, int]:
 
 @dataclass(frozen=True)
 class Option:
+    """One broker option: its flag, parser, default and help, and its MINIBROKER_* variable."""
     flag: str
     parse: Callable[[str], object]
     default: object
@@ -656,8 +661,51 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
                         "the mapped port (env MINIBROKER_WAIT_FOR_CONFIG)")
 
 
+# The options add_serve_options gives argparse besides OPTIONS: each takes one value.
+META_FLAGS = ("--config", "--wait-for-config")
+_ALL_DESTS = (*(o.dest for o in OPTIONS), *(f[2:].replace("-", "_") for f in META_FLAGS))
+
+
+def plain_serve_args(argv: list[str]) -> SimpleNamespace | None:
+    """The namespace argparse would make of ``argv``, when ``argv`` is only options spelled
+    out whole (``--port 9093``, ``--port=9093``) with values that cannot be read as options;
+    None for anything else (a positional, ``--help``, an abbreviation, ``--ephemeral``
+    without ``=``, a value starting with ``-``), which the caller gives to argparse.
+
+    Building argparse's parser of ~100 options (and importing argparse, gettext) is ~6 ms of
+    every start (issue 33); a broker started with its options spelled out, or with none
+    (environment, properties), does not need it. Values stay text, as argparse leaves them:
+    ``load`` checks them. tests/minibroker/test_cli_fast_path.py holds this to argparse.
+    """
+    values: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--") or arg == "--":
+            return None
+        flag, eq, value = arg.partition("=")
+        if flag in BY_FLAG:
+            dest, optional = BY_FLAG[flag].dest, BY_FLAG[flag].optional_value
+        elif flag in META_FLAGS:
+            dest, optional = flag[2:].replace("-", "_"), False
+        else:
+            return None
+        if not eq:
+            # argparse decides what a following "-..." or a missing value means
+            if optional or i + 1 == len(argv) or argv[i + 1].startswith("-"):
+                return None
+            i += 1
+            value = argv[i]
+        values[dest] = value
+        i += 1
+    ns = SimpleNamespace(properties=None, **dict.fromkeys(_ALL_DESTS))
+    vars(ns).update(values)
+    return ns
+
+
 @dataclass
 class Loaded:
+    """What ``load`` read: the Config and what to log or wait for once logging is set up."""
     config: Config
     # (event, fields) to log once logging is configured: the configuration is read first.
     notes: list[tuple[str, dict]] = field(default_factory=list)
@@ -667,6 +715,7 @@ class Loaded:
 
 @dataclass
 class _Value:
+    """An option's text as one source gave it, and that source for error lines."""
     text: str
     label: str                          # where it came from, for error lines
     parse: Callable[[str], object] | None = None   # overrides the option's parser
@@ -752,7 +801,7 @@ def _env_layers(env) -> tuple[_Layer, _Layer]:
     return mini, kafka
 
 
-def _cli_layer(ns: argparse.Namespace) -> _Layer:
+def _cli_layer(ns: argparse.Namespace | SimpleNamespace) -> _Layer:
     layer = _Layer()
     for o in OPTIONS:
         text = getattr(ns, o.dest, None)
@@ -761,7 +810,7 @@ def _cli_layer(ns: argparse.Namespace) -> _Layer:
     return layer
 
 
-def _meta(ns: argparse.Namespace, env, name: str, problems: list[str]) -> Path | None:
+def _meta(ns: argparse.Namespace | SimpleNamespace, env, name: str, problems: list[str]) -> Path | None:
     text = getattr(ns, name, None)
     label = "--" + name.replace("_", "-")
     if text is None:
@@ -775,7 +824,7 @@ def _meta(ns: argparse.Namespace, env, name: str, problems: list[str]) -> Path |
     return Path(text)
 
 
-def load(ns: argparse.Namespace, env=None, *, read_wait_file: bool = False) -> Loaded:
+def load(ns: argparse.Namespace | SimpleNamespace, env=None, *, read_wait_file: bool = False) -> Loaded:
     """The configuration from every source, or ``ConfigError`` listing every problem.
 
     ``read_wait_file``: also read the ``--wait-for-config`` file (which must exist by now).

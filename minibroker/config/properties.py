@@ -20,6 +20,7 @@ _MINUTE_MS = 60_000
 
 @dataclass(frozen=True)
 class Mapping:
+    """How one Kafka property maps onto a minibroker option."""
     option: str            # the minibroker option, "--num-partitions"
     scale: int = 1         # hours/minutes properties turn into milliseconds
 

@@ -27,6 +27,7 @@ RESOURCE_TYPES = (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOU
 
 @dataclass(frozen=True)
 class TopicConfigDef:
+    """A topic config Kafka defines: type, default, choices, and whether minibroker honours it."""
     name: str
     type: int
     default: str

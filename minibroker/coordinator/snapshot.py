@@ -49,6 +49,7 @@ EVERY_RECORDS = 50_000
 
 @dataclass(frozen=True)
 class Snapshot:
+    """A coordinator snapshot: its entries, and per partition of its topic the first offset not covered."""
     topic_id: uuid.UUID
     offsets: dict[int, int]  # partition -> first offset NOT covered
     entries: list[bytes]

@@ -44,6 +44,7 @@ class PointRules(Protocol):
 
 @dataclass
 class CrashPoints:
+    """Where a broker under test crashes on purpose: fault rules at named points, snapshot interval."""
     snapshot_records: int | None = None  # None: the product's interval
     faults: PointRules | None = None
     armed: bool = False

@@ -24,6 +24,7 @@ class Disconnect(Exception):
 
 @dataclass(slots=True)
 class RequestContext:
+    """What a handler knows of a request besides its body: header fields and connection."""
     api_key: int
     api_version: int
     correlation_id: int
@@ -71,6 +72,7 @@ Handler = Callable[[RequestContext, Any], Answer]
 
 @dataclass(frozen=True)
 class Api:
+    """One API key served: its version range and its handler (or the loader of its family)."""
     key: ApiKey
     min_version: int
     max_version: int

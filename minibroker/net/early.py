@@ -72,6 +72,8 @@ LOCK_FILE = ".lock"  # storage/manager.py's data-dir lock
 
 @dataclass
 class Handover:
+    """What the early listener hands the broker: its sockets, the connections it accepted, what it
+    answered."""
     # per bound listener address, in Config.effective_listeners() × node_ids order
     sockets: list[list[socket.socket]]
     # (index into ``sockets``, accepted connection, client software it named or None)
@@ -82,6 +84,7 @@ class Handover:
 
 @dataclass
 class _Conn:
+    """A connection the early listener accepted: its listener and the client software it named."""
     listener: int
     sock: socket.socket
     software: tuple[str, str] | None = None
@@ -89,6 +92,7 @@ class _Conn:
 
 @dataclass
 class EarlyListener:
+    """The thread that answers ApiVersions while the broker's modules load."""
     sockets: list[list[socket.socket]]
     bound: list[BoundListener]
     table: tuple[tuple[int, int, int], ...]

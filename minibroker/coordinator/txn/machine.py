@@ -79,6 +79,7 @@ class ProducerIds(Protocol):
 
 @dataclass
 class TxnMetadata:
+    """One transactional id's state in the transaction coordinator."""
     transactional_id: str
     producer_id: int
     producer_epoch: int
