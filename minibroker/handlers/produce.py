@@ -139,8 +139,9 @@ class ProduceHandlers:
             for res in parts:
                 index, error, base_offset, log_start, message = res[:5]
                 rejected, append_time = (res[5], res[6]) if len(res) > 5 else (None, NO_TIMESTAMP)
-                # The code this request version understands (TRANSACTION_ABORTABLE since v11).
-                error = for_version(error, ApiKey.Produce, version)
+                if error:
+                    # The code this request version understands (TRANSACTION_ABORTABLE since v11).
+                    error = for_version(error, ApiKey.Produce, version)
                 record_errors: tuple[tuple[int, str | None], ...] = ()
                 if rejected is not None:
                     record_errors = rejected.records
@@ -272,7 +273,8 @@ class ProduceHandlers:
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         if not appended.duplicate:
             self.notify_append(topic, p.index)
-            self.crash.hit("produce.after_append", None, topic, p.index)
+            if self.crash.armed:  # CrashPoints.hit's own first check, without the call per batch
+                self.crash.hit("produce.after_append", None, topic, p.index)
         else:
             self.timeline.record_producer(header.producer_id, "duplicate", topic=topic, partition=p.index,
                                           epoch=header.producer_epoch, first_sequence=header.base_sequence,
