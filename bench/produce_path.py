@@ -1,12 +1,17 @@
 """CPU per Produce request on the broker's own path, without sockets or a load generator.
 
 ``python -m bench.produce_path [--records N] [--size B] [--partitions P] [--requests R]
-[--version V] [--profile FILE] [--baseline DIR]``: an in-process broker (fsync never, a temp
-data dir) is handed R idempotent Produce requests, each with P partitions of one batch of N
-records of B bytes, straight to its dispatcher, as the connection does after reading a frame;
-the answer is encoded but not sent. It prints the process CPU seconds (user+system, from
-getrusage) per request, per batch and per GB of records. What it leaves out is the socket:
-the kernel's copy of the request in and of the answer out, and the event loop's wake-ups.
+[--version V] [--profile FILE] [--baseline DIR] [--socket [--window W] | --handler]``: an
+in-process broker (fsync never, a temp data dir) is handed R idempotent Produce requests,
+each with P partitions of one batch of N records of B bytes, straight to its dispatcher, as
+the connection does after reading a frame; the answer is encoded but not sent. It prints the
+process CPU seconds (user+system, from getrusage) per request, per batch and per GB of
+records. What it leaves out is the socket: the kernel's copy of the request in and of the
+answer out, and the event loop's wake-ups.
+
+``--handler`` hands the same requests, decoded beforehand, to the Produce handler alone: what
+the append path costs (the handler's checks, storage, the answer's encoding) without the
+request header, the decoding and the dispatcher.
 
 The machine's load does not change CPU seconds much, unlike MB/s: this is the number to compare
 before and after a change of the produce path (``--baseline DIR`` runs another checkout's code
@@ -128,6 +133,26 @@ async def _run(a) -> dict:
                 if await sender.wait() != 0:
                     raise RuntimeError("the sender failed")
                 c1, t1 = _cpu(), time.perf_counter()
+            elif a.handler:
+                # the Produce handler alone, on requests decoded beforehand: the append path
+                # (handler, storage, answer encoding) without the header, decoding and dispatch
+                from minibroker.handlers.api import RequestContext
+                from minibroker_protocol.header import read_request_header
+                from minibroker_protocol.produce import decode_produce
+                api = dispatcher.apis[0]
+                if api.load is not None:
+                    api = dispatcher._loaded(api)
+                flexible = codec.is_flexible_request(0, a.version)
+                calls = []
+                for f in frames:
+                    body = f[read_request_header(f, flexible).body_offset:]
+                    calls.append((RequestContext(0, a.version, 1, "bench", conn),
+                                  decode_produce(body, a.version)))
+                handler = api.handler
+                c0, t0 = _cpu(), time.perf_counter()
+                for ctx, request in calls:
+                    handler(ctx, request)
+                c1, t1 = _cpu(), time.perf_counter()
             else:
                 c0, t0 = _cpu(), time.perf_counter()
                 for f in frames:
@@ -187,6 +212,8 @@ def main() -> int:
     ap.add_argument("--socket", action="store_true",
                     help="send the requests over loopback TCP from another process (the broker's CPU is "
                          "still what is measured), not straight to the dispatcher")
+    ap.add_argument("--handler", action="store_true",
+                    help="time the Produce handler alone on requests decoded beforehand")
     ap.add_argument("--window", type=int, default=1, help="--socket: requests in flight")
     ap.add_argument("--baseline", metavar="DIR", help="another checkout, run alternately")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
