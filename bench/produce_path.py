@@ -39,6 +39,11 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _user() -> float:
+    # the user part: the Python (and C libraries) rather than the kernel's copies and calls
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+
 async def _run(a) -> dict:
     from kio.index import load_request_schema
     from kio.serial import entity_reader
@@ -129,10 +134,10 @@ async def _run(a) -> dict:
                 sender = await asyncio.create_subprocess_exec(
                     sys.executable, os.path.abspath(__file__), "--send", str(path), str(running.port),
                     str(len(frames)), str(a.window))
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, u0, t0 = _cpu(), _user(), time.perf_counter()
                 if await sender.wait() != 0:
                     raise RuntimeError("the sender failed")
-                c1, t1 = _cpu(), time.perf_counter()
+                c1, u1, t1 = _cpu(), _user(), time.perf_counter()
             elif a.handler:
                 # the Produce handler alone, on requests decoded beforehand: the append path
                 # (handler, storage, answer encoding) without the header, decoding and dispatch
@@ -149,15 +154,15 @@ async def _run(a) -> dict:
                     calls.append((RequestContext(0, a.version, 1, "bench", conn),
                                   decode_produce(body, a.version)))
                 handler = api.handler
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, u0, t0 = _cpu(), _user(), time.perf_counter()
                 for ctx, request in calls:
                     handler(ctx, request)
-                c1, t1 = _cpu(), time.perf_counter()
+                c1, u1, t1 = _cpu(), _user(), time.perf_counter()
             else:
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, u0, t0 = _cpu(), _user(), time.perf_counter()
                 for f in frames:
                     dispatcher.handle(f, conn)
-                c1, t1 = _cpu(), time.perf_counter()
+                c1, u1, t1 = _cpu(), _user(), time.perf_counter()
             if prof is not None:
                 prof.disable()
                 prof.dump_stats(a.profile)
@@ -172,6 +177,7 @@ async def _run(a) -> dict:
     gb = a.requests * a.partitions * a.records * a.size / 1e9
     n = a.requests
     return {"cpu_s": c1 - c0, "wall_s": t1 - t0, "us_per_request": (c1 - c0) / n * 1e6,
+            "user_us_per_request": (u1 - u0) / n * 1e6,
             "us_per_batch": (c1 - c0) / (n * a.partitions) * 1e6, "cpu_s_per_gb": (c1 - c0) / gb}
 
 
@@ -250,7 +256,9 @@ def main() -> int:
                   f"{r['cpu_s_per_gb']:.3f} s/GB", file=sys.stderr, flush=True)
     for name, rs in runs.items():
         med = sorted(rs, key=lambda r: r["cpu_s"])[len(rs) // 2]
-        print(f"{name}: median of {len(rs)}: {med['us_per_request']:.1f} us CPU per request, "
+        user = sorted(r["user_us_per_request"] for r in rs)[len(rs) // 2]
+        print(f"{name}: median of {len(rs)}: {med['us_per_request']:.1f} us CPU per request "
+              f"(median user part {user:.1f} us), "
               f"{med['us_per_batch']:.1f} us per batch, {med['cpu_s_per_gb']:.3f} s per GB "
               f"({a.records} records of {a.size} B per batch, {a.partitions} per request, "
               f"Produce v{a.version})")
