@@ -118,6 +118,23 @@ async def _run(a) -> dict:
             for f in frames[:a.warmup]:
                 dispatcher.handle(f, conn)
             frames = frames[a.warmup:]
+            calls = []
+            if a.handler:
+                # the Produce handler alone, on requests decoded beforehand (and before a
+                # --profile starts): the append path (handler, storage, answer encoding)
+                # without the header, decoding and dispatch
+                from minibroker.handlers.api import RequestContext
+                from minibroker_protocol.header import read_request_header
+                from minibroker_protocol.produce import decode_produce
+                api = dispatcher.apis[0]
+                if api.load is not None:
+                    api = dispatcher._loaded(api)
+                flexible = codec.is_flexible_request(0, a.version)
+                for f in frames:
+                    body = f[read_request_header(f, flexible).body_offset:]
+                    calls.append((RequestContext(0, a.version, 1, "bench", conn),
+                                  decode_produce(body, a.version)))
+                handler = api.handler
             prof = None
             if a.profile:
                 import cProfile
@@ -139,21 +156,6 @@ async def _run(a) -> dict:
                     raise RuntimeError("the sender failed")
                 c1, u1, t1 = _cpu(), _user(), time.perf_counter()
             elif a.handler:
-                # the Produce handler alone, on requests decoded beforehand: the append path
-                # (handler, storage, answer encoding) without the header, decoding and dispatch
-                from minibroker.handlers.api import RequestContext
-                from minibroker_protocol.header import read_request_header
-                from minibroker_protocol.produce import decode_produce
-                api = dispatcher.apis[0]
-                if api.load is not None:
-                    api = dispatcher._loaded(api)
-                flexible = codec.is_flexible_request(0, a.version)
-                calls = []
-                for f in frames:
-                    body = f[read_request_header(f, flexible).body_offset:]
-                    calls.append((RequestContext(0, a.version, 1, "bench", conn),
-                                  decode_produce(body, a.version)))
-                handler = api.handler
                 c0, u0, t0 = _cpu(), _user(), time.perf_counter()
                 for ctx, request in calls:
                     handler(ctx, request)
