@@ -1,12 +1,17 @@
 """CPU per Produce request on the broker's own path, without sockets or a load generator.
 
 ``python -m bench.produce_path [--records N] [--size B] [--partitions P] [--requests R]
-[--version V] [--profile FILE] [--baseline DIR]``: an in-process broker (fsync never, a temp
-data dir) is handed R idempotent Produce requests, each with P partitions of one batch of N
-records of B bytes, straight to its dispatcher, as the connection does after reading a frame;
-the answer is encoded but not sent. It prints the process CPU seconds (user+system, from
-getrusage) per request, per batch and per GB of records. What it leaves out is the socket:
-the kernel's copy of the request in and of the answer out, and the event loop's wake-ups.
+[--version V] [--profile FILE] [--baseline DIR] [--socket [--window W] | --handler]``: an
+in-process broker (fsync never, a temp data dir) is handed R idempotent Produce requests,
+each with P partitions of one batch of N records of B bytes, straight to its dispatcher, as
+the connection does after reading a frame; the answer is encoded but not sent. It prints the
+process CPU seconds (user+system, from getrusage) per request, per batch and per GB of
+records. What it leaves out is the socket: the kernel's copy of the request in and of the
+answer out, and the event loop's wake-ups.
+
+``--handler`` hands the same requests, decoded beforehand, to the Produce handler alone: what
+the append path costs (the handler's checks, storage, the answer's encoding) without the
+request header, the decoding and the dispatcher.
 
 The machine's load does not change CPU seconds much, unlike MB/s: this is the number to compare
 before and after a change of the produce path (``--baseline DIR`` runs another checkout's code
@@ -32,6 +37,11 @@ from pathlib import Path
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def _user() -> float:
+    # the user part: the Python (and C libraries) rather than the kernel's copies and calls
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
 
 
 async def _run(a) -> dict:
@@ -108,6 +118,23 @@ async def _run(a) -> dict:
             for f in frames[:a.warmup]:
                 dispatcher.handle(f, conn)
             frames = frames[a.warmup:]
+            calls = []
+            if a.handler:
+                # the Produce handler alone, on requests decoded beforehand (and before a
+                # --profile starts): the append path (handler, storage, answer encoding)
+                # without the header, decoding and dispatch
+                from minibroker.handlers.api import RequestContext
+                from minibroker_protocol.header import read_request_header
+                from minibroker_protocol.produce import decode_produce
+                api = dispatcher.apis[0]
+                if api.load is not None:
+                    api = dispatcher._loaded(api)
+                flexible = codec.is_flexible_request(0, a.version)
+                for f in frames:
+                    body = f[read_request_header(f, flexible).body_offset:]
+                    calls.append((RequestContext(0, a.version, 1, "bench", conn),
+                                  decode_produce(body, a.version)))
+                handler = api.handler
             prof = None
             if a.profile:
                 import cProfile
@@ -124,15 +151,20 @@ async def _run(a) -> dict:
                 sender = await asyncio.create_subprocess_exec(
                     sys.executable, os.path.abspath(__file__), "--send", str(path), str(running.port),
                     str(len(frames)), str(a.window))
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, u0, t0 = _cpu(), _user(), time.perf_counter()
                 if await sender.wait() != 0:
                     raise RuntimeError("the sender failed")
-                c1, t1 = _cpu(), time.perf_counter()
+                c1, u1, t1 = _cpu(), _user(), time.perf_counter()
+            elif a.handler:
+                c0, u0, t0 = _cpu(), _user(), time.perf_counter()
+                for ctx, request in calls:
+                    handler(ctx, request)
+                c1, u1, t1 = _cpu(), _user(), time.perf_counter()
             else:
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, u0, t0 = _cpu(), _user(), time.perf_counter()
                 for f in frames:
                     dispatcher.handle(f, conn)
-                c1, t1 = _cpu(), time.perf_counter()
+                c1, u1, t1 = _cpu(), _user(), time.perf_counter()
             if prof is not None:
                 prof.disable()
                 prof.dump_stats(a.profile)
@@ -147,6 +179,7 @@ async def _run(a) -> dict:
     gb = a.requests * a.partitions * a.records * a.size / 1e9
     n = a.requests
     return {"cpu_s": c1 - c0, "wall_s": t1 - t0, "us_per_request": (c1 - c0) / n * 1e6,
+            "user_us_per_request": (u1 - u0) / n * 1e6,
             "us_per_batch": (c1 - c0) / (n * a.partitions) * 1e6, "cpu_s_per_gb": (c1 - c0) / gb}
 
 
@@ -187,6 +220,8 @@ def main() -> int:
     ap.add_argument("--socket", action="store_true",
                     help="send the requests over loopback TCP from another process (the broker's CPU is "
                          "still what is measured), not straight to the dispatcher")
+    ap.add_argument("--handler", action="store_true",
+                    help="time the Produce handler alone on requests decoded beforehand")
     ap.add_argument("--window", type=int, default=1, help="--socket: requests in flight")
     ap.add_argument("--baseline", metavar="DIR", help="another checkout, run alternately")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -223,7 +258,9 @@ def main() -> int:
                   f"{r['cpu_s_per_gb']:.3f} s/GB", file=sys.stderr, flush=True)
     for name, rs in runs.items():
         med = sorted(rs, key=lambda r: r["cpu_s"])[len(rs) // 2]
-        print(f"{name}: median of {len(rs)}: {med['us_per_request']:.1f} us CPU per request, "
+        user = sorted(r["user_us_per_request"] for r in rs)[len(rs) // 2]
+        print(f"{name}: median of {len(rs)}: {med['us_per_request']:.1f} us CPU per request "
+              f"(median user part {user:.1f} us), "
               f"{med['us_per_batch']:.1f} us per batch, {med['cpu_s_per_gb']:.3f} s per GB "
               f"({a.records} records of {a.size} B per batch, {a.partitions} per request, "
               f"Produce v{a.version})")

@@ -9,7 +9,7 @@ recomputing it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import checksum
 from .errors import ErrorCode
@@ -44,9 +44,11 @@ class InvalidBatch(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The fixed header of a record batch (v2), as read from a buffer."""
+class BatchHeader(NamedTuple):
+    """A named tuple, not a frozen dataclass: it is made once per batch on the produce and
+    read paths, and a frozen dataclass's __init__ sets its 14 fields one object.__setattr__
+    at a time (~1.5 us against ~0.4 us for the tuple, Python 3.11)."""
+
     position: int  # where the batch starts in the buffer it was read from
     base_offset: int
     batch_length: int
@@ -111,9 +113,12 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (2**31)
 
 
+_new_header = tuple.__new__  # NamedTuple's own __new__ adds a Python call per header
+
+
 def read_header(buf, position: int = 0) -> BatchHeader:
     """Parse the header at ``position``; the caller guarantees 61 bytes exist."""
-    return BatchHeader(position, *HEADER.unpack_from(buf, position))
+    return _new_header(BatchHeader, (position, *HEADER.unpack_from(buf, position)))
 
 
 def crc_ok(buf, header: BatchHeader) -> bool:
@@ -140,12 +145,13 @@ def validate_produce_records(buf) -> BatchHeader:
             f"only magic 2 record batches are accepted, got magic {magic}",
         )
     header = read_header(buf, 0)
-    if header.batch_length < MIN_BATCH_LENGTH or header.size > size:
+    batch_size = header.batch_length + LOG_OVERHEAD
+    if header.batch_length < MIN_BATCH_LENGTH or batch_size > size:
         raise InvalidBatch(
             ErrorCode.corrupt_message,
             f"batch length {header.batch_length} does not fit the {size} bytes sent",
         )
-    if header.size != size:
+    if batch_size != size:
         raise InvalidBatch(
             ErrorCode.invalid_record,
             "produce requests may carry exactly one record batch per partition",
@@ -158,7 +164,8 @@ def validate_produce_records(buf) -> BatchHeader:
             f"batch claims {header.record_count} records but a last offset delta of "
             f"{header.last_offset_delta}",
         )
-    if not crc_ok(buf, header):
+    # crc_ok's check, the batch being the whole buffer
+    if checksum.crc32c(memoryview(buf)[CRC_START:size]) != header.crc:
         raise InvalidBatch(ErrorCode.corrupt_message, "record batch CRC-32C mismatch")
     return header
 
@@ -213,7 +220,7 @@ def check_batch(
         actual = checksum.crc32c(memoryview(buf)[position + CRC_START : stop])
         if actual != fields[4]:
             return f"crc mismatch: stored {fields[4]:#010x}, computed {actual:#010x}"
-    return BatchHeader(origin + position, *fields)
+    return _new_header(BatchHeader, (origin + position, *fields))
 
 
 def iter_headers(

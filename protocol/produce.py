@@ -176,10 +176,12 @@ def _decode_flexible(body, version: int) -> ProduceRequest:
 _I16_BE = struct.Struct(">h")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error code, base offset, log append time
 _PARTITION_V5 = struct.Struct(">ihqqq")  # and the log start offset, from v5
+# the usual partition answer with its tail in the same struct call: an empty record-error array
+# (compact: 1; from v8: int32 0) and a null message (compact: 0; int16 -1), then no tagged fields
+_PLAIN_FLEX = struct.Struct(">ihqqqBxx")
+_PLAIN_V8 = struct.Struct(">ihqqq4xh")
 _I64 = struct.Struct(">q")
-# after those from v8: empty RecordErrors and a null ErrorMessage, then (v9+) no tagged fields
-_PLAIN_TAIL_V8 = b"\x00\x00\x00\x00\xff\xff"
-_PLAIN_TAIL_FLEX = b"\x01\x00\x00"
+# the pieces of an answer with record errors or a message (v8+)
 _EMPTY_ARRAY_FLEX = b"\x01"
 _NULL_FLEX = b"\x00"
 _NULL_LEGACY = b"\xff\xff"
@@ -189,9 +191,14 @@ _NULL_LEGACY = b"\xff\xff"
 PartitionAnswer = tuple[int, int, int, int, int, tuple[tuple[int, str | None], ...], str | None]
 
 
+_SMALL_UVARINTS = [bytes((n,)) for n in range(0x80)]  # a count or a name length: made once
+_NAMES: dict[tuple[str, bool], bytes] = {}  # topic names as encoded, asked again on every answer
+_NAMES_MAX = 4096  # dropped whole when full: a bound, not an LRU
+
+
 def _uvarint(n: int) -> bytes:
     if n < 0x80:
-        return bytes((n,))
+        return _SMALL_UVARINTS[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -224,13 +231,22 @@ def encode_produce_response(correlation_id: int, version: int,
         if version >= TOPIC_IDS_FROM:
             out.append(topic_id.bytes if topic_id is not None else bytes(16))
         else:
-            out.append(_string(name, flexible))
+            encoded = _NAMES.get((name, flexible))
+            if encoded is None:
+                if len(_NAMES) >= _NAMES_MAX:
+                    _NAMES.clear()
+                encoded = _NAMES[(name, flexible)] = _string(name, flexible)
+            out.append(encoded)
         out.append(_count(len(parts), flexible))
         for index, error, base_offset, append_time, log_start, record_errors, message in parts:
             if version >= 5 and not record_errors and message is None:
                 # the usual answer, whole: no record errors, no message, no tagged fields
-                out.append(_PARTITION_V5.pack(index, error, base_offset, append_time, log_start))
-                out.append(_PLAIN_TAIL_FLEX if flexible else _PLAIN_TAIL_V8 if version >= 8 else b"")
+                if flexible:
+                    out.append(_PLAIN_FLEX.pack(index, error, base_offset, append_time, log_start, 1))
+                elif version >= 8:
+                    out.append(_PLAIN_V8.pack(index, error, base_offset, append_time, log_start, -1))
+                else:
+                    out.append(_PARTITION_V5.pack(index, error, base_offset, append_time, log_start))
                 continue
             out.append(_PARTITION_HEAD.pack(index, error, base_offset, append_time))
             if version >= 5:

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from minibroker_protocol.batch import HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
+from minibroker_protocol.batch import CONTROL_BIT, HEADER_SIZE, MIN_BATCH_LENGTH, BatchHeader, read_header
 
 from . import segment_swap
 from .atomic_file import fsync_dir
@@ -68,6 +68,9 @@ class AppendInfo(NamedTuple):
     duplicate: bool = False
     # The transaction an end-transaction marker closed (for .txnindex / LSO).
     completed_txn: CompletedTxn | None = None
+
+
+_new_info = tuple.__new__
 
 
 class PartitionLog:
@@ -406,13 +409,15 @@ class PartitionLog:
         # written: producer state (epoch fencing, sequence numbers, duplicates
         # answered with their original offsets) and transaction state.
         marker = None
-        if header.producer_id >= 0:
-            if origin not in ORIGINS:
+        producers = self._producers
+        idempotent = header.producer_id >= 0
+        if idempotent:
+            if origin != "client" and origin not in ORIGINS:
                 raise ValueError(f"unknown append origin {origin!r}")
-            if header.is_control:
+            if header.attributes & CONTROL_BIT:
                 marker = read_control_marker(batch, header)
             try:
-                dup = self._producers.check(header, marker, origin, transaction_version)
+                dup = producers.check(header, marker, origin, transaction_version)
             except ProducerStateError as exc:
                 exc.log_start_offset = self._start_offset
                 raise
@@ -449,12 +454,12 @@ class PartitionLog:
         # Bookkeeping of what was just written: producer state update and, for
         # control batches, the .txnindex entry and the LSO (``completed``).
         completed = None
-        if header.producer_id >= 0:
-            completed = self._producers.update(header, base, marker)
+        if idempotent:
+            completed = producers.update(header, base, marker)
             if completed is not None and completed.is_aborted:
                 # Kafka's UnifiedLog.append: the entry goes to the segment the
                 # marker went to, with the LSO once the transaction is over.
-                seg.txn_index.append(self._producers.open_transactions.aborted(
+                seg.txn_index.append(producers.open_transactions.aborted(
                     completed.producer_id, completed.first_offset, last, self._start_offset))
 
         if self._sync_each:
@@ -467,9 +472,8 @@ class PartitionLog:
             assert due is not None
             if due <= now_ms:
                 self.flush(now_ms)
-        if completed is not None:
-            return AppendInfo(base, last, -1, position, False, completed)
-        return AppendInfo(base, last, -1, position)
+        # every field given: NamedTuple's own __new__ (for the defaults) is a Python call
+        return _new_info(AppendInfo, (base, last, -1, position, False, completed))
 
     def _roll_for(self, size: int, now_ms: int | None) -> Segment:
         if self._closed:

@@ -31,7 +31,16 @@ from types import MappingProxyType
 from typing import Literal, NamedTuple, Protocol
 
 from minibroker_protocol import checksum
-from minibroker_protocol.batch import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, InvalidBatch, iter_headers
+from minibroker_protocol.batch import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    HEADER_SIZE,
+    NO_SEQUENCE,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    InvalidBatch,
+    iter_headers,
+)
 from minibroker_protocol.records import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
@@ -116,6 +125,10 @@ class BatchMetadata(NamedTuple):
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+_new_batch = tuple.__new__  # BatchMetadata without NamedTuple's Python-level __new__
+_SEQ_WRAP = 2**31  # sequences wrap at Int32.MAX (Kafka DefaultRecordBatch.incrementSequence)
 
 
 class CompletedTxn(NamedTuple):
@@ -390,7 +403,7 @@ class ProducerStateManager:
         pid = header.producer_id
         epoch = header.producer_epoch
         entry = self._producers.get(pid)
-        if header.is_control:
+        if header.attributes & CONTROL_BIT:
             if entry is not None:
                 if transaction_version >= 2:
                     self._check_marker_epoch_v2(entry, header, transaction_version)
@@ -496,12 +509,13 @@ class ProducerStateManager:
         """Apply a batch that is in the log at ``first_offset`` (no checks:
         also the replay path). Returns the transaction a marker ended."""
         pid = header.producer_id
-        if header.is_control and marker is None:
+        control = header.attributes & CONTROL_BIT
+        if control and marker is None:
             return None  # an empty control batch changes nothing
         entry = self._producers.get(pid)
         if entry is None:
             entry = self._producers[pid] = ProducerStateEntry(pid)
-        if header.is_control:
+        if control:
             # Kafka ProducerAppendInfo.appendEndTxnMarker: only a marker that
             # ends an open transaction is a CompletedTxn (the .txnindex and the
             # LSO care about no other).
@@ -517,20 +531,21 @@ class ProducerStateManager:
             entry.current_txn_first_offset = -1
             entry.last_timestamp = header.max_timestamp
             return completed
-        entry._set_epoch(header.producer_epoch)
+        epoch = header.producer_epoch
+        if epoch != entry.epoch:
+            entry._set_epoch(epoch)
+        delta = header.last_offset_delta
+        first_seq = header.base_sequence
+        # header.last_sequence, inline: this runs once per appended batch
+        last_seq = NO_SEQUENCE if first_seq == NO_SEQUENCE else (first_seq + delta) % _SEQ_WRAP
         entry.batches.append(
-            BatchMetadata(
-                header.base_sequence,
-                header.last_sequence,
-                first_offset,
-                first_offset + header.last_offset_delta,
-                header.max_timestamp,
-            )
+            _new_batch(BatchMetadata, (first_seq, last_seq, first_offset, first_offset + delta,
+                                       header.max_timestamp))
         )
         # Kafka keeps the batch's max timestamp, not the broker's clock, as
         # the time expiry counts from (ProducerStateEntry.addBatch).
         entry.last_timestamp = header.max_timestamp
-        if header.is_transactional and entry.current_txn_first_offset < 0:
+        if header.attributes & TRANSACTIONAL_BIT and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
             self._ongoing.begin(pid, first_offset)
         return None

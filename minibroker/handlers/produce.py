@@ -90,7 +90,8 @@ class ProduceHandlers:
                 cache[name] = self.authz.allowed(ctx, Op.WRITE, Res.TOPIC, name)
             return not cache[name]
 
-        refused = self._refused(ctx, req) if self.authz.on else None
+        authz_on = self.authz.on  # a property: read once per request, not per partition
+        refused = self._refused(ctx, req) if authz_on else None
         if refused is not None:
             for t in req.topics:
                 results.append((t, [(p.index, refused, -1, -1, None) for p in t.partitions]))
@@ -110,7 +111,7 @@ class ProduceHandlers:
                     info = self.logs.topic_by_id(t.topic_id)
                     name = info.name if info is not None else None
                 for p in t.partitions:
-                    if unwritable(name):
+                    if authz_on and unwritable(name):
                         # KafkaApis.handleProduceRequest: before the topic's existence is looked at
                         res: PartitionResult = (p.index, ErrorCode.topic_authorization_failed, -1, -1, None)
                     elif name is None:
@@ -139,8 +140,9 @@ class ProduceHandlers:
             for res in parts:
                 index, error, base_offset, log_start, message = res[:5]
                 rejected, append_time = (res[5], res[6]) if len(res) > 5 else (None, NO_TIMESTAMP)
-                # The code this request version understands (TRANSACTION_ABORTABLE since v11).
-                error = for_version(error, ApiKey.Produce, version)
+                if error:
+                    # The code this request version understands (TRANSACTION_ABORTABLE since v11).
+                    error = for_version(error, ApiKey.Produce, version)
                 record_errors: tuple[tuple[int, str | None], ...] = ()
                 if rejected is not None:
                     record_errors = rejected.records
@@ -228,7 +230,8 @@ class ProduceHandlers:
                 # log start offset in the answer (-1), unlike producer-state errors.
                 return (p.index, error, -1, -1,
                         "transactional batch for a partition not in the producer's transaction")
-        short = self._isr_short(topic, p.index, info) if acks == -1 else None
+        # _isr_short answers None at once without virtual brokers: not called then
+        short = self._isr_short(topic, p.index, info) if acks == -1 and self.cluster is not None else None
         if short is not None:
             log.warning("produce.rejected", topic=topic, partition=p.index, reason="not_enough_replicas",
                         detail=short)
@@ -272,7 +275,8 @@ class ProduceHandlers:
             return (p.index, e.error_code, -1, plog.log_start_offset, str(e))
         if not appended.duplicate:
             self.notify_append(topic, p.index)
-            self.crash.hit("produce.after_append", None, topic, p.index)
+            if self.crash.armed:  # CrashPoints.hit's own first check, without the call per batch
+                self.crash.hit("produce.after_append", None, topic, p.index)
         else:
             self.timeline.record_producer(header.producer_id, "duplicate", topic=topic, partition=p.index,
                                           epoch=header.producer_epoch, first_sequence=header.base_sequence,

@@ -126,10 +126,10 @@ def test_bench_share_row(tmp_path):
 
 
 def test_produce_path_smoke(tmp_path):
-    """bench/produce_path.py, both ways (dispatcher and socket), a few requests each: it runs and
-    its own check (every partition's log end is requests x records) holds."""
+    """bench/produce_path.py, every way (dispatcher, socket, handler alone), a few requests each: it
+    runs and its own check (every partition's log end is requests x records) holds."""
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    for extra in ([], ["--socket", "--window", "3"]):
+    for extra in ([], ["--socket", "--window", "3"], ["--handler"]):
         r = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "produce_path.py"), "--requests", "20", "--warmup", "2",
              "--records", "5", "--partitions", "2", "--reps", "1", *extra],
