@@ -408,18 +408,7 @@ class Segment:
             # Only a full disk or a signal cuts a regular-file write short; the
             # partial batch is past ``size`` and is overwritten by the next one.
             raise StorageError(f"{self.path}: short write ({written} of {end - pos} bytes)")
-        # _note, inline: this runs once per appended batch
-        if pos == 0:
-            self.first_batch_timestamp = max_timestamp
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.offset_of_max_timestamp = last_offset
-        if self._since_index > self._interval:
-            self.index.append(last_offset, pos)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._since_index = 0
-        self._since_index += written
-        self.size = end
+        self._note(pos, last_offset, max_timestamp, written)
         self.next_offset = last_offset + 1
         self._dirty = True
         return pos
