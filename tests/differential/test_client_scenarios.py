@@ -118,14 +118,21 @@ assert IDEM_PAUSE_S * 1000 + IDEM_REQUEST_TIMEOUT_MS < settings.value("producer_
 def test_idempotent_producing_with_retries(brokers, broker_pids, client):
     """One-record batches, five in flight; the broker is paused (SIGSTOP) past the client's request
     timeout mid-way, so batches are sent again: every record once, in order, at both isolation levels."""
-    topic, parts, n = uid("idem", client), 3, 60
-    create_on_both(brokers, topic, parts)
+    parts, n = 3, 60
     pids = {brokers[name]: broker_pids[name] for name in brokers}
-    args = [topic, str(parts), str(n), str(IDEM_PACE_MS), str(IDEM_REQUEST_TIMEOUT_MS)]
-    out = on_both(brokers, lambda b: programs.run(client, ["idempotent", b, *args], pause=(pids[b], IDEM_PAUSE_S)))
-    # How many batches were sent again depends on timing; that some were, does not.
-    retries = {name: res.pop("retries") for name, res in out.items()}
-    assert_same(out, f"{client} idempotent")
+    # How many batches were sent again depends on timing; that some were, does not. On a loaded
+    # machine a side may see none (the pause fell between two requests): the scenario then did
+    # not happen there, and is run once more on a new topic rather than compared as it is.
+    for attempt in range(2):
+        topic = uid(f"idem{attempt}", client)
+        create_on_both(brokers, topic, parts)
+        args = [topic, str(parts), str(n), str(IDEM_PACE_MS), str(IDEM_REQUEST_TIMEOUT_MS)]
+        out = on_both(brokers, lambda b: programs.run(client, ["idempotent", b, *args],
+                                                      pause=(pids[b], IDEM_PAUSE_S)))
+        retries = {name: res.pop("retries") for name, res in out.items()}
+        assert_same(out, f"{client} idempotent")
+        if all(r > 0 for r in retries.values()):
+            break
     assert all(r > 0 for r in retries.values()), f"no batch was sent again: {retries}"
     res = out["kafka"]
     assert res["steps"] == {"deliveries": None, "unflushed": None}, res["steps"]

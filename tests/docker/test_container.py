@@ -101,7 +101,7 @@ def test_image_metadata(podman, broker_image):
     assert cfg["StopSignal"] == "SIGTERM"
     assert cfg["Entrypoint"] == ["minibroker"]          # exec form: minibroker is PID 1
     assert cfg["User"] == "minibroker"
-    assert set(cfg["ExposedPorts"]) == {"9092/tcp", "29092/tcp"}
+    assert set(cfg["ExposedPorts"]) == {"9092/tcp", "29092/tcp", "8081/tcp"}  # 8081: the Schema Registry
     assert set(cfg["Volumes"]) == {"/var/lib/minibroker"}
     env = dict(e.split("=", 1) for e in cfg["Env"])
     assert env["MINIBROKER_DATA_DIR"] == "/var/lib/minibroker"

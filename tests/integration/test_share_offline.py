@@ -230,7 +230,7 @@ def test_a_data_dir_from_before_share_groups_gets_them_with_kafka_features_upgra
         topic = _topic(b.bootstrap_servers, partitions=1)
     # what an older minibroker left: no levels written, no share history
     (data / "feature-levels").unlink()
-    (data / "share-history.jsonl").unlink()
+    (data / "share-history.jsonl").unlink(missing_ok=True)  # made only once share groups are used
     with MiniBroker(name="share-older", data_dir=data) as b:
         bs = b.bootstrap_servers
         assert _share_level(kafka_tool, bs) == "0"
