@@ -40,6 +40,18 @@ def _set_client_quota(address: tuple[str, int], client_id: str, key: str, value:
             api, "EntryData", entity=(part(api, "EntityData", entity_type="client-id", entity_name=client_id),),
             ops=(part(api, "OpData", key=key, value=value, remove=False),)),)))
     assert [e.error_code for e in r.entries] == [0]
+    # Kafka applies a quota when its broker publishes the metadata record, a moment after the
+    # answer (ClientQuotaMetadataManager updates the quota managers and the cache DescribeClientQuotas
+    # reads together): wait until it is described, so the first throttled request meets it.
+    deadline = time.monotonic() + 15
+    while True:
+        with Connection(*address) as c:
+            found = c.call(req(DESCRIBE, 1, strict=True, components=(
+                part((DESCRIBE, 1), "ComponentData", entity_type="client-id", match_type=0, match=client_id),)))
+        if any((v.key, v.value) == (key, value) for entry in found.entries for v in entry.values):
+            return
+        assert time.monotonic() < deadline, f"quota {key}={value} for {client_id} never described"
+        time.sleep(0.05)
 
 
 def _config_command(kafka_reference, bootstrap: str, *args: str) -> str:
