@@ -53,7 +53,12 @@ def read_uvarint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
             raise HeaderError("varint too long")
 
 
+_SMALL_UVARINTS = [bytes((n,)) for n in range(0x80)]  # counts and name lengths: made once
+
+
 def write_uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_UVARINTS[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from .header import HeaderError, read_uvarint, skip_tagged_fields
+from .header import write_uvarint as _uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -191,20 +192,8 @@ _NULL_LEGACY = b"\xff\xff"
 PartitionAnswer = tuple[int, int, int, int, int, tuple[tuple[int, str | None], ...], str | None]
 
 
-_SMALL_UVARINTS = [bytes((n,)) for n in range(0x80)]  # a count or a name length: made once
 _NAMES: dict[tuple[str, bool], bytes] = {}  # topic names as encoded, asked again on every answer
 _NAMES_MAX = 4096  # dropped whole when full: a bound, not an LRU
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL_UVARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(s: str | None, flexible: bool) -> bytes:

@@ -18,6 +18,7 @@ from typing import Any
 from . import codec
 from .build import nested
 from .header import HeaderError, read_uvarint, skip_tagged_fields
+from .header import write_uvarint as _uvarint
 
 _CORR = struct.Struct(">i")
 _END_TXN = struct.Struct(">ih")
@@ -30,15 +31,6 @@ END_TXN_FLEXIBLE_FROM = 3
 END_TXN_IDS_FROM = 5
 ADD_PARTITIONS_FLEXIBLE_FROM = 3
 ADD_PARTITIONS_MAX_CLIENT_VERSION = 3
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_end_txn_response(correlation_id: int, version: int, throttle_ms: int, error_code: int,
