@@ -65,7 +65,8 @@ API_VERSIONS_V0 = _frame(struct.pack(">hhih", 18, 0, 1, 5) + b"bench")
 METADATA_V4 = _frame(struct.pack(">hhih", 3, 4, 2, 5) + b"bench" + struct.pack(">ib", -1, 0))
 
 
-def _read_answer(s: socket.socket, corr: int) -> None:
+def read_answer(s: socket.socket, corr: int) -> bytes:
+    """The answer to request ``corr``, whole (correlation id first), read off ``s``."""
     def exactly(n: int) -> bytes:
         out = bytearray()
         while len(out) < n:
@@ -75,8 +76,10 @@ def _read_answer(s: socket.socket, corr: int) -> None:
             out += chunk
         return bytes(out)
     size = struct.unpack(">i", exactly(4))[0]
-    if struct.unpack(">i", exactly(size)[:4])[0] != corr:
+    answer = exactly(size)
+    if struct.unpack(">i", answer[:4])[0] != corr:
         raise ConnectionError("an answer with another correlation id")
+    return answer
 
 
 def first_answers(host: str, port: int, t0: float, timeout: float = 10.0) -> tuple[float, float]:
@@ -85,10 +88,10 @@ def first_answers(host: str, port: int, t0: float, timeout: float = 10.0) -> tup
     it still loads (minibroker/net/early.py): Metadata is when a client can start its work."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(API_VERSIONS_V0)
-        _read_answer(s, 1)
+        read_answer(s, 1)
         api = time.perf_counter() - t0
         s.sendall(METADATA_V4)
-        _read_answer(s, 2)
+        read_answer(s, 2)
         return api, time.perf_counter() - t0
 
 

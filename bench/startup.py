@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from run import _frame  # noqa: E402
+from run import _frame, read_answer  # noqa: E402
 
 from minibroker_protocol.records import build_batch  # noqa: E402  (not in a timed probe)
 
@@ -103,18 +103,8 @@ class _Reader:
 
 
 def _answer(s: socket.socket, corr: int) -> _Reader:
-    def exactly(n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed before the answer")
-            out += chunk
-        return bytes(out)
-    (size,) = struct.unpack(">i", exactly(4))
-    r = _Reader(exactly(size))
-    if r.take(">i")[0] != corr:
-        raise ConnectionError("an answer with another correlation id")
+    r = _Reader(read_answer(s, corr))
+    r.take(">i")  # the correlation id, checked
     return r
 
 
