@@ -67,6 +67,22 @@ UNASKED = {"minibroker.handlers.fetch", "minibroker.handlers.share", "minibroker
            "minibroker.handlers.consumer_group", "minibroker.handlers.configs"}
 
 
+def _start_with_importtime(tmp_path: Path, log: Path, ready: Path) -> subprocess.Popen:
+    """A broker on a free port whose ``-X importtime`` lines go to ``log``."""
+    with open(log, "w") as err:
+        return subprocess.Popen([sys.executable, "-X", "importtime", "-m", "minibroker", "--host", "127.0.0.1",
+                                 "--port", "0", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def _ready_port(proc: subprocess.Popen, ready: Path) -> int:
+    deadline = time.monotonic() + 60
+    while not (ready.exists() and ready.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no ready file"
+        time.sleep(0.01)
+    return int(ready.read_text().split()[0].rsplit(":", 1)[1])
+
+
 def test_first_metadata_and_produce_import_no_other_family_nor_the_group_coordinators(tmp_path):
     """A real broker process, an idempotent producer's first requests (bench/startup.py's
     probe: ApiVersions, Metadata auto-creating a topic, InitProducerId, Produce acks=all); then
@@ -75,16 +91,9 @@ def test_first_metadata_and_produce_import_no_other_family_nor_the_group_coordin
     from bench.startup import first_useful
 
     log, ready = tmp_path / "imports.txt", tmp_path / "ready"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "minibroker", "--host", "127.0.0.1",
-                                 "--port", "0", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)],
-                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    proc = _start_with_importtime(tmp_path, log, ready)
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()):
-            assert time.monotonic() < deadline and proc.poll() is None, "no ready file"
-            time.sleep(0.01)
-        port = int(ready.read_text().split()[0].rsplit(":", 1)[1])
+        port = _ready_port(proc, ready)
         first_useful("127.0.0.1", port, time.perf_counter())
         before = _imported(log)
         assert "minibroker.handlers.produce" in before and "minibroker.handlers.metadata" in before
@@ -225,16 +234,9 @@ def test_the_transaction_coordinator_is_built_on_the_first_request_that_needs_it
 
     log, ready = tmp_path / "imports.txt", tmp_path / "ready"
     coordinator = "minibroker.coordinator.txn.coordinator"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "minibroker", "--host", "127.0.0.1",
-                                 "--port", "0", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)],
-                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    proc = _start_with_importtime(tmp_path, log, ready)
     try:
-        deadline = time.monotonic() + 60
-        while not (ready.exists() and ready.read_text()):
-            assert time.monotonic() < deadline and proc.poll() is None, "no ready file"
-            time.sleep(0.01)
-        port = int(ready.read_text().split()[0].rsplit(":", 1)[1])
+        port = _ready_port(proc, ready)
         with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
             s.sendall(_metadata_v4_auto(b"lazy-txn"))
             _check_metadata(_answer(s, 2), b"lazy-txn")
