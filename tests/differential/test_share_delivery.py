@@ -24,6 +24,7 @@ from tests.reference.client import part, req
 from .test_share_groups import (
     DESCRIBE_OFFSETS,
     PRODUCE,
+    KafkaRaced,
     Script,
     _fetch_request,
     _group_configs,
@@ -104,18 +105,22 @@ def test_in_flight_limit_delivers_a_backlog_in_chunks(script):
     _produce_batches(s, [40] * 6 + [150])  # 0-239 in batches of 40, then one batch of 150
     s.fetch("the first chunk", m, epoch, max_wait_ms=2000)
     s.fetch("at the limit nothing more is acquired", m, epoch + 1)
-    # Kafka applies piggybacked acknowledgements and fetches in parallel: the fetch's first
-    # attempt runs while the acknowledgement's state write is in flight; a waiting fetch is
-    # woken when it completes
-    s.fetch("accept 0-39, no wait: the same answer has no room yet", m, epoch + 2, acks={0: [(0, 39, [1])]})
-    s.fetch("accept 40-79: the next chunk", m, epoch + 3, acks={0: [(40, 79, [1])]}, max_wait_ms=2000)
-    s.fetch("accept 80-119", m, epoch + 4, acks={0: [(80, 119, [1])]}, max_wait_ms=2000)
-    s.fetch("release 120-159", m, epoch + 5, acks={0: [(120, 159, [2])]}, max_wait_ms=2000)
-    s.fetch("at the limit again, the released ones inside the cached range still come back", m, epoch + 6,
-            max_wait_ms=2000)
-    s.fetch("accept 120-239: the 150-record batch whole", m, epoch + 7, acks={0: [(120, 239, [1])]},
-            max_wait_ms=2000)
-    s.fetch("the rest", m, epoch + 8, max_wait_ms=500)
+    # acknowledged by ShareAcknowledge, not piggybacked: Kafka runs a fetch's first attempt
+    # beside a piggybacked acknowledgement's state write, so which records that fetch sees
+    # depends on how soon the write completes (a loaded CI machine saw the other answer);
+    # test_a_piggybacked_release_comes_back_in_a_later_answer covers the piggybacked order
+    s.ack("accept 0-39", m, epoch + 2, {0: [(0, 39, [1])]})
+    s.fetch("the next chunk, up to the limit", m, epoch + 3, max_wait_ms=2000)
+    s.ack("accept 40-79", m, epoch + 4, {0: [(40, 79, [1])]})
+    s.fetch("the next chunk", m, epoch + 5, max_wait_ms=2000)
+    s.ack("accept 80-119", m, epoch + 6, {0: [(80, 119, [1])]})
+    s.ack("release 120-159", m, epoch + 7, {0: [(120, 159, [2])]})
+    s.fetch("the released ones come back first", m, epoch + 8, max_wait_ms=2000)
+    s.fetch("then the next chunk", m, epoch + 9, max_wait_ms=2000)
+    s.fetch("at the limit again", m, epoch + 10)
+    s.ack("accept 120-239", m, epoch + 11, {0: [(120, 239, [1])]})
+    s.fetch("the 150-record batch whole", m, epoch + 12, max_wait_ms=2000)
+    s.fetch("the rest", m, epoch + 13, max_wait_ms=500)
     s.describe_offsets("the persisted start trails by one write")
 
 
@@ -441,16 +446,27 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(script):
     s.describe_offsets("everything done with")
 
 
+def _redelivered_at_once(answer) -> bool:
+    return any(count > 1 for p in answer[3] for _f, _la, count in p[5])
+
+
 def test_a_piggybacked_release_comes_back_in_a_later_answer(script):
     """The fetch that carries a RELEASE acquires what else is available first: the released
-    records are still in their state transition when it runs (see the in-flight case)."""
-    s = script()
-    m = _member()
-    epoch = _opened(s, m)
-    s.produce(5)
-    s.fetch("deliver 0-4", m, epoch, max_wait_ms=2000)
-    s.produce(5)
-    s.fetch("release 0-4: 5-9 are delivered, not 0-4", m, epoch + 1, acks={0: [(0, 4, [2])]}, max_wait_ms=2000)
+    records are still in their state transition when it runs. When Kafka's write finished
+    first (the fetch got 0-4 back at once, as CI saw in the in-flight case) it runs once more."""
+    for attempt in range(2):
+        s = script()
+        m = _member()
+        epoch = _opened(s, m)
+        s.produce(5)
+        s.fetch("deliver 0-4", m, epoch, max_wait_ms=2000)
+        s.produce(5)
+        try:
+            s.fetch("release 0-4: 5-9 are delivered, not 0-4", m, epoch + 1, acks={0: [(0, 4, [2])]},
+                    max_wait_ms=2000, kafka_raced=_redelivered_at_once if attempt == 0 else None)
+            break
+        except KafkaRaced:
+            continue
     s.fetch("now 0-4 again, count 2", m, epoch + 2, max_wait_ms=2000)
     s.fetch("release 5-9 with nothing else available: the waiting fetch gets them back", m, epoch + 3,
             acks={0: [(5, 9, [2])]}, max_wait_ms=2000)
