@@ -119,8 +119,9 @@ ALLOWED: dict[str, set[str]] = {
     "control": _BELOW_HANDLERS | {"handlers", "registry"},
     "net": _BELOW_HANDLERS | {"handlers", "control", "registry"},
     "background": {"core", "config", "coordinator"},
-    # The Schema Registry (issue 34): its listener's TLS and basic auth come from security.
-    "registry": {"core", "config", "security"},
+    # The Schema Registry (issue 34): its listener's TLS and basic auth come from security;
+    # _schemas is read back with the coordinators' replay of an internal log.
+    "registry": {"core", "config", "security", "coordinator"},
     "broker": _BELOW_HANDLERS | {"handlers", "control", "background", "registry"},
     "app": _BELOW_HANDLERS | {"handlers", "control", "net", "background", "broker", "registry"},
     "cli": _BELOW_HANDLERS | {"handlers", "control", "net", "background", "broker", "app", "testing",

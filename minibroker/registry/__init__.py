@@ -9,6 +9,7 @@ package is the registry itself: its state machine over the ``_schemas`` records,
 and the listener.
 
 Imports: ``core``, ``config``, ``security`` (the listener's TLS context and the ``--sasl-users``
-users for HTTP basic auth). The broker hands it a way to append to and read ``_schemas``; it never
+users for HTTP basic auth), ``coordinator`` (its ``replay`` of an internal log reads ``_schemas``
+back). The broker hands it a way to append to and read ``_schemas``; it never
 imports ``broker``, ``handlers`` or ``net``.
 """
