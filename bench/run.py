@@ -163,14 +163,15 @@ def machine_busy() -> tuple[float, float]:
     return sum(f) - idle, sum(f)
 
 
-def stop_proc(p: subprocess.Popen) -> None:
+def stop_proc(p: subprocess.Popen, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL if ``p`` has not ended within ``timeout`` seconds."""
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
         try:
-            p.wait(5)
+            p.wait(timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            p.wait(5)
+            p.wait(timeout)
 
 
 class Broker:

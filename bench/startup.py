@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from run import _frame, read_answer  # noqa: E402
+from run import _frame, read_answer, stop_proc  # noqa: E402
 
 from minibroker_protocol.records import build_batch  # noqa: E402  (not in a timed probe)
 
@@ -260,12 +260,7 @@ def one_start(root: Path, data_dir: Path, extra: tuple[str, ...] = (), limit: fl
         out = (ready_at * 1000, *(x * 1000 for x in times), cpu)
         return (*out, registry_answered[0] * 1000) if registry_answered else out
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_proc(proc, timeout=30)
         prober.join(15)  # ends with the process (its socket closes, or polls see it gone)
         if registry_port is not None:
             registry_prober.join(15)

@@ -30,6 +30,10 @@ from confluent_kafka import Producer
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # tests.reference: Kafka's launcher; another checkout's PYTHONPATH
+sys.path.insert(0, str(HERE))
+
+from run import Kafka as BenchKafka  # noqa: E402
+from run import stop_proc  # noqa: E402
 
 SIZE = 1024
 CERTS = Path("certs")
@@ -98,12 +102,7 @@ class MiniBroker:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+            stop_proc(self.proc, timeout=30)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -115,8 +114,6 @@ class Kafka:
 
     def __init__(self) -> None:
         from tests.reference.kafka import KafkaReference
-        sys.path.insert(0, str(HERE))
-        from run import Kafka as BenchKafka
 
         self.ssl_port = free_port()
         # One PEM file holding the unencrypted PKCS#8 key and the chain: Kafka's
