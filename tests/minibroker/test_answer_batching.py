@@ -104,41 +104,35 @@ async def test_an_answer_that_waits_holds_back_those_behind_it_which_then_leave_
                                ("writelines", answer(11) + answer(12) + answer(13))]
 
 
-class DisconnectSecond(Echo):
-    def __init__(self) -> None:
+class OnSecond(Echo):
+    """Echo, but the second request calls ``action(conn)`` before it is answered."""
+
+    def __init__(self, action) -> None:
         super().__init__()
         self.n = 0
+        self.action = action
 
     def handle(self, frame_, conn):
         self.n += 1
         if self.n == 2:
-            raise Disconnect("malformed_request", "a test's bad request")
+            self.action(conn)
         return super().handle(frame_, conn)
 
 
+def _bad_request(conn):
+    raise Disconnect("malformed_request", "a test's bad request")
+
+
 def test_answers_before_a_disconnect_still_leave_before_the_close():
-    conn, transport = connect(DisconnectSecond())
+    conn, transport = connect(OnSecond(_bad_request))
     push(conn, transport, frames(10, 11, 12), 0)
     assert conn.closed and transport.closed
     assert transport.calls == [("write", answer(10))]
 
 
-class MuteSecond(Echo):
-    """The second request mutes the connection, as a fault rule that drops its answer does."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def handle(self, frame_, conn):
-        self.n += 1
-        if self.n == 2:
-            conn.mute("a test's drop rule")
-        return super().handle(frame_, conn)
-
-
 def test_a_mute_keeps_the_answers_given_before_it_and_drops_the_rest():
-    conn, transport = connect(MuteSecond())
+    # the second request mutes the connection, as a fault rule that drops its answer does
+    conn, transport = connect(OnSecond(lambda c: c.mute("a test's drop rule")))
     push(conn, transport, frames(10, 11, 12), 0)
     assert conn.muted and not transport.reading
     assert transport.calls == [("write", answer(10))]
