@@ -293,11 +293,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.registry.add(self)
         # TLS only: a plaintext client writes a request in one go (librdkafka: 2 reads per
         # 256 KiB request), so there is nothing to save and a window to narrow.
-        sock = transport.get_extra_info("socket")
-        if (sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
-                and transport.get_extra_info("sslcontext") is not None):
-            self._rcv_sock = sock
         self._tls = transport.get_extra_info("sslcontext") is not None
+        sock = transport.get_extra_info("socket")
+        if self._tls and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            self._rcv_sock = sock
         if self.auth is not None:
             self._auth_timer = asyncio.get_running_loop().call_later(self.auth_timeout_s,
                                                                      self._auth_timed_out)
