@@ -30,7 +30,7 @@ def counts(broker: Any) -> dict[str, int] | None:
         deleted_versions += len(versions) - live
         if live:
             live_subjects += 1
-        elif versions:
+        else:  # a subject's dict goes when its last version does (Registry._tombstone)
             deleted_subjects += 1
     return {"subjects": live_subjects, "deleted_subjects": deleted_subjects,
             "versions": live_versions, "deleted_versions": deleted_versions,
@@ -52,8 +52,6 @@ def subjects(broker: Any) -> dict[str, Any]:
     rows = []
     for subject in sorted(reg.versions):
         versions = reg.versions[subject]
-        if not versions:
-            continue
         rows.append({
             "subject": subject,
             "deleted": all(sv.deleted for sv in versions.values()),

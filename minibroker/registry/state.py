@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import struct
 import uuid
 from collections.abc import Callable, Iterator
@@ -97,6 +96,11 @@ def invalid_mode() -> RegistryError:
 
 def not_permitted(message: str) -> RegistryError:
     return RegistryError(422, 42205, message)
+
+
+def references_exist(subject: str, version: int) -> RegistryError:
+    return RegistryError(422, 42206, "One or more references exist to the schema "
+                         f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}.")
 
 
 def check_subject(subject: str | None) -> None:
@@ -377,11 +381,15 @@ class Registry:
         return sorted((s, v) for s, v in self.id_uses.get(schema_id, ())
                       if deleted or not self.versions[s][v].deleted)
 
-    def referenced_by(self, subject: str, version: int, deleted: bool = False) -> list[int]:
-        """The ids of the versions whose references name (subject, version)."""
+    def referenced_by(self, subject: str, version: int, deleted: bool = False,
+                      exclude_subject: str | None = None) -> list[int]:
+        """The ids of the versions (outside ``exclude_subject``) whose references name
+        (subject, version)."""
         target = self.get_version(subject, version, deleted=True)
         out = set()
-        for vs in self.versions.values():
+        for s, vs in self.versions.items():
+            if s == exclude_subject:
+                continue
             for sv in vs.values():
                 if (deleted or not sv.deleted) and any(
                         ref.subject == subject and ref.version == target.version for ref in sv.references):
@@ -613,8 +621,7 @@ class Registry:
             raise RegistryError(404, 40407, f"Subject '{subject}' Version {version} was not deleted "
                                 "first before being permanently deleted")
         if self.referenced_by(subject, version, deleted=permanent):
-            raise RegistryError(422, 42206, "One or more references exist to the schema "
-                                f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}.")
+            raise references_exist(subject, version)
         if permanent:
             recs: list[tuple[bytes, bytes | None]] = [(r.schema_key(subject, version), None)]
             if len(every) == 1:  # the subject's last version: its mode and config go too
@@ -650,12 +657,9 @@ class Registry:
                                 "permanently deleted")
         versions = sorted(every if permanent else live)
         for v in versions:
-            users = {s for s, vs in self.versions.items() if s != subject
-                     for sv in vs.values() if (permanent or not sv.deleted)
-                     and any(ref.subject == subject and ref.version == v for ref in sv.references)}
-            if users:
-                raise RegistryError(422, 42206, "One or more references exist to the schema "
-                                    f"{{magic=1,keytype=SCHEMA,subject={subject},version={v}}}.")
+            # references from inside the subject go with it
+            if self.referenced_by(subject, v, deleted=permanent, exclude_subject=subject):
+                raise references_exist(subject, v)
         recs: list[tuple[bytes, bytes | None]]
         if permanent:
             # in descending order, for references within the subject (as Confluent)
@@ -743,8 +747,7 @@ class Registry:
             for s in scope:
                 for v in sorted(self.versions.get(s, {})):
                     if self.referenced_by(s, v, deleted=True):
-                        raise RegistryError(422, 42206, "One or more references exist to the schema "
-                                            f"{{magic=1,keytype=SCHEMA,subject={s},version={v}}}.")
+                        raise references_exist(s, v)
                     recs.append((r.schema_key(s, v), None))
             if recs or subject is not None:
                 recs.append((r.subject_key(r.CLEAR_SUBJECT, subject), r.clear_subject_value(subject)))
@@ -838,10 +841,6 @@ def stored_json(st: Stored, sv: r.SchemaValue | None = None, named: bool = False
             out["ts"] = sv.ts
         out["deleted"] = sv.deleted
     return out
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 def _name_sides(message: str, reader: str, writer: str) -> str:
