@@ -257,7 +257,16 @@ class Registry:
             # no record names the id any more: compaction would forget it as well
             del self.id_uses[schema_id]
             stored = self.schemas.pop(schema_id)
-            self.by_identity.pop((stored.schema_type, stored.schema, stored.references), None)
+            key = (stored.schema_type, stored.schema, stored.references)
+            if self.by_identity.get(key) == schema_id:
+                # IMPORT can give one schema two ids (_put indexes the later): the index is
+                # this id's only when no twin is still kept, else it goes to the twin
+                twins = [i for i, other in self.schemas.items()
+                         if (other.schema_type, other.schema, other.references) == key]
+                if twins:
+                    self.by_identity[key] = max(twins)
+                else:
+                    del self.by_identity[key]
             self._parsed.pop(schema_id, None)
             self._guids = None
 

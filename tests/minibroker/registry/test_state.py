@@ -237,6 +237,36 @@ def test_lookup_imports_the_formats_modules():
         lookup("THRIFT")
 
 
+def test_a_schema_imported_under_two_ids_keeps_an_id_while_either_is_kept():
+    """IMPORT can give one schema two ids; forgetting one of them (its last version deleted
+    for good) must not make the schema look new while the other id still holds it."""
+    reg = new()
+    for subject, sid in (("a", 5), ("b", 7)):
+        reg.set_mode(subject, {"mode": "IMPORT"})
+        assert reg.register(subject, body({"s": False}, id=sid, version=1)) == (sid, 1)
+        reg.delete_mode(subject)
+    assert reg.register("c", body({"s": False})) == (7, 1)
+    for subject in ("a", "b", "c"):  # 5 goes, then 7; 7 is still in use until c goes too
+        reg.delete_subject(subject, permanent=False)
+        reg.delete_subject(subject, permanent=True)
+        if subject == "a":
+            assert reg.register("d", body({"s": False})) == (7, 1)
+            reg.delete_subject("d", permanent=False)
+            reg.delete_subject("d", permanent=True)
+    assert reg.register("e", body({"s": False})) == (8, 1)  # no id holds it any more
+
+
+def test_a_twin_id_takes_the_index_when_the_indexed_one_goes():
+    reg = new()
+    for subject, sid in (("a", 5), ("b", 7)):
+        reg.set_mode(subject, {"mode": "IMPORT"})
+        reg.register(subject, body({"s": False}, id=sid, version=1))
+        reg.delete_mode(subject)
+    reg.delete_subject("b", permanent=False)
+    reg.delete_subject("b", permanent=True)  # 7, the indexed id, goes; 5 holds the schema
+    assert reg.register("c", body({"s": False})) == (5, 1)
+
+
 def test_import_mode_clears_soft_deleted_versions_first():
     log = MemoryLog()
     reg = new(log)
