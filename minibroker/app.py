@@ -488,6 +488,11 @@ def _tls_context(config: Config) -> Any:
     """The SSL listeners' server context (None without one): ``ssl`` is imported only then."""
     if not any(spec.tls for spec in config.effective_listeners()):
         return None
+    return _server_context(config)
+
+
+def _server_context(config: Config) -> Any:
+    """A server context with the broker's certificate (SSL listeners, the registry's https)."""
     from .security.tls import server_context
 
     assert config.ssl_certfile is not None and config.ssl_keyfile is not None  # config checked
@@ -545,12 +550,7 @@ async def _start_registry(config: Config, broker: Broker, tls: Any, sock: socket
     server = RegistryServer(Registry(topic), users=users, cluster_id=broker.cluster_id)
     ssl_context = None
     if scheme == "https":
-        if tls is None:
-            from .security.tls import server_context
-            assert config.ssl_certfile is not None and config.ssl_keyfile is not None  # config checked
-            tls = server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
-                                 config.ssl_client_auth)
-        ssl_context = tls
+        ssl_context = tls if tls is not None else _server_context(config)
     await server.start(sock, ssl_context)
     server.start_replay()
     broker.schema_registry = server

@@ -269,7 +269,7 @@ class MiniBroker:
         if self.control_port is not None:
             cmd += ["--control-listener", f"{self.host}:{self.control_port}"]
         if self.registry_port is not None:
-            cmd += ["--schema-registry-listener", f"http://{self._url_host}:{self.registry_port}"]
+            cmd += ["--schema-registry-listener", self.schema_registry_url]
         if self.crash_at:
             # A crash rule of the fault-injection API (minibroker/control/faults/rules.py), from a file.
             faults = self.work_dir / "crash-at.json"
@@ -288,15 +288,12 @@ class MiniBroker:
         return Control(f"{self.host}:{self.control_port}")
 
     @property
-    def _url_host(self) -> str:
-        return f"[{self.host}]" if ":" in self.host else self.host
-
-    @property
     def schema_registry_url(self) -> str:
         """``http://host:port`` of the built-in Schema Registry (``MiniBroker(schema_registry=True)``)."""
         if self.registry_port is None:
             raise MiniBrokerError(f"{self!r} was made without schema_registry=True")
-        return f"http://{self._url_host}:{self.registry_port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.registry_port}"
 
     def log_text(self) -> str:
         try:
