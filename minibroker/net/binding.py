@@ -11,7 +11,8 @@ from typing import Any
 
 from ..config.listeners import host_port
 
-__all__ = ["ListenError", "bind", "bind_control", "bind_listeners", "node_port", "prepare_accepted"]
+__all__ = ["ListenError", "bind", "bind_control", "bind_listeners", "bind_registry", "node_port",
+           "prepare_accepted"]
 
 
 def _listening_socket(host: str, port: int) -> socket.socket | None:
@@ -126,18 +127,23 @@ def bind_listeners(config: Any) -> list[list[socket.socket]]:
     return bound
 
 
+def _bind_one(label: str, host: str, port: int) -> socket.socket:
+    """One socket for an option's single address (extra ones closed), or ListenError ``label``."""
+    try:
+        socks = bind(host, port)
+    except OSError as e:
+        raise ListenError(label, e) from None
+    for extra in socks[1:]:
+        extra.close()
+    return socks[0]
+
+
 def bind_control(config: Any) -> socket.socket | None:
     """The --control-listener's socket (None without one), or ListenError naming it."""
     if config.control_listener is None:
         return None
     host, port = config.control_listener
-    try:
-        socks = bind(host, port)
-    except OSError as e:
-        raise ListenError(f"--control-listener {host_port(host, port)}", e) from None
-    for extra in socks[1:]:
-        extra.close()
-    return socks[0]
+    return _bind_one(f"--control-listener {host_port(host, port)}", host, port)
 
 
 def bind_registry(config: Any) -> socket.socket | None:
@@ -148,14 +154,14 @@ def bind_registry(config: Any) -> socket.socket | None:
     if config.schema_registry_listener is None:
         return None
     scheme, host, port = config.schema_registry_listener
+    label = f"--schema-registry-listener {scheme}://{host_port(host, port)}"
+    sock = _bind_one(label, host, port)
     try:
-        socks = bind(host, port)
-        for extra in socks[1:]:
-            extra.close()
-        socks[0].listen(128)
+        sock.listen(128)
     except OSError as e:
-        raise ListenError(f"--schema-registry-listener {scheme}://{host_port(host, port)}", e) from None
-    return socks[0]
+        sock.close()
+        raise ListenError(label, e) from None
+    return sock
 
 
 def close_all(bound: list[list[socket.socket]]) -> None:
